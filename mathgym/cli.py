@@ -1,0 +1,144 @@
+"""The ``mathgym`` command: ``envs``, ``check``, ``play``, ``train``, ``eval``."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def _parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["difficulty=2", "dataset=x.jsonl"]`` → ``{"difficulty": 2, "dataset": "x.jsonl"}``."""
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"mathgym: env option {pair!r} must look like KEY=VALUE")
+        try:
+            kwargs[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            kwargs[key] = raw
+    return kwargs
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    import mathgym
+    from mathgym.registry import env_sources
+
+    envs, sources = mathgym.list_envs(), env_sources()
+    if args.json:
+        print(json.dumps([{"id": k, "description": v, "source": sources[k]} for k, v in envs.items()], indent=2))
+        return 0
+    width = max(len(k) for k in envs)
+    for env_id, description in envs.items():
+        origin = "" if sources[env_id] == "mathgym" else f"  [plugin: {sources[env_id]}]"
+        print(f"{env_id:<{width}}  {description}{origin}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    import mathgym
+    from mathgym.checks import run_checks
+
+    env_id = mathgym.resolve_env_id(args.env_id)
+    results = run_checks(env_id, _parse_env_kwargs(args.option))
+    for result in results:
+        mark = "PASS" if result.passed else "FAIL"
+        print(f"[{mark}] {result.name}: {result.detail}")
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def _read_action(multiline: bool) -> str | None:
+    if not multiline:
+        line = sys.stdin.readline()
+        return None if line == "" else line.rstrip("\n")
+    lines = []
+    for line in sys.stdin:
+        if line.rstrip("\n") == ".":
+            return "\n".join(lines)
+        lines.append(line.rstrip("\n"))
+    return "\n".join(lines) if lines else None
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import mathgym
+
+    env_id = mathgym.resolve_env_id(args.env_id)
+    env = gym.make(env_id, render_mode="ansi", **_parse_env_kwargs(args.option))
+    obs, info = env.reset(seed=args.seed)
+    hint = "end your answer with a line holding only '.'" if args.multiline else "one line per action"
+    print(f"== {env_id} (task {info['task_id']}, up to {info['max_turns']} turn(s); {hint}; Ctrl-D quits)\n")
+    print(obs)
+    total = 0.0
+    while True:
+        print("\n> ", end="", flush=True)
+        action = _read_action(args.multiline)
+        if action is None:
+            print("\n(quit)")
+            return 0
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += float(reward)
+        print(f"\n[reward {float(reward):+.3f} · status {info['status']} · turn {info['turn']}]")
+        if obs:
+            print(obs)
+        if terminated or truncated:
+            end = "solved" if info.get("correct") else ("out of turns" if truncated else "episode over")
+            print(f"\n== {end}: total reward {total:+.3f}; answer: {info.get('answer')}")
+            return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mathgym", description="Gymnasium text environments for RL of language models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    envs = sub.add_parser("envs", help="list every registered environment (plugins included)")
+    envs.add_argument("--json", action="store_true", help="print as JSON")
+    envs.set_defaults(func=cmd_envs)
+
+    check = sub.add_parser("check", help="run the env contract checks on ENV_ID")
+    check.add_argument("env_id")
+    check.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
+    check.set_defaults(func=cmd_check)
+
+    play = sub.add_parser("play", help="play ENV_ID yourself in the terminal")
+    play.add_argument("env_id")
+    play.add_argument("--seed", type=int, default=None, help="seed of the task")
+    play.add_argument("--multiline", action="store_true", help="actions span lines; a line '.' ends one")
+    play.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
+    play.set_defaults(func=cmd_play)
+
+    for name, text in (("train", "train a model with RL on an env (see `mathgym train --help`)"), ("eval", "evaluate a model on an env")):
+        command = sub.add_parser(name, help=text, add_help=False)
+        command.add_argument("rest", nargs=argparse.REMAINDER)
+        command.set_defaults(func=lambda args, name=name: _run_training_command(name, args.rest))
+    return parser
+
+
+def _run_training_command(name: str, argv: list[str]) -> int:
+    try:
+        from mathgym import train_cli
+    except ImportError as err:
+        raise SystemExit(f"mathgym {name} needs the training stack: pip install 'mathgym[train]' ({err})") from None
+    return int(train_cli.main(name, argv) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from mathgym.errors import MathgymError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except MathgymError as err:
+        print(f"mathgym: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

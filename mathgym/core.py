@@ -1,0 +1,185 @@
+"""The text-environment contract, as a base class every mathgym env builds on.
+
+A subclass supplies the task (``_sample_task``) and judges each action
+(``_judge``); this class does the bookkeeping of the contract in one place:
+seeding, ``info`` keys, chat transcript, turn budget, terminated-vs-truncated,
+errors for actions out of order, and ``render()``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, SupportsFloat
+
+import gymnasium as gym
+
+from mathgym.errors import EpisodeFinishedError, InvalidActionError, ResetNeededError, require_option
+from mathgym.rewards.base import Status
+from mathgym.spaces import UnicodeText
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem of an environment.
+
+    Attributes:
+        task_id: Stable identifier (same task → same id across processes).
+        prompt: The text the agent first sees.
+        answer: The gold answer as text (revealed only at the end of the episode).
+        metadata: Anything the env needs to judge the task (tests, grid, target...).
+    """
+
+    task_id: str
+    prompt: str
+    answer: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the env makes of one action.
+
+    Attributes:
+        reward: Reward for this step.
+        status: Outcome from the closed :class:`~mathgym.rewards.base.Status` set.
+        done: True when the task is solved or definitively failed (``terminated``).
+        observation: The env's reply (next observation); ignored when ``done``.
+        reward_breakdown: Reward components (component name → value).
+        correct: Whether the task counts as solved (meaningful when ``done``).
+        info: Extra keys merged into the step's ``info``.
+    """
+
+    reward: float
+    status: Status
+    done: bool
+    observation: str = ""
+    reward_breakdown: Mapping[str, float] = field(default_factory=dict)
+    correct: bool = False
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+class TextEnv(gym.Env[str, str]):
+    """Base class of mathgym's text environments (``gymnasium.Env[str, str]``).
+
+    Subclasses implement :meth:`_sample_task` and :meth:`_judge`, and may override
+    :meth:`_final_judgement` (what happens when the turn budget runs out).
+
+    Args:
+        max_turns: Number of ``step`` calls before the episode is truncated.
+        max_length: Longest observation or action accepted by the spaces.
+        system_prompt: System message placed before the task in ``info["messages"]``
+            (``None`` or ``""`` for none).
+        render_mode: ``None`` or ``"ansi"``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    default_system_prompt: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        *,
+        max_turns: int = 1,
+        max_length: int = 8192,
+        system_prompt: str | None = None,
+        render_mode: str | None = None,
+    ):
+        if int(max_turns) < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        require_option("render_mode", render_mode, (None, "ansi"))
+        self.max_turns = int(max_turns)
+        self.max_length = int(max_length)
+        self.system_prompt = self.default_system_prompt if system_prompt is None else system_prompt
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText(self.max_length)
+        self.action_space = UnicodeText(self.max_length)
+        self._task: Task | None = None
+        self._turn = 0
+        self._finished = False
+        self._messages: list[dict[str, str]] = []
+
+    # -- what a subclass provides -------------------------------------------------
+
+    def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        """Pick the next task using ``self.np_random`` (or ``options``)."""
+        raise NotImplementedError
+
+    def _judge(self, action: str) -> Judgement:
+        """Score ``action`` against ``self.task`` and say whether the episode is over."""
+        raise NotImplementedError
+
+    def _final_judgement(self, last: Judgement) -> Judgement:
+        """Adjust the last step's judgement when the turn budget runs out (default: keep it)."""
+        return last
+
+    # -- the contract ---------------------------------------------------------------
+
+    @property
+    def task(self) -> Task:
+        """The current task; raises :class:`ResetNeededError` before ``reset()``."""
+        if self._task is None:
+            raise ResetNeededError(f"{type(self).__name__}: call reset() before step().")
+        return self._task
+
+    @property
+    def turn(self) -> int:
+        """Number of steps taken in the current episode."""
+        return self._turn
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._task = self._sample_task(dict(options or {}))
+        self._turn = 0
+        self._finished = False
+        self._messages = []
+        if self.system_prompt:
+            self._messages.append({"role": "system", "content": self.system_prompt})
+        self._messages.append({"role": "user", "content": self._task.prompt})
+        info = {"task_id": self._task.task_id, "messages": copy.deepcopy(self._messages), "max_turns": self.max_turns, "turn": 0}
+        return self._task.prompt, info
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._task is None:
+            raise ResetNeededError(f"{type(self).__name__}: call reset() before step().")
+        if self._finished:
+            raise EpisodeFinishedError(f"{type(self).__name__}: the episode has ended; call reset() to start a new one.")
+        if not isinstance(action, str):
+            raise InvalidActionError(
+                f"{type(self).__name__}.step() takes the model's text as a str, got {type(action).__name__}."
+            )
+        self._turn += 1
+        self._messages.append({"role": "assistant", "content": action})
+        judgement = self._judge(action)
+        terminated = bool(judgement.done)
+        truncated = not terminated and self._turn >= self.max_turns
+        if truncated:
+            judgement = self._final_judgement(judgement)
+        self._finished = terminated or truncated
+        observation = "" if self._finished else judgement.observation
+        if not self._finished:
+            self._messages.append({"role": "user", "content": observation})
+        info: dict[str, Any] = {
+            "task_id": self._task.task_id,
+            "turn": self._turn,
+            "max_turns": self.max_turns,
+            "status": judgement.status,
+            "reward_breakdown": dict(judgement.reward_breakdown) or {"reward": float(judgement.reward)},
+            "messages": copy.deepcopy(self._messages),
+            **judgement.info,
+        }
+        if self._finished:
+            info["answer"] = self._task.answer
+            info["correct"] = bool(judgement.correct)
+        return observation, float(judgement.reward), terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        lines = [f"[{m['role']}]\n{m['content']}" for m in self._messages]
+        if self._finished and self._task is not None:
+            lines.append(f"[answer]\n{self._task.answer}")
+        return "\n\n".join(lines) + "\n"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()

@@ -1,0 +1,141 @@
+"""Loaders for real math data: GSM8K- and MATH-format JSONL, and ``datasets`` data sets.
+
+Every loader returns a list of :class:`MathRecord` (question, gold answer, reference
+solution). ``datasets`` is imported only when a hub/local data set is actually loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mathgym.errors import DatasetError
+from mathgym.rewards.extract import last_boxed
+
+_GSM8K_MARK = re.compile(r"####\s*(.+?)\s*$", re.S)
+
+
+@dataclass(frozen=True)
+class MathRecord:
+    """One problem of a data set.
+
+    Attributes:
+        question: The problem statement.
+        answer: The gold final answer (e.g. ``"18"``, ``"\\frac{1}{2}"``).
+        solution: The reference solution as written in the data set ('' if none).
+    """
+
+    question: str
+    answer: str
+    solution: str = ""
+
+
+def gsm8k_final_answer(answer_field: str) -> str:
+    """The number after ``####`` in a GSM8K answer, without thousands separators.
+
+    Example:
+        >>> gsm8k_final_answer("... so 3 + 4 = 7\\n#### 1,007")
+        '1007'
+    """
+    match = _GSM8K_MARK.search(answer_field)
+    if match is None:
+        raise DatasetError(f"GSM8K answer has no '#### N' line: {answer_field[-80:]!r}")
+    return match.group(1).replace(",", "").strip()
+
+
+def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = None) -> MathRecord:
+    """Turn one row in GSM8K, MATH or a custom format into a :class:`MathRecord`.
+
+    Args:
+        row: The row. GSM8K rows have ``question`` and ``answer`` (with ``#### N``);
+            MATH rows have ``problem`` (or ``question``) and ``solution`` (last
+            ``\\boxed{}`` is the answer) and maybe ``answer``.
+        columns: Custom mapping of ``question`` / ``answer`` / ``solution`` to column
+            names; a mapped ``answer`` column is taken as the final answer verbatim.
+    """
+    if columns:
+        unknown = set(columns) - {"question", "answer", "solution"}
+        if unknown:
+            raise DatasetError(f"column mapping keys must be question/answer/solution, got {sorted(unknown)}")
+        try:
+            question = str(row[columns["question"]])
+            solution = str(row[columns["solution"]]) if "solution" in columns else ""
+            if "answer" in columns:
+                answer = str(row[columns["answer"]])
+                if "####" in answer:
+                    solution, answer = solution or answer, gsm8k_final_answer(answer)
+            else:
+                answer = last_boxed(solution) or ""
+        except KeyError as missing:
+            raise DatasetError(f"row has no column {missing}; its columns are {sorted(row)}") from None
+        if not answer:
+            raise DatasetError(f"no answer found for question {question[:60]!r}")
+        return MathRecord(question, answer, solution)
+    question = row.get("question", row.get("problem"))
+    if question is None:
+        raise DatasetError(f"row has neither 'question' nor 'problem'; its columns are {sorted(row)}")
+    answer_field = row.get("answer")
+    if isinstance(answer_field, str) and "####" in answer_field:
+        return MathRecord(str(question), gsm8k_final_answer(answer_field), answer_field)
+    solution = str(row.get("solution", ""))
+    answer = str(answer_field) if answer_field not in (None, "") else (last_boxed(solution) or "")
+    if not answer:
+        raise DatasetError(f"no answer: neither an 'answer' field nor a \\boxed{{}} in 'solution' ({question[:60]!r})")
+    return MathRecord(str(question), answer, solution)
+
+
+def load_jsonl(path: str | Path, columns: Mapping[str, str] | None = None) -> list[MathRecord]:
+    """Read a GSM8K- or MATH-format JSONL file (one JSON object a line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"data file {str(path)!r} does not exist")
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DatasetError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+            try:
+                records.append(record_from_row(row, columns))
+            except DatasetError as err:
+                raise DatasetError(f"{path}:{number}: {err}") from None
+    if not records:
+        raise DatasetError(f"data file {str(path)!r} holds no problems")
+    return records
+
+
+def load_hf(name: str, split: str, columns: Mapping[str, str] | None = None, subset: str | None = None) -> list[MathRecord]:
+    """Load a ``datasets`` data set (hub id or local path) and map its columns."""
+    try:
+        import datasets  # noqa: PLC0415 - heavy import, only when a data set is loaded
+    except ImportError as err:  # pragma: no cover - datasets is a core dependency
+        raise DatasetError("loading a hub data set needs the `datasets` package") from err
+    try:
+        if Path(name, "dataset_info.json").is_file():  # a data set saved with save_to_disk
+            table = datasets.load_from_disk(name)
+        else:
+            table = datasets.load_dataset(name, subset, split=split)
+    except Exception as err:  # datasets raises many types; say which data set failed
+        raise DatasetError(f"could not load data set {name!r} (split {split!r}): {err}") from err
+    return [record_from_row(row, columns) for row in table]
+
+
+def load_dataset(spec: str | Path, split: str = "test", columns: Mapping[str, str] | None = None) -> list[MathRecord]:
+    """Load problems from ``spec``: a ``.jsonl`` path, or ``hf:NAME[:SUBSET]`` for ``datasets``.
+
+    Example:
+        >>> load_dataset("gsm8k_test.jsonl")          # doctest: +SKIP
+        >>> load_dataset("hf:openai/gsm8k:main", split="test")  # doctest: +SKIP
+    """
+    spec = str(spec)
+    if spec.startswith("hf:"):
+        name, _, subset = spec[3:].partition(":")
+        return load_hf(name, split, columns, subset or None)
+    return load_jsonl(spec, columns)

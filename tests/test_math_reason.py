@@ -1,0 +1,145 @@
+"""MathReason-v0: generator, data loaders, and scoring of real GSM8K solutions."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import mathgym  # noqa: F401
+from mathgym.envs.data import gsm8k_final_answer, load_jsonl
+from mathgym.envs.problems import MAX_LEVEL, generate
+from mathgym.errors import ConfigError, DatasetError
+
+
+def _gsm8k_action(solution: str) -> str:
+    return re.sub(r"####\s*(.+)\s*$", lambda m: f"\\boxed{{{m.group(1).strip()}}}", solution.strip())
+
+
+def test_gsm8k_reference_solutions_score_correct(gsm8k_path):
+    env = gym.make("MathReason-v0", dataset=str(gsm8k_path))
+    rows = [json.loads(line) for line in gsm8k_path.read_text().splitlines()[:200]]
+    wrong = []
+    for index, row in enumerate(rows):
+        obs, info = env.reset(options={"task_index": index})
+        assert row["question"] in obs and "\\boxed{}" in obs
+        _, reward, terminated, truncated, info = env.step(_gsm8k_action(row["answer"]))
+        if reward != 1.0 or info["status"] != "correct":
+            wrong.append((index, info["extracted_answer"], info["answer"]))
+        assert terminated and not truncated
+    assert not wrong, wrong[:5]
+
+
+def test_shuffled_gsm8k_solutions_score_wrong(gsm8k_path):
+    env = gym.make("MathReason-v0", dataset=str(gsm8k_path))
+    rows = [json.loads(line) for line in gsm8k_path.read_text().splitlines()[:200]]
+    rng = np.random.default_rng(0)
+    checked = 0
+    for index in range(len(rows)):
+        other = int(rng.integers(len(rows)))
+        if gsm8k_final_answer(rows[other]["answer"]) == gsm8k_final_answer(rows[index]["answer"]):
+            continue
+        env.reset(options={"task_index": index})
+        _, reward, _, _, info = env.step(_gsm8k_action(rows[other]["answer"]))
+        assert reward == 0.0 and info["status"] == "wrong", (index, other)
+        checked += 1
+    assert checked > 180
+
+
+def test_generator_is_deterministic_and_splits_are_disjoint():
+    for level in range(MAX_LEVEL + 1):
+        a = [generate(np.random.default_rng(5), level).question for _ in range(3)]
+        b = [generate(np.random.default_rng(5), level).question for _ in range(3)]
+        assert a == b
+    rng = np.random.default_rng(0)
+    train = {generate(rng, 0, "train").question for _ in range(3000)}
+    test = {generate(rng, 0, "test").question for _ in range(1000)}
+    assert train and test and not train & test
+
+
+@pytest.mark.parametrize("level", range(MAX_LEVEL + 1))
+def test_worked_solutions_are_scored_correct(level):
+    env = gym.make("MathReason-v0", difficulty=level)
+    for seed in range(25):
+        env.reset(seed=seed)
+        solution = env.unwrapped.expert_action()
+        _, reward, _, _, info = env.step(solution)
+        assert reward == 1.0, (solution, info["answer"])
+
+
+def test_same_seed_same_task_and_answer_hidden():
+    env = gym.make("MathReason-v0", difficulty=3)
+    (obs_a, info_a), (obs_b, info_b) = env.reset(seed=11), env.reset(seed=11)
+    assert obs_a == obs_b and info_a == info_b
+    assert [m["role"] for m in info_a["messages"]] == ["system", "user"]
+    assert info_a["messages"][1]["content"] == obs_a
+    assert "answer" not in info_a
+
+
+def test_options_are_validated():
+    with pytest.raises(ConfigError, match="difficulty"):
+        gym.make("MathReason-v0", difficulty=9)
+    with pytest.raises(ConfigError, match="split"):
+        gym.make("MathReason-v0", split="validation")
+    env = gym.make("MathReason-v0")
+    env.reset()
+    with pytest.raises(ConfigError, match="task_index"):
+        env.reset(options={"task_index": 3})
+
+
+def test_system_prompt_and_max_length_options():
+    env = gym.make("MathReason-v0", system_prompt="", max_length=500)
+    _, info = env.reset(seed=0)
+    assert [m["role"] for m in info["messages"]] == ["user"]
+    assert env.observation_space.max_length == 500
+
+
+def test_math_format_and_column_mapping(tmp_path):
+    math_file = tmp_path / "math.jsonl"
+    math_file.write_text(
+        json.dumps({"problem": "Half of one?", "solution": "It is $\\boxed{\\frac{1}{2}}$."}) + "\n"
+        + json.dumps({"problem": "Two squared?", "solution": "...", "answer": "4"}) + "\n"
+    )
+    env = gym.make("MathReason-v0", dataset=str(math_file))
+    env.reset(options={"task_index": 0})
+    assert env.step("so \\boxed{0.5}")[1] == 1.0
+    env.reset(options={"task_index": 1})
+    assert env.step("\\boxed{4}")[1] == 1.0
+    custom = tmp_path / "custom.jsonl"
+    custom.write_text(json.dumps({"q": "1+1?", "a": "2"}) + "\n")
+    records = load_jsonl(custom, columns={"question": "q", "answer": "a"})
+    assert records[0].question == "1+1?" and records[0].answer == "2"
+
+
+def test_bad_data_files_raise_clear_errors(tmp_path):
+    with pytest.raises(DatasetError, match="does not exist"):
+        gym.make("MathReason-v0", dataset=str(tmp_path / "missing.jsonl"))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"question": "x"\n')
+    with pytest.raises(DatasetError, match="broken.jsonl:1"):
+        load_jsonl(broken)
+    no_answer = tmp_path / "no_answer.jsonl"
+    no_answer.write_text(json.dumps({"question": "x", "solution": "none"}) + "\n")
+    with pytest.raises(DatasetError, match="no answer"):
+        load_jsonl(no_answer)
+
+
+def test_hf_dataset_loader_maps_columns(tmp_path):
+    # A local `datasets` data set (no network): the same path a hub id would take.
+    datasets = pytest.importorskip("datasets")
+    path = tmp_path / "ds"
+    datasets.Dataset.from_dict({"q": ["3+4?"], "a": ["7"]}).save_to_disk(str(path))
+    env = gym.make("MathReason-v0", dataset=f"hf:{path}", columns={"question": "q", "answer": "a"})
+    obs, _ = env.reset(options={"task_index": 0})
+    assert obs.startswith("3+4?")
+    assert env.step("\\boxed{7}")[1] == 1.0
+
+
+def test_unparseable_text_scores_zero_with_status():
+    env = gym.make("MathReason-v0")
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("I am not sure.")
+    assert reward == 0.0 and info["status"] == "unparseable"
