@@ -180,6 +180,3 @@ class TextEnv(gym.Env[str, str]):
         if self._finished and self._task is not None:
             lines.append(f"[answer]\n{self._task.answer}")
         return "\n\n".join(lines) + "\n"
-
-    def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__.copy()
