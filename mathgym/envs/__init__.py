@@ -7,6 +7,10 @@ from mathgym.registry import register_env
 #: (id, entry point, one-line description) of every built-in env.
 BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (
     ("MathReason-v0", "mathgym.envs.math_reason:MathReasonEnv", "Single-turn math: answer in \\boxed{}, verified (generator levels 0-4, GSM8K/MATH data)."),
+    ("Countdown-v0", "mathgym.envs.countdown:CountdownEnv", "Single-turn: reach a target with given numbers and + - * / (guaranteed solvable; 3-6 numbers)."),
+    ("GuessNumber-v0", "mathgym.envs.guess_number:GuessNumberEnv", "Multi-turn game: find a secret integer from higher/lower feedback."),
+    ("Sokoban-v0", "mathgym.envs.sokoban:SokobanEnv", "Multi-turn game: push boxes onto targets in a text grid (generated levels, BFS-verified solvable)."),
+    ("FrozenLake-v0", "mathgym.envs.frozen_lake:FrozenLakeEnv", "Multi-turn game: text front end over gymnasium's FrozenLake-v1 (random valid maps)."),
 )
 
 

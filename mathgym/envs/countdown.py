@@ -1,0 +1,288 @@
+"""Countdown-v0: reach a target number with the given numbers and + - * /.
+
+The agent's expression is read by a small tokenizer and recursive-descent parser and
+evaluated with exact fractions: no ``eval``, no ``ast`` of arbitrary Python, a length and
+depth limit, so hostile text can neither run code nor take long.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from mathgym.core import Judgement, Task, TextEnv
+from mathgym.errors import ConfigError
+from mathgym.rewards.base import Status
+from mathgym.rewards.extract import last_boxed
+
+MIN_NUMBERS, MAX_NUMBERS = 3, 6
+MAX_EXPRESSION_CHARS = 300
+MAX_DEPTH = 40
+DEFAULT_SYSTEM_PROMPT = "Solve the arithmetic puzzle. Put the final expression in \\boxed{}."
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([-+*/()×÷x]))")
+_OPS = {"×": "*", "x": "*", "÷": "/"}
+
+
+class ExpressionError(ValueError):
+    """The text is not an arithmetic expression of the allowed form."""
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """An expression's exact value and the numbers it used (with multiplicity)."""
+
+    value: Fraction
+    numbers: tuple[int, ...]
+
+
+def tokenize(text: str) -> list[str]:
+    """Split an expression into numbers, operators and parentheses.
+
+    Raises:
+        ExpressionError: On any other character or an over-long text.
+    """
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ExpressionError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
+    tokens, pos, text = [], 0, text.rstrip()
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise ExpressionError(f"unexpected character {text[pos]!r} at {pos}")
+        tokens.append(match.group(1) or _OPS.get(match.group(2), match.group(2)))
+        pos = match.end()
+    return tokens
+
+
+class _Parser:
+    """expr := term (('+'|'-') term)* ; term := factor (('*'|'/') factor)* ; factor := NUMBER | '(' expr ')'."""
+
+    def __init__(self, tokens: list[str]):
+        self.tokens, self.pos, self.numbers = tokens, 0, []
+
+    def parse(self) -> Evaluated:
+        value = self._expr(0)
+        if self.pos != len(self.tokens):
+            raise ExpressionError(f"unexpected {self.tokens[self.pos]!r}")
+        return Evaluated(value, tuple(self.numbers))
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def _expr(self, depth: int) -> Fraction:
+        value = self._term(depth)
+        while self._peek() in ("+", "-"):
+            op = self.tokens[self.pos]
+            self.pos += 1
+            right = self._term(depth)
+            value = value + right if op == "+" else value - right
+        return value
+
+    def _term(self, depth: int) -> Fraction:
+        value = self._factor(depth)
+        while self._peek() in ("*", "/"):
+            op = self.tokens[self.pos]
+            self.pos += 1
+            right = self._factor(depth)
+            if op == "/" and right == 0:
+                raise ExpressionError("division by zero")
+            value = value * right if op == "*" else value / right
+        return value
+
+    def _factor(self, depth: int) -> Fraction:
+        if depth > MAX_DEPTH:
+            raise ExpressionError("parentheses nested too deeply")
+        token = self._peek()
+        if token is None:
+            raise ExpressionError("the expression ends too early")
+        self.pos += 1
+        if token == "(":
+            value = self._expr(depth + 1)
+            if self._peek() != ")":
+                raise ExpressionError("missing ')'")
+            self.pos += 1
+            return value
+        if token.isdigit():
+            self.numbers.append(int(token))
+            return Fraction(int(token))
+        raise ExpressionError(f"unexpected {token!r}")
+
+
+def evaluate(text: str) -> Evaluated:
+    """Evaluate an expression of integers, ``+ - * /`` (also ``× ÷``) and parentheses exactly.
+
+    Example:
+        >>> evaluate("(25 - 5) * 3").value
+        Fraction(60, 1)
+    """
+    return _Parser(tokenize(text)).parse()
+
+
+def extract_expression(action: str) -> str | None:
+    """The expression in the action: the last ``\\boxed{}``, else ``<answer>`` tag, else the last line.
+
+    A trailing ``= target`` is dropped (``3 * 4 = 12`` → ``3 * 4``).
+    """
+    text = last_boxed(action)
+    if text is None and "<answer>" in action:
+        text = action.rsplit("<answer>", 1)[1].split("</answer>", 1)[0]
+    if text is None:
+        lines = [line for line in action.strip().splitlines() if line.strip()]
+        text = lines[-1] if lines else None
+    if text is None:
+        return None
+    text = text.replace("\\times", "*").replace("\\cdot", "*").replace("\\div", "/").strip().strip("$").strip()
+    text = text.split("=", 1)[0].strip()
+    return text or None
+
+
+def solve(numbers: Sequence[int], target: int) -> str | None:
+    """An expression over (a subset of) ``numbers`` equal to ``target``, or ``None``.
+
+    Exhaustive search over pairs of sub-results, restricted (as in the TV game) to positive
+    integer intermediate results, which every generated instance admits; multisets of values
+    already explored are memoised, so six numbers take well under a second.
+    """
+    seen: set[tuple[int, ...]] = set()
+
+    def search(items: list[tuple[int, str]]) -> str | None:
+        for value, text in items:
+            if value == target:
+                return text
+        key = tuple(sorted(v for v, _ in items))
+        if len(items) < 2 or key in seen:
+            return None
+        seen.add(key)
+        for i in range(len(items)):
+            for j in range(i + 1, len(items)):
+                (a, ta), (b, tb) = items[i], items[j]
+                if a < b:
+                    (a, ta), (b, tb) = (b, tb), (a, ta)
+                rest = [items[k] for k in range(len(items)) if k not in (i, j)]
+                options = [(a + b, f"({ta} + {tb})")]
+                if b > 1:
+                    options.append((a * b, f"({ta} * {tb})"))
+                if a > b:
+                    options.append((a - b, f"({ta} - {tb})"))
+                if b > 1 and a % b == 0:
+                    options.append((a // b, f"({ta} / {tb})"))
+                for value, text in options:
+                    found = search(rest + [(value, text)])
+                    if found is not None:
+                        return found
+        return None
+
+    found = search([(int(n), str(n)) for n in numbers])
+    return None if found is None else (found[1:-1] if found.startswith("(") and found.endswith(")") else found)
+
+
+def generate_instance(rng: np.random.Generator, count: int) -> tuple[list[int], int, str]:
+    """Numbers, a target and an expression reaching it, built together so the instance is solvable.
+
+    Random numbers are combined pairwise with random operations (integer intermediate
+    results only) until one value is left; that value is the target when it lies in
+    ``[10, 999]``, otherwise the draw is repeated.
+    """
+    while True:
+        numbers = [int(rng.integers(1, 11)) if rng.random() < 0.75 else int(rng.choice([25, 50, 75, 100])) for _ in range(count)]
+        used = int(rng.integers(max(2, count - 1), count + 1))
+        items = [(n, str(n)) for n in numbers[:used]]
+        while len(items) > 1:
+            i, j = (int(k) for k in rng.choice(len(items), size=2, replace=False))
+            (a, ta), (b, tb) = items[i], items[j]
+            candidates = [(a + b, f"{ta} + {tb}"), (a * b, f"{ta} * {tb}")]
+            if a > b:
+                candidates.append((a - b, f"{ta} - {tb}"))
+            if b > 1 and a % b == 0:
+                candidates.append((a // b, f"{ta} / {tb}"))
+            value, text = candidates[int(rng.integers(len(candidates)))]
+            items = [items[k] for k in range(len(items)) if k not in (i, j)] + [(value, f"({text})")]
+        target, expression = items[0]
+        if 10 <= target <= 999 and target not in numbers:
+            order = rng.permutation(count)
+            return [numbers[k] for k in order], int(target), expression[1:-1]
+
+
+class CountdownEnv(TextEnv):
+    """Reach the target with the given numbers, + - * / and parentheses (each number at most once).
+
+    Args:
+        num_numbers: How many numbers are given (3 to 6): the difficulty.
+        format_reward: Reward for a well-formed expression over allowed numbers that misses
+            the target (0 by default; e.g. 0.1 as in TinyZero-style shaping).
+        system_prompt: System message; ``""`` for none.
+        max_length: Longest observation/action in characters.
+        render_mode: ``None`` or ``"ansi"``.
+
+    Example:
+        >>> import gymnasium as gym, mathgym
+        >>> env = gym.make("Countdown-v0", num_numbers=4)
+        >>> obs, info = env.reset(seed=0)
+    """
+
+    def __init__(
+        self,
+        num_numbers: int = 4,
+        format_reward: float = 0.0,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        max_length: int = 8192,
+        render_mode: str | None = None,
+    ):
+        super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)
+        if not isinstance(num_numbers, int) or not MIN_NUMBERS <= num_numbers <= MAX_NUMBERS:
+            raise ConfigError(f"num_numbers={num_numbers!r} is not allowed; choose an integer from {MIN_NUMBERS} to {MAX_NUMBERS}.")
+        self.num_numbers = num_numbers
+        self.format_reward = float(format_reward)
+
+    def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        if "task_index" in options:
+            raise ConfigError("Countdown-v0 generates instances by seed; options['task_index'] is not supported.")
+        numbers, target, expression = generate_instance(self.np_random, self.num_numbers)
+        listed = ", ".join(map(str, numbers))
+        prompt = (
+            f"Using the numbers [{listed}], write an expression that equals {target}.\n"
+            "You may use + - * / and parentheses; each number at most once (you need not use all).\n"
+            "Give the expression in \\boxed{}."
+        )
+        digest = hashlib.sha1(f"{numbers}->{target}".encode()).hexdigest()[:12]
+        return Task(f"countdown-{self.num_numbers}-{digest}", prompt, expression, {"numbers": numbers, "target": target})
+
+    def _judge(self, action: str) -> Judgement:
+        numbers, target = self.task.metadata["numbers"], self.task.metadata["target"]
+        text = extract_expression(action)
+        if text is None:
+            return self._verdict(0.0, Status.UNPARSEABLE, None, "no expression found")
+        try:
+            result = evaluate(text)
+        except ExpressionError as err:
+            return self._verdict(0.0, Status.UNPARSEABLE, text, str(err))
+        extra = Counter(result.numbers) - Counter(numbers)
+        if extra:
+            return self._verdict(0.0, Status.FORMAT_ERROR, text, f"uses numbers not available: {sorted(extra.elements())}")
+        if result.value == target:
+            return self._verdict(1.0, Status.CORRECT, text, "reaches the target")
+        return self._verdict(self.format_reward, Status.WRONG, text, f"evaluates to {result.value}, not {target}")
+
+    @staticmethod
+    def _verdict(reward: float, status: Status, expression: str | None, note: str) -> Judgement:
+        correct = status is Status.CORRECT
+        return Judgement(
+            reward=reward,
+            status=status,
+            done=True,
+            reward_breakdown={"correctness": float(correct), "format": reward - float(correct)},
+            correct=correct,
+            info={"extracted_expression": expression, "feedback": note},
+        )
+
+    def expert_action(self) -> str:
+        """A solution found by the exhaustive solver (for SFT and tests)."""
+        found = solve(self.task.metadata["numbers"], self.task.metadata["target"])
+        return f"\\boxed{{{found if found is not None else self.task.answer}}}"
