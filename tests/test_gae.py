@@ -11,6 +11,7 @@ from mathgym.algos.gae import (  # noqa: E402
     compute_gae,
     first_token_mask,
     masked_gae,
+    place_step_rewards,
     sum_over_steps,
     token_level_gae,
     turn_level_gae,
@@ -104,3 +105,12 @@ def test_values_are_not_differentiated_through():
     values = VALUES.clone().requires_grad_(True)
     out = turn_level_gae(REWARDS, values, STEP_INDEX, GAMMA, LAM)
     assert not out.advantages.requires_grad
+
+
+def test_place_step_rewards_on_last_token_of_each_step():
+    rewards = place_step_rewards(STEP_INDEX, [[0.0, 0.5, 1.0]])
+    assert rewards[0].tolist() == [0, 0, 0, 0.0, 0, 0, 0.5, 0, 1.0, 0]
+    # Step 1 produced no token (budget): its reward goes to step 0's last token.
+    index = torch.tensor([[-1, 0, 0, -1, 2, -1]])
+    assert place_step_rewards(index, [[0.25, 0.5, 1.0]])[0].tolist() == [0, 0, 0.75, 0, 1.0, 0]
+    assert place_step_rewards(torch.tensor([[-1, -1]]), [[1.0]])[0].tolist() == [0.0, 0.0]

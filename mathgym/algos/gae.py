@@ -126,6 +126,33 @@ def broadcast_steps(step_x: torch.Tensor, step_index: torch.Tensor) -> torch.Ten
     return torch.where(step_index >= 0, gathered, torch.zeros_like(gathered))
 
 
+def place_step_rewards(step_index: torch.Tensor, step_rewards: list[list[float]]) -> torch.Tensor:
+    """``(B, T)`` token rewards: each env step's reward on the last token of that step's action.
+
+    A step that has no action token (its budget ran out) hands its reward to the closest
+    earlier action token of the episode, so no reward is lost; a reward with no action
+    token before it at all is dropped.
+
+    Args:
+        step_index: ``(B, T)`` env step of each token, ``-1`` for non-action tokens.
+        step_rewards: Per episode, the reward of each env step (``B`` lists).
+    """
+    rewards = torch.zeros(step_index.shape, dtype=torch.float32, device=step_index.device)
+    for b, episode_rewards in enumerate(step_rewards):
+        row = step_index[b].tolist()
+        last_token: dict[int, int] = {}
+        for t, k in enumerate(row):
+            if k >= 0:
+                last_token[k] = t
+        previous = -1
+        for k, reward in enumerate(episode_rewards):
+            position = last_token.get(k, previous)
+            if position >= 0:
+                rewards[b, position] += float(reward)
+            previous = position
+    return rewards
+
+
 def first_token_mask(step_index: torch.Tensor) -> torch.Tensor:
     """``(B, T)`` bool, True on the first token of each step (where a new step index begins)."""
     previous = torch.cat([step_index.new_full((step_index.shape[0], 1), -1), step_index[:, :-1]], dim=1)
