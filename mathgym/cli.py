@@ -6,6 +6,7 @@ import argparse
 import ast
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,13 +31,37 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
     envs, sources = mathgym.list_envs(), env_sources()
     if args.json:
-        print(json.dumps([{"id": k, "description": v, "source": sources[k]} for k, v in envs.items()], indent=2))
+        rows = [{"id": k, "description": v, "source": sources[k]} for k, v in envs.items()]
+        for row in rows:
+            if (listing := _catalogue_listing(row["id"])) is not None:
+                row["listing"] = listing
+        print(json.dumps(rows, indent=2))
         return 0
     width = max(len(k) for k in envs)
     for env_id, description in envs.items():
         origin = "" if sources[env_id] == "mathgym" else f"  [plugin: {sources[env_id]}]"
         print(f"{env_id:<{width}}  {description}{origin}")
+        listing = _catalogue_listing(env_id)
+        if listing is not None:
+            print(textwrap.fill(listing, 100, initial_indent=" " * (width + 2), subsequent_indent=" " * (width + 4)))
     return 0
+
+
+def _catalogue_listing(env_id: str) -> str | None:
+    """Extra lines an env class offers for the catalogue (``catalogue_listing()``, e.g. its tasks)."""
+    import importlib
+
+    import gymnasium as gym
+
+    entry = gym.spec(env_id).entry_point
+    try:
+        if isinstance(entry, str):
+            module, _, name = entry.partition(":")
+            entry = getattr(importlib.import_module(module), name)
+        listing = getattr(entry, "catalogue_listing", None)
+        return str(listing()) if callable(listing) else None
+    except Exception:  # a broken plugin must not break the catalogue
+        return None
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -11,6 +11,9 @@ BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (
     ("GuessNumber-v0", "mathgym.envs.guess_number:GuessNumberEnv", "Multi-turn game: find a secret integer from higher/lower feedback."),
     ("Sokoban-v0", "mathgym.envs.sokoban:SokobanEnv", "Multi-turn game: push boxes onto targets in a text grid (generated levels, BFS-verified solvable)."),
     ("FrozenLake-v0", "mathgym.envs.frozen_lake:FrozenLakeEnv", "Multi-turn game: text front end over gymnasium's FrozenLake-v1 (random valid maps)."),
+    ("MathStep-v0", "mathgym.envs.math_step:MathStepEnv", "Multi-turn math, one reasoning step per turn; pluggable process reward (default: outcome on the last step)."),
+    ("ReasoningGym-v0", "mathgym.envs.reasoning_gym_env:ReasoningGymEnv", "Any reasoning-gym task (task=NAME), scored by its score_answer; needs mathgym[reasoning-gym]."),
+    ("MultiTask-v0", "mathgym.envs.multi_task:MultiTaskEnv", "Weighted mixture of env ids (envs={id: weight}); info['source_env'] names the source."),
 )
 
 

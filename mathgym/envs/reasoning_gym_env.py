@@ -1,0 +1,155 @@
+"""ReasoningGym-v0: every reasoning-gym task as a single-turn mathgym env.
+
+reasoning-gym (optional extra ``mathgym[reasoning-gym]``) generates the questions and
+scores answers with each task's own ``score_answer``; this module extracts the answer
+from the model's text, keeps the mathgym contract, and lists the tasks.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mathgym.core import Judgement, Task, TextEnv
+from mathgym.errors import ConfigError
+from mathgym.rewards.base import Status
+from mathgym.rewards.extract import last_boxed
+
+DEFAULT_SYSTEM_PROMPT = (
+    "Think step by step, then give only the final answer inside <answer></answer> tags. "
+    "When the question shows an example of the answer format, follow it exactly."
+)
+INSTALL_HINT = "ReasoningGym-v0 needs reasoning-gym: pip install 'mathgym[reasoning-gym]'"
+
+
+def _reasoning_gym() -> Any:
+    try:
+        import reasoning_gym  # noqa: PLC0415 - optional dependency, heavy import
+    except ImportError as err:
+        raise ConfigError(f"{INSTALL_HINT} ({err})") from None
+    return reasoning_gym
+
+
+def available_tasks() -> list[str]:
+    """Names of every reasoning-gym task (``[]`` when reasoning-gym is not installed)."""
+    try:
+        from reasoning_gym.factory import DATASETS  # noqa: PLC0415
+    except ImportError:
+        return []
+    return sorted(DATASETS)
+
+
+@functools.lru_cache(maxsize=32)
+def _dataset(task: str, seed: int, size: int, config_json: str) -> Any:
+    return _reasoning_gym().create_dataset(task, seed=seed, size=size, **json.loads(config_json))
+
+
+def extract_tagged_answer(text: str) -> str | None:
+    """The last ``<answer>...</answer>`` (stripped), else the last ``\\boxed{}``, else ``None``."""
+    end = text.rfind("</answer>")
+    if end >= 0:
+        start = text.rfind("<answer>", 0, end)
+        if start >= 0:
+            return text[start + len("<answer>") : end].strip()
+    boxed = last_boxed(text)
+    return boxed.strip() if boxed is not None else None
+
+
+class ReasoningGymEnv(TextEnv):
+    """A reasoning-gym task (``task=NAME``), scored by the task's own ``score_answer``.
+
+    Reward is reasoning-gym's score in ``[0, 1]`` (``correct`` at 1, ``partial`` between,
+    ``wrong`` at 0); text without an ``<answer>`` tag or ``\\boxed{}`` is ``unparseable``.
+    ``mathgym envs`` lists the task names; so does :func:`available_tasks`.
+
+    Args:
+        task: A reasoning-gym task name, e.g. ``"gsm_symbolic"``, ``"sudoku"``.
+        size: Number of items in the (procedurally generated) data set.
+        dataset_seed: Seed of the data set; ``reset(seed=...)`` then picks an item.
+        task_config: Extra options of the task's config (e.g. ``{"min_digits": 2}``).
+        system_prompt: System message; ``""`` for none.
+        max_length: Longest observation/action in characters.
+        render_mode: ``None`` or ``"ansi"``.
+
+    Example:
+        >>> import gymnasium as gym, mathgym
+        >>> env = gym.make("ReasoningGym-v0", task="gsm_symbolic")
+    """
+
+    def __init__(
+        self,
+        task: str = "basic_arithmetic",
+        size: int = 1000,
+        dataset_seed: int = 0,
+        task_config: Mapping[str, Any] | None = None,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        max_length: int = 16384,
+        render_mode: str | None = None,
+    ):
+        super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)
+        _reasoning_gym()
+        tasks = available_tasks()
+        if task not in tasks:
+            import difflib  # noqa: PLC0415
+
+            close = difflib.get_close_matches(str(task), tasks, n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"task={task!r} is not a reasoning-gym task.{hint} `mathgym envs` lists them.")
+        if not isinstance(size, int) or size < 1:
+            raise ConfigError(f"size={size!r} must be a positive integer.")
+        self.task_name, self.size, self.dataset_seed = task, size, int(dataset_seed)
+        try:
+            self._config_json = json.dumps(dict(task_config or {}), sort_keys=True)
+        except TypeError as err:
+            raise ConfigError(f"task_config must be JSON-like (numbers, strings, lists, dicts): {err}") from None
+
+    @property
+    def num_tasks(self) -> int:
+        """Number of items in the data set."""
+        return self.size
+
+    @property
+    def dataset(self) -> Any:
+        """The reasoning-gym data set (built on first use, cached per process)."""
+        try:
+            return _dataset(self.task_name, self.dataset_seed, self.size, self._config_json)
+        except ConfigError:
+            raise
+        except Exception as err:  # reasoning-gym validates its config with asserts
+            raise ConfigError(f"reasoning-gym could not build task {self.task_name!r} with {self._config_json}: {err!r}") from None
+
+    def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        index = options.get("task_index")
+        if index is None:
+            index = int(self.np_random.integers(self.size))
+        if not isinstance(index, int) or not 0 <= index < self.size:
+            raise ConfigError(f"options['task_index']={index!r} is out of range; the data set has {self.size} items.")
+        entry = self.dataset[index]
+        answer = entry.get("answer")
+        task_id = f"rg-{self.task_name}-{self.dataset_seed}-{index}"
+        return Task(task_id, str(entry["question"]), "" if answer is None else str(answer), {"entry": entry, "index": index})
+
+    def _judge(self, action: str) -> Judgement:
+        answer = extract_tagged_answer(action)
+        info: dict[str, Any] = {"extracted_answer": answer, "task": self.task_name}
+        if answer is None:
+            return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"score": 0.0}, info=info)
+        try:
+            score = float(self.dataset.score_answer(answer, self.task.metadata["entry"]))
+        except Exception as err:  # the scorer crashed: infrastructure, not the model's fault
+            info["error"] = repr(err)[:300]
+            return Judgement(0.0, Status.ERROR, True, reward_breakdown={"score": 0.0}, info=info)
+        status = Status.CORRECT if score >= 1.0 else Status.PARTIAL if score > 0 else Status.WRONG
+        return Judgement(score, status, True, reward_breakdown={"score": score}, correct=score >= 1.0, info=info)
+
+    def expert_action(self) -> str | None:
+        """The task's reference answer in ``<answer>`` tags (``None`` for tasks without one)."""
+        return f"<answer>{self.task.answer}</answer>" if self.task.answer else None
+
+    @classmethod
+    def catalogue_listing(cls) -> str:
+        """The task names, for ``mathgym envs``."""
+        tasks = available_tasks()
+        return f"tasks ({len(tasks)}): " + ", ".join(tasks) if tasks else f"tasks: none ({INSTALL_HINT})"
