@@ -13,7 +13,8 @@ from typing import Literal
 AnswerFormat = Literal["boxed", "gsm8k", "answer_is"]
 DEFAULT_FORMATS: tuple[AnswerFormat, ...] = ("boxed", "gsm8k", "answer_is")
 
-_BOX_COMMANDS = ("\\boxed", "\\fbox")
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox) *\{")
+_BRACE = re.compile(r"[{}]")
 _GSM8K = re.compile(r"####[ \t]*([^\n]{1,200})")
 _ANSWER_IS = re.compile(r"(?i)(?:final answer|the answer)\s*(?:is|:)\s*:?\s*([^\n]{1,200})")
 
@@ -22,38 +23,29 @@ def boxed_contents(text: str) -> list[str]:
     """Contents of every balanced ``\\boxed{...}`` (and ``\\fbox{...}``), in order.
 
     An opening brace that is never closed ends the scan (the unbalanced box is skipped).
+    Boxes nested inside a found box are part of its contents. Linear in ``len(text)``.
 
     Example:
         >>> boxed_contents(r"\\boxed{\\frac{1}{2}} and \\boxed{3}")
         ['\\\\frac{1}{2}', '3']
     """
     found: list[str] = []
-    start = 0
-    while True:
-        positions = [p for p in (text.find(cmd, start) for cmd in _BOX_COMMANDS) if p >= 0]
-        if not positions:
-            return found
-        at = min(positions)
-        brace = at + (6 if text.startswith("\\boxed", at) else 5)
-        while brace < len(text) and text[brace] == " ":
-            brace += 1
-        if brace >= len(text) or text[brace] != "{":
-            start = at + 1
+    resume = 0
+    for match in _BOX_OPEN.finditer(text):
+        if match.start() < resume:
             continue
+        brace = match.end() - 1
         depth, i = 0, brace
-        while i < len(text):
-            char = text[i]
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            i += 1
+        for token in _BRACE.finditer(text, brace):
+            depth += 1 if token.group() == "{" else -1
+            if depth == 0:
+                i = token.start()
+                break
         if depth != 0:
             return found
         found.append(text[brace + 1 : i])
-        start = i + 1
+        resume = i + 1
+    return found
 
 
 def last_boxed(text: str) -> str | None:

@@ -1,0 +1,240 @@
+"""A small pool of long-lived helper processes spoken to in JSON lines, with deadlines.
+
+Used by the math verifier (a watchdog for math-verify: a worker that runs past its
+deadline is killed and replaced) and by the code sandbox (warm workers that fork the
+sandboxed children). Each helper is a fresh interpreter running a stand-alone script,
+started with a scrubbed environment, so it holds none of the caller's state or secrets.
+
+Thread-safe: any number of threads may call :meth:`ProcessPool.call` at once; each call
+takes an idle helper, or waits for one. A pool belongs to the process that created it;
+after a ``fork`` the child builds its own (see :func:`pool_for`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Environment of every helper: nothing inherited from the caller.
+SCRUBBED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+
+
+class WorkerTimeout(Exception):
+    """The helper did not answer before the deadline (it has been killed)."""
+
+
+class WorkerCrashed(Exception):
+    """The helper died or broke the protocol (it has been killed)."""
+
+
+class Helper:
+    """One helper process and its line-based channel."""
+
+    def __init__(self, script: str, args: Sequence[str] = ()):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", script, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=SCRUBBED_ENV,
+            close_fds=True,
+            cwd="/",
+        )
+        self._buffer = bytearray()
+        self.ready = False
+        self.calls = 0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as err:
+            self.kill()
+            raise WorkerCrashed(f"helper {self.pid} is gone: {err!r}") from err
+
+    def receive(self, deadline: float | None) -> dict[str, Any]:
+        """The next JSON line from the helper; kills it on a missed deadline or EOF."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                self.kill()
+                raise WorkerTimeout(f"helper {self.pid} missed its deadline")
+            readable, _, _ = select.select([fd], [], [], wait)
+            if not readable:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                self.kill()
+                raise WorkerCrashed(f"helper {self.pid} exited with code {self.proc.poll()}")
+            self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        try:
+            return json.loads(line)
+        except ValueError as err:
+            self.kill()
+            raise WorkerCrashed(f"helper {self.pid} sent a malformed reply") from err
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a zombie the kernel will reap
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+
+class ProcessPool:
+    """Up to ``size`` helpers running ``script``, started lazily and replaced when killed.
+
+    Args:
+        script: Path of a stand-alone Python script speaking the JSON-lines protocol: it
+            first prints ``{"ready": ...}`` once warm, then answers one line per request.
+        size: Maximum number of helpers (and of calls served at once).
+        startup_timeout: Seconds allowed for a helper to become ready (not counted
+            against a request's own deadline).
+        args: Extra command-line arguments for the script.
+    """
+
+    def __init__(self, script: str, size: int, *, startup_timeout: float = 60.0, args: Sequence[str] = ()):
+        self.script = script
+        self.size = size
+        self.startup_timeout = startup_timeout
+        self.args = tuple(args)
+        self.ready_info: dict[str, Any] = {}
+        self._idle: queue.LifoQueue[Helper | None] = queue.LifoQueue()
+        for _ in range(size):
+            self._idle.put(None)  # a free slot without a started helper yet
+        self._all: set[Helper] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.owner_pid = os.getpid()
+
+    def _start(self) -> Helper:
+        try:
+            helper = Helper(self.script, self.args)
+        except OSError as err:
+            raise WorkerCrashed(f"could not start {self.script}: {err!r}") from err
+        with self._lock:
+            self._all.add(helper)
+        hello = helper.receive(time.monotonic() + self.startup_timeout)
+        helper.ready = True
+        self.ready_info = hello
+        return helper
+
+    def call(self, request: Mapping[str, Any], timeout: float | None) -> dict[str, Any]:
+        """Send ``request`` to an idle helper and return its reply.
+
+        Raises:
+            WorkerTimeout: No reply within ``timeout`` seconds; the helper was killed.
+            WorkerCrashed: The helper could not start, died, or sent garbage.
+        """
+        if self._closed:
+            raise WorkerCrashed("the pool is closed")
+        slot = self._idle.get()
+        helper: Helper | None = None
+        try:
+            helper = slot if slot is not None and slot.alive() else None
+            if slot is not None and helper is None:
+                self._forget(slot)
+            if helper is None:
+                helper = self._start()
+            helper.send(request)
+            reply = helper.receive(None if timeout is None else time.monotonic() + timeout)
+            helper.calls += 1
+        except (WorkerTimeout, WorkerCrashed):
+            if helper is not None:
+                self._forget(helper)
+            # Warm a replacement in the background so the next caller does not pay for it.
+            threading.Thread(target=self._replace, daemon=True).start()
+            raise
+        except BaseException:
+            if helper is not None:
+                self._forget(helper)
+            self._idle.put(None)
+            raise
+        self._idle.put(helper)
+        return reply
+
+    def _replace(self) -> None:
+        replacement: Helper | None = None
+        try:
+            if not self._closed:
+                replacement = self._start()
+        except (WorkerTimeout, WorkerCrashed, OSError):
+            replacement = None
+        finally:
+            self._idle.put(replacement)
+
+    def _forget(self, helper: Helper) -> None:
+        helper.kill()
+        with self._lock:
+            self._all.discard(helper)
+
+    def warm_up(self) -> None:
+        """Start every helper now rather than on first use."""
+        slots = [self._idle.get() for _ in range(self.size)]
+        try:
+            slots = [s if s is not None and s.alive() else self._start() for s in slots]
+        finally:
+            for slot in slots:
+                self._idle.put(slot)
+
+    def pids(self) -> list[int]:
+        """Process ids of the running helpers."""
+        with self._lock:
+            return [h.pid for h in self._all if h.alive()]
+
+    def close(self) -> None:
+        """Kill every helper; safe to call twice."""
+        self._closed = True
+        with self._lock:
+            helpers, self._all = list(self._all), set()
+        for helper in helpers:
+            helper.kill()
+
+
+_POOLS: dict[tuple[str, int, tuple[str, ...]], ProcessPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def pool_for(script: str, size: int, args: Sequence[str] = ()) -> ProcessPool:
+    """The process-wide pool for ``script`` (one per process id, so forks get their own)."""
+    key = (script, os.getpid(), tuple(args))
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None or pool._closed:
+            pool = _POOLS[key] = ProcessPool(script, size, args=args)
+        return pool
+
+
+@atexit.register
+def _close_all() -> None:
+    for (_, pid, _), pool in list(_POOLS.items()):
+        if pid == os.getpid():
+            pool.close()

@@ -1,0 +1,396 @@
+"""Warm worker of the code sandbox: forks one contained child per job.
+
+Run as a script (``python -I _sandbox_worker.py``) by :mod:`mathgym.rewards.sandbox`;
+stand-alone (stdlib only) so it never imports mathgym or holds the caller's state.
+
+At start it pre-imports common standard-library modules (a forked child reuses them: as
+root the child runs under an unprivileged uid that cannot read an interpreter installed
+under ``/root``), moves itself into a fresh network namespace where the OS allows it, and
+becomes a child subreaper so that no descendant of a job can escape the final sweep.
+
+Per job, the forked child: starts a new session (its own process group), takes the job's
+pipes as fds 0-3 and closes every other fd, enters a fresh scratch dir, drops to an
+unprivileged uid when root (BEFORE ``RLIMIT_NPROC``, which root ignores), sets rlimits,
+replaces the environment, then executes the code. This process enforces the wall clock,
+caps the output, kills the process group and every remaining descendant, and removes
+the scratch dir.
+
+Protocol: JSON lines; first line out ``{"ready": true, ...}``; then one reply per job.
+"""
+
+import ctypes
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+PRELOAD = (
+    "abc array ast base64 binascii bisect builtins calendar cmath collections collections.abc contextlib copy "
+    "csv dataclasses datetime decimal difflib enum fractions functools gc hashlib heapq hmac io itertools json "
+    "keyword locale math numbers operator pprint queue random re statistics string struct textwrap time "
+    "traceback typing unicodedata uuid weakref zlib secrets socket string re"
+).split()
+CLONE_NEWNET, CLONE_NEWUSER, PR_SET_CHILD_SUBREAPER = 0x40000000, 0x10000000, 36
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _preload(extra):
+    for name in (*PRELOAD, *extra):
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - a module missing here is missing for the job too
+            pass
+
+
+def _isolate_network():
+    """Enter a new network namespace: plain (root), else through a user namespace."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) == 0:
+        return "netns"
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+        try:
+            for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"), ("/proc/self/gid_map", f"{gid} {gid} 1")):
+                with open(path, "w") as handle:
+                    handle.write(text)
+            return "netns-userns"
+        except OSError:
+            pass
+    return "socket-blocked"
+
+
+def _drop_privileges(uid):
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def _set_limits(limits):
+    cpu = max(1, int(limits["cpu_seconds"] + 0.999))
+    memory = limits["memory_mb"] << 20
+    for which, soft, hard in (
+        (resource.RLIMIT_CPU, cpu, cpu + 1),
+        (resource.RLIMIT_AS, memory, memory),
+        (resource.RLIMIT_NPROC, limits["max_processes"], limits["max_processes"]),
+        (resource.RLIMIT_FSIZE, limits["max_file_mb"] << 20, limits["max_file_mb"] << 20),
+        (resource.RLIMIT_NOFILE, limits["max_open_files"], limits["max_open_files"]),
+        (resource.RLIMIT_CORE, 0, 0),
+    ):
+        resource.setrlimit(which, (soft, hard))
+
+
+def _nproc_self_test(uid):
+    """Whether RLIMIT_NPROC actually stops a fork here (root ignores it)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if uid is not None:
+                _drop_privileges(uid)
+            resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+            try:
+                grandchild = os.fork()
+            except OSError:
+                os._exit(0)  # refused: the limit holds
+            if grandchild == 0:
+                os._exit(0)
+            os.waitpid(grandchild, 0)
+            os._exit(1)
+        except BaseException:  # noqa: BLE001
+            os._exit(2)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def _block_sockets():
+    import _socket
+    import socket
+
+    class BlockedSocket:
+        def __init__(self, *args, **kwargs):
+            raise PermissionError(1, "network access is disabled in the mathgym sandbox")
+
+    socket.socket = _socket.socket = BlockedSocket  # Python-level only: see docs/rewards.md
+    socket.create_connection = socket.socket
+
+
+def _child(job, fds, scratch, uid, network):
+    """The sandboxed process: never returns."""
+    code = 70
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(4, 1 << 16)
+        os.chdir(scratch)
+        if uid is not None:
+            _drop_privileges(uid)
+        _set_limits(job["limits"])
+        os.environ.clear()
+        os.environ.update({"PATH": SAFE_PATH, "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
+        tempfile.tempdir = scratch
+        if network == "socket-blocked":
+            _block_sockets()
+        for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGXFSZ else signal.SIG_IGN)
+        sys.stdin = open(0, "r", encoding="utf-8", errors="replace", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.argv = ["main.py"]
+        sys.setrecursionlimit(1000)
+        os.write(3, b'{"harness": "ready"}\n')
+        code = _execute(job)
+    except BaseException:  # noqa: BLE001 - the harness failing before the code ran
+        code = 70
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _execute(job):
+    import builtins
+    import traceback
+
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(job["code"], "main.py", "exec"), namespace)  # noqa: S102 - this IS the sandboxed child
+    except SystemExit as stop:
+        if job["mode"] == "run":
+            return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        _report_all(job["tests"], f"the program called sys.exit({stop.code!r}) before the tests ran")
+        return 0
+    except BaseException as err:  # noqa: BLE001
+        traceback.print_exception(type(err), err, err.__traceback__.tb_next)  # from the code's own frame
+        if job["mode"] == "run":
+            return 1
+        _report_all(job["tests"], f"the program raised {type(err).__name__}: {err}"[:500])
+        return 0
+    for test in job["tests"] if job["mode"] == "assert" else ():
+        try:
+            exec(compile(test["source"], f"test_{test['name']}", "exec"), namespace)  # noqa: S102
+            outcome = {"name": test["name"], "passed": True, "message": ""}
+        except BaseException as err:  # noqa: BLE001 - SystemExit in a test is a failure too
+            text = "".join(traceback.format_exception_only(type(err), err)).strip()
+            outcome = {"name": test["name"], "passed": False, "message": text[-500:] or type(err).__name__}
+        os.write(3, (json.dumps(outcome) + "\n").encode())
+    return 0
+
+
+def _report_all(tests, message):
+    for test in tests:
+        os.write(3, (json.dumps({"name": test["name"], "passed": False, "message": message}) + "\n").encode())
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _have_children():
+    while True:
+        try:
+            reaped, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if reaped == 0:
+            return True
+
+
+def _descendants_sweep(pgid, uid):
+    """SIGKILL the job's process group, its uid and every child of ours; reap them."""
+    _kill_group(pgid)
+    me = os.getpid()
+    for _ in range(200):
+        if not _have_children():
+            return  # as a subreaper, no child of ours means no descendant of the job is left
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            pid = int(entry)
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    ppid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+                owned = uid is not None and os.stat(f"/proc/{entry}").st_uid == uid
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == me or owned:
+                found = True
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        while True:
+            try:
+                reaped, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if reaped == 0:
+                break
+        if not found:
+            return
+        time.sleep(0.001)
+
+
+class _Output:
+    """The job's stdout, stderr and result pipes, read with a cap on what is kept."""
+
+    def __init__(self, fds, cap):
+        self.fds, self.cap = list(fds), cap
+        self.kept = {fd: bytearray() for fd in fds}
+        self.sizes = dict.fromkeys(fds, 0)
+        self.open = list(fds)
+
+    def read(self, fd):
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.open.remove(fd)
+            return
+        self.sizes[fd] += len(chunk)
+        room = (self.cap if fd != self.fds[2] else 1 << 22) - len(self.kept[fd])
+        if room > 0:
+            self.kept[fd] += chunk[:room]
+
+    def drain(self):
+        """Read what is left once every writer is dead (EOF comes at once)."""
+        for fd in list(self.open):
+            os.set_blocking(fd, False)
+            for _ in range(1 << 12):
+                if fd not in self.open:
+                    break
+                before = self.sizes[fd]
+                self.read(fd)
+                if fd in self.open and self.sizes[fd] == before:
+                    break
+
+
+def _pump(pid, output, stdin_w, stdin_data, deadline):
+    """Feed stdin and read output until the child exits; True when the deadline hit first."""
+    pidfd = os.pidfd_open(pid)
+    pending = memoryview(stdin_data)
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            writers = [stdin_w] if stdin_w is not None else []
+            readable, writable, _ = select.select([*output.open, pidfd], writers, [], remaining)
+            if writable:
+                try:
+                    pending = pending[os.write(stdin_w, pending[: 1 << 16]) :]
+                except OSError:
+                    pending = pending[:0]
+                if not pending:
+                    os.close(stdin_w)
+                    stdin_w = None
+            for fd in readable:
+                if fd == pidfd:
+                    return False
+                output.read(fd)
+    finally:
+        os.close(pidfd)
+        if stdin_w is not None:
+            os.close(stdin_w)
+
+
+def run_job(job, uid, network):
+    limits = job["limits"]
+    scratch = tempfile.mkdtemp(prefix="mathgym-sandbox-")
+    if uid is not None:
+        os.chown(scratch, uid, uid)
+    os.chmod(scratch, 0o700)
+    stdin_r, stdin_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    res_r, res_w = os.pipe()
+    started = time.monotonic()
+    try:
+        pid = os.fork()
+    except OSError as err:
+        for fd in (stdin_r, stdin_w, out_r, out_w, err_r, err_w, res_r, res_w):
+            os.close(fd)
+        shutil.rmtree(scratch, ignore_errors=True)
+        return {"infra_error": f"fork failed: {err!r}"}
+    if pid == 0:
+        _child(job, (stdin_r, out_w, err_w, res_w), scratch, uid, network)
+    for fd in (stdin_r, out_w, err_w, res_w):
+        os.close(fd)
+    os.set_blocking(stdin_w, False)
+    output = _Output((out_r, err_r, res_r), limits["max_output_bytes"])
+    try:
+        timed_out = _pump(pid, output, stdin_w, job["stdin"].encode(), started + limits["wall_seconds"])
+        wall = time.monotonic() - started
+        if timed_out:
+            _kill_group(pid)
+        _, status, usage = os.wait4(pid, 0)
+        _descendants_sweep(pid, uid)  # before draining: a leftover process could hold the pipes open
+        output.drain()
+    finally:
+        _descendants_sweep(pid, uid)
+        for fd in (out_r, err_r, res_r):
+            os.close(fd)
+        shutil.rmtree(scratch, ignore_errors=True)
+    cap = limits["max_output_bytes"]
+    truncated = {"stdout_truncated": output.sizes[out_r] > cap, "stderr_truncated": output.sizes[err_r] > cap}
+    stdout, stderr, results = (output.kept[fd] for fd in (out_r, err_r, res_r))
+    cpu = usage.ru_utime + usage.ru_stime
+    signaled = os.WIFSIGNALED(status) and not timed_out
+    term_signal = os.WTERMSIG(status) if signaled else None
+    cpu_limited = signaled and (term_signal == signal.SIGXCPU or cpu >= int(limits["cpu_seconds"] + 0.999) - 0.05)
+    lines = [json.loads(line) for line in results.decode("utf-8", "replace").splitlines() if _is_json(line)]
+    if not lines or lines[0] != {"harness": "ready"}:
+        return {"infra_error": f"the sandboxed process failed before running the code (exit status {status})"}
+    return {
+        "timed_out": timed_out or cpu_limited,
+        "limit": "wall" if timed_out else ("cpu" if cpu_limited else None),
+        "exit_code": os.WEXITSTATUS(status) if not timed_out and os.WIFEXITED(status) else None,
+        "signal": term_signal,
+        "stdout": stdout.decode("utf-8", "replace"),
+        "stderr": stderr.decode("utf-8", "replace"),
+        "tests": [line for line in lines[1:] if isinstance(line, dict) and "name" in line],
+        "duration_s": wall,
+        "cpu_s": cpu,
+        **truncated,
+    }
+
+
+def _is_json(line):
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+def main():
+    extra = sys.argv[1].split(",") if len(sys.argv) > 1 and sys.argv[1] else []
+    _preload(extra)
+    network = _isolate_network()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    uid = 100_000 + os.getpid() if os.geteuid() == 0 else None
+    hello = {"ready": True, "network": network, "uid": uid, "nproc_enforced": _nproc_self_test(uid), "pid": os.getpid()}
+    print(json.dumps(hello), flush=True)
+    for line in sys.stdin:
+        try:
+            reply = run_job(json.loads(line), uid, network)
+        except Exception as err:  # noqa: BLE001 - reported as an infrastructure failure
+            reply = {"infra_error": f"{type(err).__name__}: {err}"[:500]}
+        reply.update(network=network, nproc_enforced=hello["nproc_enforced"], uid=uid)
+        print(json.dumps(reply), flush=True)
+
+
+if __name__ == "__main__":
+    main()

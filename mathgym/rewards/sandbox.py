@@ -1,0 +1,317 @@
+"""Local code sandbox: untrusted Python runs in a contained child process, never in the caller.
+
+Containment (details in ``docs/rewards.md``): each job is forked from a warm worker
+process into its own session, with rlimits (CPU seconds, address space, processes, file
+size, open files), a wall clock that SIGKILLs the process group and every remaining
+descendant, a fresh scratch directory removed afterwards, a replaced environment, and no
+network (a network namespace where the OS allows it, else Python-level socket blocking;
+``details["network"]`` says which held). As root, the child drops to an unprivileged uid
+before ``RLIMIT_NPROC`` is set; ``details["nproc_enforced"]`` reports whether a fork
+limit was measured to hold on this machine.
+
+Example:
+    >>> with CodeSandbox() as box:
+    ...     box.run("print(6 * 7)").stdout
+    '42\\n'
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from mathgym.errors import ConfigError
+from mathgym.rewards._procpool import ProcessPool, WorkerCrashed, WorkerTimeout
+from mathgym.rewards.base import Status
+
+_WORKER_SCRIPT = str(Path(__file__).with_name("_sandbox_worker.py"))
+#: Seconds a warm worker gets beyond the job's wall clock to clean up before it is presumed hung.
+_WORKER_GRACE_S = 10.0
+_MESSAGE_CAP = 500
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandboxed execution.
+
+    Attributes:
+        cpu_seconds: CPU time (RLIMIT_CPU); the process is killed past it.
+        wall_seconds: Wall-clock time; the whole process group is killed after it.
+        memory_mb: Address space (RLIMIT_AS) in MiB.
+        max_processes: Processes of the sandbox uid (RLIMIT_NPROC, set after dropping root).
+        max_file_mb: Largest file the code may write (RLIMIT_FSIZE) in MiB.
+        max_open_files: Open file descriptors (RLIMIT_NOFILE).
+        max_output_bytes: stdout and stderr are each cut to this many bytes.
+    """
+
+    cpu_seconds: float = 5.0
+    wall_seconds: float = 10.0
+    memory_mb: int = 1024
+    max_processes: int = 32
+    max_file_mb: int = 16
+    max_open_files: int = 64
+    max_output_bytes: int = 64_000
+
+    def __post_init__(self) -> None:
+        for name in ("cpu_seconds", "wall_seconds", "memory_mb", "max_processes", "max_file_mb", "max_open_files", "max_output_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"SandboxLimits.{name}={value!r} must be a positive number.")
+        if self.max_open_files < 8:
+            raise ConfigError(f"SandboxLimits.max_open_files={self.max_open_files!r} is too small; the harness needs at least 8.")
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One test of a program.
+
+    Attributes:
+        name: Shown in the per-test results.
+        kind: ``"assert"``: ``source`` runs after the code, in the same namespace, and
+            passes when it raises nothing. ``"io"``: the program runs with ``stdin`` and
+            passes when it exits 0 and its output equals ``expected_stdout`` (trailing
+            whitespace of each line and trailing blank lines ignored).
+        source: Python for an ``assert`` test (asserts, ``check(fn)`` ...).
+        stdin: Input of an ``io`` test.
+        expected_stdout: Expected output of an ``io`` test.
+    """
+
+    __test__ = False  # not a pytest class
+
+    name: str
+    kind: Literal["assert", "io"]
+    source: str = ""
+    stdin: str = ""
+    expected_stdout: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("assert", "io"):
+            raise ConfigError(f"TestCase.kind={self.kind!r} is not allowed; choose 'assert' or 'io'.")
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """Result of one test: ``status`` is correct / wrong / timeout / sandbox_error."""
+
+    __test__ = False
+
+    name: str
+    passed: bool
+    status: Status
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """What one sandboxed execution did.
+
+    Attributes:
+        status: For ``run``: correct (exit 0), wrong (error exit or exception), timeout,
+            sandbox_error (infrastructure). For ``run_tests``: correct (all passed),
+            wrong (some failed), timeout, sandbox_error.
+        stdout: Captured standard output (capped).
+        stderr: Captured standard error (capped).
+        exit_code: Exit code, or ``None`` when killed by a signal or the wall clock.
+        duration_s: Wall-clock seconds.
+        tests: Per-test outcomes (``run_tests`` only).
+        details: Facts about the run: ``network``, ``nproc_enforced``, ``retried``,
+            ``limit`` (``"wall"``/``"cpu"`` on a timeout), ``signal``, ``cpu_s``, truncation flags.
+    """
+
+    status: Status
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    duration_s: float
+    tests: tuple[TestOutcome, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> int:
+        """Number of tests passed."""
+        return sum(test.passed for test in self.tests)
+
+    @property
+    def total(self) -> int:
+        """Number of tests."""
+        return len(self.tests)
+
+    @property
+    def fraction(self) -> float:
+        """Share of tests passed (0.0 without tests)."""
+        return self.passed / self.total if self.tests else 0.0
+
+
+class CodeSandbox:
+    """Runs untrusted Python in contained child processes forked from warm workers.
+
+    Thread-safe: up to ``workers`` executions run at once. Not picklable on purpose: an
+    env should call :func:`default_sandbox` when it needs one.
+
+    Args:
+        limits: Default limits of every execution.
+        workers: Warm worker processes (executions in parallel).
+        preload: Extra modules the warm workers import (as root, the sandboxed code can
+            import only modules its unprivileged uid can read, or preloaded ones).
+    """
+
+    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2, preload: Sequence[str] = ()):
+        if not isinstance(workers, int) or workers < 1:
+            raise ConfigError(f"workers={workers!r} must be a positive integer.")
+        self.limits = limits
+        self.workers = workers
+        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload)])
+
+    def __enter__(self) -> CodeSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> None:
+        raise TypeError("CodeSandbox holds processes and cannot be pickled; call default_sandbox() where it is needed.")
+
+    def close(self) -> None:
+        """Stop the warm workers; safe to call twice."""
+        self._pool.close()
+
+    def warm_up(self) -> None:
+        """Start every warm worker now rather than on first use."""
+        self._pool.warm_up()
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the warm workers (for monitoring)."""
+        return self._pool.pids()
+
+    def run(self, code: str, *, stdin: str = "", limits: SandboxLimits | None = None) -> ExecutionResult:
+        """Run ``code`` as a program (``__name__ == "__main__"``) with ``stdin``."""
+        reply, retried = self._submit({"mode": "run", "code": code, "stdin": stdin, "tests": []}, limits)
+        if "infra_error" in reply:
+            return _infra_result(reply, retried)
+        if reply["timed_out"]:
+            status = Status.TIMEOUT
+        else:
+            status = Status.CORRECT if reply["exit_code"] == 0 else Status.WRONG
+        return _result(status, reply, retried)
+
+    def run_tests(self, code: str, tests: Sequence[TestCase], *, limits: SandboxLimits | None = None) -> ExecutionResult:
+        """Run ``code`` against ``tests``; per-test outcomes in ``result.tests``.
+
+        Assert tests share one process (in order, one namespace); each io test is a
+        separate run of the program.
+        """
+        if not tests:
+            raise ConfigError("run_tests() needs at least one TestCase; use run() to just execute code.")
+        asserts = [t for t in tests if t.kind == "assert"]
+        outcomes: dict[str, TestOutcome] = {}
+        first: ExecutionResult | None = None
+        if asserts:
+            payload = [{"name": t.name, "source": t.source} for t in asserts]
+            reply, retried = self._submit({"mode": "assert", "code": code, "stdin": "", "tests": payload}, limits)
+            first = _assert_result(reply, retried, asserts)
+            outcomes.update((o.name, o) for o in first.tests)
+        for test in tests:
+            if test.kind == "io":
+                run = self.run(code, stdin=test.stdin, limits=limits)
+                outcomes[test.name] = _io_outcome(test, run)
+                first = first or run
+        ordered = tuple(outcomes[t.name] for t in tests)
+        assert first is not None
+        return ExecutionResult(_overall(ordered), first.stdout, first.stderr, first.exit_code, first.duration_s, ordered, first.details)
+
+    def _submit(self, job: dict[str, Any], limits: SandboxLimits | None) -> tuple[dict[str, Any], bool]:
+        """Send a job to a warm worker; an infrastructure failure is retried once."""
+        job_limits = limits or self.limits
+        job = {**job, "limits": asdict(job_limits)}
+        reply: dict[str, Any] = {}
+        for attempt in range(2):
+            try:
+                reply = self._pool.call(job, job_limits.wall_seconds + _WORKER_GRACE_S)
+            except (WorkerTimeout, WorkerCrashed) as err:
+                reply = {"infra_error": str(err)}
+            if "infra_error" not in reply:
+                return reply, attempt == 1
+        return reply, True
+
+
+def _details(reply: Mapping[str, Any], retried: bool) -> dict[str, Any]:
+    keys = ("network", "nproc_enforced", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
+    return {"retried": retried, **{k: reply[k] for k in keys if reply.get(k) is not None}}
+
+
+def _result(status: Status, reply: Mapping[str, Any], retried: bool, tests: tuple[TestOutcome, ...] = ()) -> ExecutionResult:
+    return ExecutionResult(status, reply["stdout"], reply["stderr"], reply["exit_code"], reply["duration_s"], tests, _details(reply, retried))
+
+
+def _infra_result(reply: Mapping[str, Any], retried: bool, tests: tuple[TestOutcome, ...] = ()) -> ExecutionResult:
+    details = {"retried": retried, "error": reply["infra_error"]}
+    return ExecutionResult(Status.SANDBOX_ERROR, "", "", None, 0.0, tests, details)
+
+
+def _assert_result(reply: Mapping[str, Any], retried: bool, tests: Sequence[TestCase]) -> ExecutionResult:
+    if "infra_error" in reply:
+        outcomes = tuple(TestOutcome(t.name, False, Status.SANDBOX_ERROR, "sandbox error") for t in tests)
+        return _infra_result(reply, retried, outcomes)
+    reported = {r["name"]: r for r in reply["tests"]}
+    missing_status = Status.TIMEOUT if reply["timed_out"] else Status.WRONG
+    if reply["timed_out"]:
+        missing_message = f"not finished: the {reply.get('limit') or 'time'} limit was reached"
+    else:
+        missing_message = f"not finished: the process ended (exit code {reply['exit_code']}, signal {reply['signal']})"
+    outcomes = []
+    for test in tests:
+        found = reported.get(test.name)
+        if found is None:
+            outcomes.append(TestOutcome(test.name, False, missing_status, missing_message))
+        else:
+            passed = found["passed"] is True
+            outcomes.append(TestOutcome(test.name, passed, Status.CORRECT if passed else Status.WRONG, str(found["message"])[:_MESSAGE_CAP]))
+    ordered = tuple(outcomes)
+    return _result(_overall(ordered), reply, retried, ordered)
+
+
+def _io_outcome(test: TestCase, run: ExecutionResult) -> TestOutcome:
+    if run.status in (Status.TIMEOUT, Status.SANDBOX_ERROR):
+        return TestOutcome(test.name, False, run.status, str(run.details.get("limit") or run.details.get("error", "")))
+    if run.exit_code != 0:
+        return TestOutcome(test.name, False, Status.WRONG, f"exit code {run.exit_code}: {run.stderr[-_MESSAGE_CAP:]}")
+    if _normalise(run.stdout) != _normalise(test.expected_stdout):
+        return TestOutcome(test.name, False, Status.WRONG, f"expected {test.expected_stdout[:200]!r}, got {run.stdout[:200]!r}")
+    return TestOutcome(test.name, True, Status.CORRECT)
+
+
+def _normalise(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
+
+
+def _overall(outcomes: Sequence[TestOutcome]) -> Status:
+    statuses = {o.status for o in outcomes}
+    for status in (Status.SANDBOX_ERROR, Status.TIMEOUT):
+        if status in statuses:
+            return status
+    return Status.CORRECT if all(o.passed for o in outcomes) else Status.WRONG
+
+
+_DEFAULT: dict[int, CodeSandbox] = {}
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_sandbox() -> CodeSandbox:
+    """The process-wide sandbox (one per process id, created lazily, closed at exit)."""
+    with _DEFAULT_LOCK:
+        box = _DEFAULT.get(os.getpid())
+        if box is None:
+            box = _DEFAULT[os.getpid()] = CodeSandbox()
+        return box
+
+
+@atexit.register
+def _close_default() -> None:
+    box = _DEFAULT.pop(os.getpid(), None)
+    if box is not None:
+        box.close()

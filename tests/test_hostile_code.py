@@ -1,0 +1,132 @@
+"""Hostile programs are contained: right status, within the limit, nothing left running."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+from mathgym.rewards.base import Status
+from mathgym.rewards.sandbox import CodeSandbox, SandboxLimits, TestCase
+
+LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=3, memory_mb=512, max_processes=16)
+SLACK_S = 2.0  # process start-up, kill and cleanup on a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def box():
+    with CodeSandbox(LIMITS, workers=2) as sandbox:
+        sandbox.warm_up()
+        yield sandbox
+
+
+def _leftovers(box: CodeSandbox) -> list[psutil.Process]:
+    """Every process below the warm workers (there must be none between jobs)."""
+    found = []
+    for pid in box.worker_pids():
+        found += psutil.Process(pid).children(recursive=True)
+    return [p for p in found if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _run(box: CodeSandbox, code: str, **kwargs):
+    start = time.monotonic()
+    result = box.run(code, **kwargs)
+    elapsed = time.monotonic() - start
+    assert elapsed < LIMITS.wall_seconds + SLACK_S, (elapsed, result)
+    assert result.status != Status.SANDBOX_ERROR, result
+    assert not _leftovers(box)
+    return result
+
+
+HOSTILE = {
+    "fork_bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", {Status.TIMEOUT}),
+    "fork_bomb_crashing": ("import os\nwhile True:\n    os.fork()\n", {Status.WRONG, Status.TIMEOUT}),
+    "memory_bomb": ("x = []\nwhile True:\n    x.append(bytearray(10**7))\n", {Status.WRONG}),
+    "infinite_loop": ("while True:\n    pass\n", {Status.TIMEOUT}),
+    "sleep_past_limit": ("import time\ntime.sleep(60)\n", {Status.TIMEOUT}),
+    "deep_recursion": ("import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1) + 1\nf(0)\n", {Status.WRONG, Status.TIMEOUT}),
+    "plain_recursion": ("def f(n):\n    return f(n + 1)\nf(0)\n", {Status.WRONG}),
+    "close_stdout": ("import os, sys\nsys.stdout.close()\nos.close(1)\nos.close(2)\nprint('x')\n", {Status.WRONG}),
+    "kill_parent": ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n", {Status.WRONG}),
+    "kill_everyone": ("import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('alive')\n", {Status.CORRECT, Status.WRONG}),
+    "setsid_escape": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(120)\nprint('parent done')\n", {Status.CORRECT}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_program_is_contained(box, name):
+    code, allowed = HOSTILE[name]
+    result = _run(box, code)
+    assert result.status in allowed, (name, result.status, result.stderr[-300:], result.details)
+
+
+def test_100mb_of_output_is_capped(box):
+    result = _run(box, "import sys\nchunk = 'x' * 10**6\nfor _ in range(100):\n    sys.stdout.write(chunk)\n")
+    assert len(result.stdout) <= LIMITS.max_output_bytes
+    assert result.details["stdout_truncated"] is True
+
+
+def test_writing_outside_the_scratch_dir_fails(box, tmp_path):
+    target = tmp_path / "escaped.txt"
+    result = _run(box, f"open({str(target)!r}, 'w').write('pwned')\n")
+    if os.geteuid() != 0:
+        pytest.skip("without root there is no unprivileged uid to drop to; see docs/rewards.md")
+    assert result.status == Status.WRONG and "PermissionError" in result.stderr
+    assert not target.exists()
+
+
+def test_scratch_dir_is_fresh_and_removed(box):
+    first = _run(box, "import os\nopen('left.txt', 'w').write('x')\nprint(os.getcwd())\nprint(os.listdir('.'))\n")
+    second = _run(box, "import os\nprint(os.listdir('.'))\n")
+    scratch = first.stdout.splitlines()[0]
+    assert first.stdout.splitlines()[1] == "['left.txt']" and second.stdout.strip() == "[]"
+    assert not os.path.exists(scratch)
+
+
+def test_parent_environment_is_invisible(box, monkeypatch):
+    monkeypatch.setenv("MATHGYM_TEST_SECRET", "hunter2-secret-value")
+    code = (
+        "import os\n"
+        "print(dict(os.environ))\n"
+        "for pid in (os.getppid(), 1):\n"
+        "    try:\n"
+        "        print(open(f'/proc/{pid}/environ').read())\n"
+        "    except OSError as err:\n"
+        "        print('denied', err)\n"
+    )
+    result = _run(box, code)
+    assert "hunter2-secret-value" not in result.stdout + result.stderr
+    assert result.status == Status.CORRECT
+
+
+def test_no_network_to_localhost(box):
+    code = "import socket\ns = socket.socket()\ns.settimeout(1)\ns.connect(('127.0.0.1', 22))\nprint('connected')\n"
+    result = _run(box, code)
+    assert result.status == Status.WRONG and "connected" not in result.stdout
+    assert result.details["network"] in ("netns", "netns-userns", "socket-blocked")
+    if os.geteuid() == 0:
+        assert result.details["network"] == "netns"  # DESIGN.md: unshare -n works here as root
+
+
+def test_fork_limit_is_enforced_when_detected(box):
+    result = _run(box, "import os\nn = 0\ntry:\n    for _ in range(1000):\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        n += 1\nexcept OSError:\n    pass\nprint(n)\n")
+    if result.details["nproc_enforced"]:
+        assert int(result.stdout) < LIMITS.max_processes
+    else:
+        pytest.skip("RLIMIT_NPROC is not enforced here (detected at start-up)")
+
+
+def test_sys_exit_in_tests_is_a_failure(box):
+    tests = [TestCase("escape", "assert", "assert f() == 1"), TestCase("exit", "assert", "import sys\nsys.exit(0)")]
+    result = box.run_tests("import sys\ndef f():\n    sys.exit(0)\n", tests)
+    assert result.status == Status.WRONG and result.passed == 0, result.tests
+    exit_early = box.run_tests("import os\ndef f():\n    os._exit(0)\n", tests[:1])
+    assert exit_early.status == Status.WRONG and exit_early.passed == 0
+    assert not _leftovers(box)
+
+
+def test_caller_survives_and_sandbox_still_works(box):
+    assert box.run("print('still here')").stdout == "still here\n"
+    assert psutil.Process(os.getpid()).is_running()
