@@ -157,6 +157,9 @@ def _run_training_command(name: str, argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from mathgym.errors import MathgymError
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("train", "eval"):  # argparse.REMAINDER drops a leading --option
+        return _run_training_command(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

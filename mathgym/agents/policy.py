@@ -1,0 +1,261 @@
+"""``LLMPolicy``: a Hugging Face causal LM + tokenizer that samples and scores text.
+
+The policy is the only object in mathgym that touches the model: rollouts ask it for
+completions (token ids and per-token log-probs), trainers ask it for log-probs of given
+sequences. Generation goes through a backend (:mod:`mathgym.agents.backends`).
+
+Example:
+    >>> policy = LLMPolicy.from_pretrained(str(tiny_model_path()))          # doctest: +SKIP
+    >>> prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    >>> out = policy.generate([prompt], SamplingParams(max_new_tokens=16))
+    >>> out[0].text, out[0].token_ids, out[0].logprobs
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from mathgym.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample completions.
+
+    Attributes:
+        temperature: Softmax temperature; ``0`` means greedy.
+        top_p: Nucleus sampling mass (``1.0`` keeps every token).
+        max_new_tokens: Longest completion in tokens.
+        stop: Strings that end a completion (the stop string is kept in the text).
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    stop: tuple[str, ...] = ()
+
+
+@dataclass
+class Generation:
+    """One sampled completion.
+
+    Attributes:
+        token_ids: Completion tokens (EOS included when the model emitted it).
+        logprobs: Log-prob of each token under the sampling distribution (temperature applied).
+        text: Decoded completion without special tokens.
+        finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (hit ``max_new_tokens``).
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: Literal["stop", "length"] = "stop"
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapter settings (peft).
+
+    Attributes:
+        r: Rank; ``0`` disables LoRA (full fine-tuning).
+        alpha: Scaling numerator.
+        target_modules: Module names to adapt (``"all-linear"`` for every linear layer).
+        dropout: Dropout on the adapter input.
+    """
+
+    r: int = 0
+    alpha: int = 16
+    target_modules: tuple[str, ...] | str = "all-linear"
+    dropout: float = 0.0
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """``"auto"`` → CUDA when available, else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """``"auto"`` → bfloat16 on a CUDA device that supports it, else float32."""
+    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype == "auto":
+        cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if cuda_bf16 else torch.float32
+    if dtype not in table:
+        raise ConfigError(f"dtype={dtype!r} is not allowed; choose one of 'auto', {', '.join(map(repr, table))}.")
+    return table[dtype]
+
+
+def load_tokenizer(name_or_path: str):
+    """Load a tokenizer; left padding, and a pad token (EOS) when the model has none."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+@dataclass
+class LLMPolicy:
+    """A causal LM policy: chat encoding, batched sampling, log-probs of given tokens.
+
+    Attributes:
+        model: The (possibly peft-wrapped) ``PreTrainedModel``.
+        tokenizer: Its tokenizer (with a chat template, or a plain-text fallback).
+        device: Where the model lives.
+        backend: Generation backend name (``"native"``, ``"hf"``, ``"vllm"``).
+        name_or_path: Where the model was loaded from.
+    """
+
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    backend: str = "native"
+    name_or_path: str = ""
+    _backend_impl: Any = field(default=None, repr=False)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str,
+        *,
+        lora: LoraSettings | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        backend: str = "native",
+    ) -> LLMPolicy:
+        """Load a hub id or local directory (a saved LoRA adapter directory works too)."""
+        from transformers import AutoModelForCausalLM
+
+        dev = pick_device(device)
+        torch_dtype = pick_dtype(dtype, dev)
+        adapter_config = Path(name_or_path) / "adapter_config.json"
+        if adapter_config.is_file():
+            from peft import AutoPeftModelForCausalLM
+
+            model = AutoPeftModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, is_trainable=True)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
+            if lora is not None and lora.r > 0:
+                model = apply_lora(model, lora)
+        model.to(dev)
+        policy = cls(model=model, tokenizer=load_tokenizer(name_or_path), device=dev, name_or_path=str(name_or_path))
+        policy.set_backend(backend)
+        return policy
+
+    # -- text <-> tokens ---------------------------------------------------------
+
+    @property
+    def eos_token_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    @property
+    def pad_token_id(self) -> int:
+        return int(self.tokenizer.pad_token_id)
+
+    def render_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The chat as text (chat template, or ``role: content`` lines without one)."""
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(
+                list(messages), add_generation_prompt=add_generation_prompt, tokenize=False
+            )
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+        return text + ("assistant: " if add_generation_prompt else "")
+
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of ``text`` (special-token markup in the text is honoured, none added)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_chat(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        """Prompt tokens for a chat, ending with the generation prompt."""
+        return self.encode_text(self.render_chat(messages))
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    # -- generation ----------------------------------------------------------------
+
+    def set_backend(self, backend: str) -> None:
+        """Choose the generation backend (see :mod:`mathgym.agents.backends`)."""
+        from mathgym.agents.backends import make_backend
+
+        self._backend_impl = make_backend(backend, self)
+        self.backend = backend
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator | None = None
+    ) -> list[Generation]:
+        """Sample one completion per prompt (prompts are token-id lists)."""
+        if not prompts:
+            return []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._backend_impl.generate(prompts, params, generator)
+        finally:
+            self.model.train(was_training)
+
+    # -- scoring ---------------------------------------------------------------------
+
+    def token_logprobs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-prob of every token given the ones before it, and the per-token entropy.
+
+        Args:
+            input_ids: ``(B, T)`` right-padded token ids.
+            attention_mask: ``(B, T)`` 1 for real tokens.
+            temperature: Logits are divided by it (match the sampling temperature).
+
+        Returns:
+            ``(logprobs, entropy)``, both ``(B, T)``; position 0 (no context) is 0.
+        """
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        logits = logits[:, :-1].float() / max(temperature, 1e-6)  # (B, T-1, V)
+        logp_all = F.log_softmax(logits, dim=-1)
+        chosen = logp_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1).detach()
+        pad = torch.zeros_like(chosen[:, :1])
+        return torch.cat([pad, chosen], dim=1), torch.cat([pad, entropy], dim=1)
+
+    @contextlib.contextmanager
+    def adapter_disabled(self) -> Iterator[None]:
+        """Run the base model without the LoRA adapter (the GRPO/PPO reference)."""
+        if not self.has_lora:
+            raise ConfigError("adapter_disabled() needs a LoRA policy (lora_r > 0).")
+        with self.model.disable_adapter():
+            yield
+
+    @property
+    def has_lora(self) -> bool:
+        return hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def save_pretrained(self, path: str | Path) -> None:
+        """Save model (or adapter) and tokenizer so ``from_pretrained(path)`` reloads them."""
+        self.model.save_pretrained(str(path))
+        self.tokenizer.save_pretrained(str(path))
+
+
+def apply_lora(model: Any, lora: LoraSettings) -> Any:
+    """Wrap ``model`` with a peft LoRA adapter."""
+    from peft import LoraConfig, get_peft_model
+
+    targets = lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules)
+    config = LoraConfig(
+        r=lora.r, lora_alpha=lora.alpha, target_modules=targets, lora_dropout=lora.dropout, task_type="CAUSAL_LM"
+    )
+    return get_peft_model(model, config)

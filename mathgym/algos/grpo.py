@@ -1,0 +1,175 @@
+"""GRPO: group-relative policy optimisation (Shao et al., 2024), with the variants that
+matter in practice: clip-higher (DAPO), Dr. GRPO aggregation, reward scaling choices.
+
+The loss is :func:`grpo_loss`, a pure function of tensors; :class:`GRPOTrainer` only
+computes advantages, log-probs and reference log-probs and feeds them to it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from mathgym.algos.advantages import ScaleRewards, group_normalized_advantages
+from mathgym.algos.batch import RolloutBatch
+from mathgym.algos.losses import (
+    LossAggregation,
+    Normalizer,
+    aggregate_loss,
+    batch_normalizer,
+    clipped_surrogate,
+    k3_kl,
+    masked_mean,
+)
+from mathgym.algos.trainer import Trainer
+from mathgym.config import TrainConfig, option
+from mathgym.errors import ConfigError
+
+
+@dataclass
+class GRPOConfig(TrainConfig):
+    """GRPO options (on top of :class:`~mathgym.config.TrainConfig`)."""
+
+    beta: float = option(0.0, "weight of the k3 KL penalty to the reference model (0: no reference)")
+    eps_low: float = option(0.2, "clip range below 1 of the probability ratio")
+    eps_high: float = option(0.28, "clip range above 1 of the probability ratio (clip-higher)")
+    scale_rewards: Literal["group", "batch", "none"] = option("group", "divide centred rewards by the std of the group, the batch, or not at all")
+    loss_aggregation: Literal["token_mean", "sequence_mean", "dr_grpo"] = option("token_mean", "how per-token losses are averaged")
+    num_iterations: int = option(1, "optimizer passes over each batch (old log-probs stored at sampling)")
+    mask_truncated: bool = option(False, "leave completions that hit the token/turn budget out of the loss")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.beta < 0:
+            raise ConfigError(f"beta={self.beta!r} is not allowed; it must be >= 0.")
+        if not (0 <= self.eps_low < 1 and self.eps_high >= 0):
+            raise ConfigError(f"eps_low={self.eps_low!r}, eps_high={self.eps_high!r}: need 0 <= eps_low < 1 and eps_high >= 0.")
+        if self.num_iterations < 1:
+            raise ConfigError(f"num_iterations={self.num_iterations!r} is not allowed; it must be at least 1.")
+
+
+def grpo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    ref_logprobs: torch.Tensor | None = None,
+    beta: float = 0.0,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    aggregation: LossAggregation = "token_mean",
+    norm: Normalizer | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The GRPO loss of a (micro-)batch.
+
+    ``per_token = -min(r A, clip(r, 1-eps_low, 1+eps_high) A) + beta * k3(ref, logp)``,
+    reduced by ``aggregation`` with the full batch's ``norm``.
+
+    Args:
+        logprobs: ``(B, T)`` current log-probs (with grad).
+        old_logprobs: ``(B, T)`` log-probs of the sampling policy.
+        advantages: ``(B,)`` group-normalised advantages.
+        mask: ``(B, T)`` loss mask.
+        ref_logprobs: ``(B, T)`` reference log-probs (needed when ``beta > 0``).
+        beta: KL weight.
+        eps_low: Lower clip range.
+        eps_high: Upper clip range.
+        aggregation: ``token_mean`` / ``sequence_mean`` / ``dr_grpo``.
+        norm: Full-batch denominators (see :class:`~mathgym.algos.losses.Normalizer`).
+
+    Returns:
+        ``(loss, stats)``; stats are detached: ``kl``, ``clip_fraction``, ``ratio``.
+    """
+    surrogate = clipped_surrogate(logprobs, old_logprobs, advantages, eps_low, eps_high)
+    per_token = surrogate.loss
+    kl = torch.zeros_like(per_token)
+    if beta > 0:
+        if ref_logprobs is None:
+            raise ValueError("grpo_loss: beta > 0 needs ref_logprobs")
+        kl = k3_kl(logprobs, ref_logprobs)
+        per_token = per_token + beta * kl
+    loss = aggregate_loss(per_token, mask, aggregation, norm)
+    with torch.no_grad():
+        stats = {
+            "kl": masked_mean(kl, mask),
+            "clip_fraction": masked_mean(surrogate.clipped.float(), mask),
+            "ratio": masked_mean(surrogate.ratio, mask),
+        }
+    return loss, stats
+
+
+class GRPOTrainer(Trainer):
+    """GRPO on any registered env (see :class:`GRPOConfig`)."""
+
+    algo_name = "grpo"
+    config: GRPOConfig
+
+    def setup(self) -> None:
+        self.reference = None
+        if self.config.beta > 0 and not self.policy.has_lora:
+            self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+
+    @torch.no_grad()
+    def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+        """Log-probs under the reference: the adapter-disabled model under LoRA, else the frozen copy."""
+        temperature = self.config.temperature or 1.0
+        if self.policy.has_lora:
+            with self.policy.adapter_disabled():
+                return self.policy.token_logprobs(batch.input_ids, batch.attention_mask, temperature)[0]
+        model, self.policy.model = self.policy.model, self.reference
+        try:
+            return self.policy.token_logprobs(batch.input_ids, batch.attention_mask, temperature)[0]
+        finally:
+            self.policy.model = model
+
+    @torch.no_grad()
+    def _per_micro(self, batch: RolloutBatch, micro: list[list[int]], fn) -> torch.Tensor:
+        out = torch.zeros_like(batch.old_logprobs)
+        for idx in micro:
+            out[idx] = fn(batch.select(idx))
+        return out
+
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        cfg = self.config
+        batch = batch.to(self.policy.device)
+        temperature = cfg.temperature or 1.0
+        advantages = group_normalized_advantages(batch.rewards, batch.group_ids, cfg.scale_rewards)
+        mask = batch.loss_mask(cfg.mask_truncated)
+        norm = batch_normalizer(mask, cfg.max_new_tokens * max(1, max(len(s) for s in batch.step_rewards)))
+        micro = self.micro_batches(batch)
+        self.policy.model.train()
+        old = None
+        if cfg.num_iterations > 1:  # recompute so that iteration 0 has ratio exactly 1
+            old = self._per_micro(batch, micro, lambda mb: self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature)[0])
+        ref = self._per_micro(batch, micro, self.reference_logprobs) if cfg.beta > 0 else None
+        totals: dict[str, float] = {}
+        for _ in range(cfg.num_iterations):
+            for idx in micro:
+                mb = batch.select(idx)
+                logprobs, entropy = self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature)
+                loss, stats = grpo_loss(
+                    logprobs, old[idx] if old is not None else logprobs.detach(), advantages[idx], mask[idx],
+                    ref_logprobs=ref[idx] if ref is not None else None, beta=cfg.beta, eps_low=cfg.eps_low,
+                    eps_high=cfg.eps_high, aggregation=cfg.loss_aggregation, norm=norm,
+                )
+                loss.backward()
+                weight = float(mask[idx].sum()) / norm.num_tokens / cfg.num_iterations
+                totals["loss/policy"] = totals.get("loss/policy", 0.0) + float(loss.detach()) / cfg.num_iterations
+                stats["entropy"] = masked_mean(entropy, mask[idx])
+                for key, value in stats.items():
+                    totals[f"loss/{key}"] = totals.get(f"loss/{key}", 0.0) + float(value) * weight
+            totals["loss/grad_norm"] = self.optimizer_step() / cfg.num_iterations + totals.get("loss/grad_norm", 0.0)
+        totals["loss/advantage_abs"] = float(advantages.abs().mean())
+        totals["loss/zero_std_groups"] = _zero_std_fraction(batch.rewards, batch.group_ids)
+        return totals
+
+
+def _zero_std_fraction(rewards: torch.Tensor, group_ids: torch.Tensor) -> float:
+    """Fraction of groups whose rewards are all equal (they carry no GRPO signal)."""
+    groups = group_ids.unique()
+    flat = sum(bool((rewards[group_ids == g] == rewards[group_ids == g][0]).all()) for g in groups)
+    return flat / max(len(groups), 1)

@@ -1,0 +1,125 @@
+"""Run logging: ``metrics.jsonl`` (one JSON object per step), optional TensorBoard/W&B,
+and the reward-curve PNG.
+
+Metric names use fixed prefixes: ``rollout/`` (what the policy did), ``loss/`` (the
+update), ``eval/`` (held-out evaluation), ``perf/`` (timings and throughput).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mathgym.algos.batch import RolloutBatch
+
+
+def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
+    """Reward, accuracy, lengths, truncation and status fractions of a batch."""
+    n = max(len(batch), 1)
+    lengths = batch.action_mask.sum(-1)
+    out = {
+        "rollout/reward": float(batch.rewards.mean()),
+        "rollout/reward_std": float(batch.rewards.std()) if len(batch) > 1 else 0.0,
+        "rollout/accuracy": float(batch.correct.float().mean()),
+        "rollout/completion_tokens": float(lengths.mean()),
+        "rollout/completion_tokens_max": float(lengths.max()),
+        "rollout/turns": sum(len(s) for s in batch.step_rewards) / n,
+        "rollout/truncated": float(batch.truncated.float().mean()),
+        "rollout/infra_failures": float(batch.infra_failure.sum()),
+    }
+    for status, count in sorted(Counter(batch.statuses).items()):
+        out[f"rollout/status/{status}"] = count / n
+    return out
+
+
+class MetricsLogger:
+    """Appends step metrics to ``run_dir/metrics.jsonl`` (and TensorBoard / W&B when asked).
+
+    Args:
+        run_dir: The run directory.
+        tensorboard: Also write TensorBoard events (skipped with a note if not installed).
+        wandb: Also log to W&B (skipped with a note if not installed).
+        config: Logged as the W&B run config.
+    """
+
+    def __init__(self, run_dir: Path, tensorboard: bool = False, wandb: bool = False, config: Mapping[str, Any] | None = None):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self._tb = None
+        self._wandb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(Path(run_dir) / "tensorboard"))
+            except ImportError:
+                print("mathgym: TensorBoard is not installed; logging to metrics.jsonl only")
+        if wandb:
+            try:
+                import wandb as wandb_module
+
+                self._wandb = wandb_module.init(project="mathgym", dir=str(run_dir), config=dict(config or {}))
+            except ImportError:
+                print("mathgym: wandb is not installed; logging to metrics.jsonl only")
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records of steps ``> step`` (a run resumed at ``step`` writes them again)."""
+        if not self.path.exists():
+            return
+        keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line).get("step", -1) <= step]
+        self.path.write_text("".join(line + "\n" for line in keep))
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        record = {"step": step, **{k: float(v) for k, v in metrics.items()}}
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if self._tb is not None:
+            for key, value in metrics.items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(dict(metrics), step=step)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
+    """The records of ``run_dir/metrics.jsonl``."""
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+
+
+def plot_reward_curve(run_dir: str | Path, key: str = "rollout/reward") -> Path | None:
+    """Write ``reward_curve.png`` (reward per step and a moving average); ``None`` without data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [r for r in read_metrics(run_dir) if key in r]
+    if not records:
+        return None
+    steps = [r["step"] for r in records]
+    values = [r[key] for r in records]
+    window = max(1, len(values) // 20)
+    smooth = [sum(values[max(0, i - window + 1) : i + 1]) / len(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, values, alpha=0.35, label=key)
+    ax.plot(steps, smooth, label=f"moving average ({window})")
+    evals = [r for r in read_metrics(run_dir) if "eval/pass@1" in r]
+    if evals:
+        ax.plot([r["step"] for r in evals], [r["eval/pass@1"] for r in evals], "o-", label="eval pass@1 (held out)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    out = Path(run_dir) / "reward_curve.png"
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

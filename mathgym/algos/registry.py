@@ -1,0 +1,50 @@
+"""Algorithm registry: ``--algo NAME`` → trainer and config classes.
+
+Entries are import strings, so adding an algorithm is one line and importing the
+registry stays cheap::
+
+    ALGORITHMS["ppo"] = AlgoSpec("mathgym.algos.ppo:PPOTrainer", "mathgym.algos.ppo:PPOConfig", "PPO with GAE")
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from mathgym.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class AlgoSpec:
+    """Where an algorithm's trainer and config classes live (``module:Class``)."""
+
+    trainer: str
+    config: str
+    description: str = ""
+
+    def load(self) -> tuple[type, type]:
+        """Import and return ``(trainer_class, config_class)``."""
+        return _import(self.trainer), _import(self.config)
+
+
+def _import(spec: str) -> type:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+ALGORITHMS: dict[str, AlgoSpec] = {
+    "grpo": AlgoSpec("mathgym.algos.grpo:GRPOTrainer", "mathgym.algos.grpo:GRPOConfig", "group-relative policy optimisation"),
+    "sft": AlgoSpec("mathgym.algos.sft:SFTTrainer", "mathgym.algos.sft:SFTConfig", "supervised fine-tuning on demonstrations"),
+}
+
+
+def register_algorithm(name: str, trainer: str, config: str, description: str = "") -> None:
+    """Add an algorithm (e.g. from a plugin)."""
+    ALGORITHMS[name] = AlgoSpec(trainer, config, description)
+
+
+def get_algorithm(name: str) -> tuple[type, type]:
+    """``(trainer_class, config_class)`` of ``name``; :class:`ConfigError` lists the known ones."""
+    if name not in ALGORITHMS:
+        raise ConfigError(f"algo={name!r} is not allowed; choose one of {', '.join(map(repr, sorted(ALGORITHMS)))}.")
+    return ALGORITHMS[name].load()

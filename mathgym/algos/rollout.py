@@ -1,0 +1,172 @@
+"""Rollouts: drive any registered env (through a gymnasium vector env) with a policy.
+
+Groups: ``collect(task_seeds)`` resets the vector env with each seed repeated
+``group_size`` times, so every group holds G samples of the same task.
+
+Multi-turn episodes stay token-faithful: the policy's next prompt is the episode's
+token sequence so far; the env's reply is appended as the tokens of the chat-template
+text that follows the action (computed as a text difference of rendered chats, never by
+re-tokenising the history). Only action tokens enter the loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from mathgym.agents.policy import LLMPolicy, SamplingParams
+from mathgym.algos.batch import Episode, RolloutBatch
+
+
+@dataclass
+class RolloutSettings:
+    """Knobs of the collector.
+
+    Attributes:
+        group_size: Samples per task (G).
+        sampling: Sampling parameters of each turn.
+        max_episode_tokens: Token budget of a whole episode (prompt + all turns).
+        max_turns: Collector-side cap on turns (``None``: the env's own budget).
+        vectorization_mode: ``"sync"`` or ``"async"`` gymnasium vector env.
+    """
+
+    group_size: int = 8
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_episode_tokens: int = 1024
+    max_turns: int | None = None
+    vectorization_mode: Literal["sync", "async"] = "sync"
+
+
+def _info_value(infos: Mapping[str, Any], key: str, i: int, default: Any = None) -> Any:
+    """Entry ``i`` of a vector env's ``infos[key]`` (``default`` where it is unset)."""
+    if key not in infos:
+        return default
+    present = infos.get(f"_{key}")
+    if present is not None and not bool(present[i]):
+        return default
+    return infos[key][i]
+
+
+class RolloutCollector:
+    """Collects groups of episodes from ``env_id`` with ``policy``.
+
+    Args:
+        env_id: Any registered env id.
+        env_kwargs: Constructor options of the env.
+        policy: The policy that acts.
+        num_tasks: Tasks per batch (the vector env has ``num_tasks * group_size`` copies).
+        settings: Group size, sampling and budgets.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: Mapping[str, Any],
+        policy: LLMPolicy,
+        num_tasks: int,
+        settings: RolloutSettings,
+    ):
+        self.env_id = env_id
+        self.policy = policy
+        self.settings = settings
+        self.num_tasks = int(num_tasks)
+        num_envs = self.num_tasks * settings.group_size
+        self.envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=settings.vectorization_mode, **dict(env_kwargs))
+
+    def close(self) -> None:
+        self.envs.close()
+
+    def collect(self, task_seeds: Sequence[int], generator: torch.Generator | None = None) -> RolloutBatch:
+        """Run one batch of groups; ``task_seeds`` has ``num_tasks`` entries."""
+        episodes = self.collect_episodes(task_seeds, generator)
+        return RolloutBatch.from_episodes(episodes, self.policy.pad_token_id)
+
+    def collect_episodes(self, task_seeds: Sequence[int], generator: torch.Generator | None = None) -> list[Episode]:
+        """Like :meth:`collect`, but returns the :class:`Episode` list."""
+        G = self.settings.group_size
+        if len(task_seeds) != self.num_tasks:
+            raise ValueError(f"collect() needs {self.num_tasks} task seeds, got {len(task_seeds)}")
+        seeds = [int(s) for s in task_seeds for _ in range(G)]
+        _, infos = self.envs.reset(seed=seeds)
+        n = len(seeds)
+        episodes = []
+        chats: list[list[dict[str, str]]] = []
+        for i in range(n):
+            messages = [dict(m) for m in _info_value(infos, "messages", i, [])]
+            ep = Episode(self.env_id, str(_info_value(infos, "task_id", i, "")), group_id=i // G)
+            ep.extend(self.policy.encode_chat(messages))
+            episodes.append(ep)
+            chats.append(messages)
+        active = np.ones(n, dtype=bool)
+        turn = 0
+        while active.any():
+            self._play_turn(episodes, chats, active, turn, generator)
+            turn += 1
+        return episodes
+
+    def _play_turn(
+        self, episodes: list[Episode], chats: list[list[dict[str, str]]], active: np.ndarray, turn: int,
+        generator: torch.Generator | None,
+    ) -> None:
+        """Generate one action for every active episode, step the envs, extend the episodes."""
+        settings, policy = self.settings, self.policy
+        idx = [i for i in range(len(episodes)) if active[i]]
+        budget = [settings.max_episode_tokens - len(episodes[i].token_ids) for i in idx]
+        max_new = max(1, min(settings.sampling.max_new_tokens, max(budget)))
+        params = SamplingParams(settings.sampling.temperature, settings.sampling.top_p, max_new, settings.sampling.stop)
+        gens = policy.generate([episodes[i].token_ids for i in idx], params, generator)
+        actions = [""] * len(episodes)
+        for i, gen, room in zip(idx, gens, budget):
+            tokens, logprobs = gen.token_ids[: max(room, 0)], gen.logprobs[: max(room, 0)]
+            text = policy.decode(tokens)
+            episodes[i].extend(tokens, action_step=turn, logprobs=logprobs)
+            episodes[i].completions.append(text)
+            episodes[i].truncated_tokens |= gen.finish_reason == "length" or len(tokens) < len(gen.token_ids)
+            actions[i] = text
+        obs, rewards, terminated, truncated, infos = self.envs.step(np.array(actions, dtype=object))
+        for i in idx:
+            ep = episodes[i]
+            ep.step_rewards.append(float(rewards[i]))
+            ep.status = str(_info_value(infos, "status", i, ep.status))
+            ended = bool(terminated[i] or truncated[i])
+            ep.truncated_turns |= bool(truncated[i])
+            if ended:
+                ep.correct = bool(_info_value(infos, "correct", i, False))
+                active[i] = False
+                continue
+            capped = settings.max_turns is not None and turn + 1 >= settings.max_turns
+            if capped or len(ep.token_ids) >= settings.max_episode_tokens:
+                ep.truncated_turns |= capped
+                ep.truncated_tokens |= not capped
+                active[i] = False
+                continue
+            reply = self.env_reply_tokens(chats[i], ep.completions[-1], str(obs[i]), ends_with_eos=ep.token_ids[-1] == policy.eos_token_id)
+            chats[i] += [{"role": "assistant", "content": ep.completions[-1]}, {"role": "user", "content": str(obs[i])}]
+            ep.extend(reply)
+
+    def env_reply_tokens(self, chat: list[dict[str, str]], action: str, reply: str, ends_with_eos: bool) -> list[int]:
+        """Tokens that follow the action's tokens: end of the assistant turn, the env's reply
+        as a user turn, and the next generation prompt.
+
+        Computed as the text the chat template adds after ``prompt + action``; the earlier
+        tokens are never re-tokenised. Falls back to rendering the reply alone when the
+        template rewrites earlier turns (e.g. drops reasoning).
+        """
+        policy = self.policy
+        before = policy.render_chat(chat) + action
+        after = policy.render_chat(chat + [{"role": "assistant", "content": action}, {"role": "user", "content": reply}])
+        if after.startswith(before):
+            suffix = after[len(before) :]
+        else:
+            suffix = policy.render_chat([{"role": "user", "content": reply}])
+        eos = policy.tokenizer.eos_token or ""
+        if ends_with_eos and eos and suffix.startswith(eos):
+            suffix = suffix[len(eos) :]
+        elif not ends_with_eos and eos and not suffix.startswith(eos):
+            suffix = eos + suffix
+        return policy.encode_text(suffix)
