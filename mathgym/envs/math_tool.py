@@ -1,0 +1,156 @@
+"""MathTool-v0: tool-integrated math reasoning; the agent may run Python in the sandbox.
+
+Each turn the agent either runs code (``<python>...</python>`` or a fenced ``python``
+block) and sees its output as the next observation, or gives the final answer in
+``\\boxed{}``, which ends the episode. Problems, data options and the verifier are
+MathReason-v0's. Tool errors (exceptions, timeouts, a tool budget spent) are observations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mathgym.core import Judgement, Task
+from mathgym.envs.code_tasks import syntax_error
+from mathgym.envs.math_reason import MathReasonEnv
+from mathgym.errors import ConfigError
+from mathgym.rewards.base import Status
+from mathgym.rewards.extract import extract_answer
+from mathgym.rewards.math import MathVerifier
+
+DEFAULT_SYSTEM_PROMPT = (
+    "Solve the problem. You may run Python: write code inside <python></python> (or a ```python block) "
+    "and you will see what it prints. Put the final answer in \\boxed{}."
+)
+TOOL_INSTRUCTION = "You may run Python in <python></python> and read its output. Give the final answer in \\boxed{}."
+OUTPUT_CAP = 2000
+_TAGGED = re.compile(r"<python>(.*?)</python>", re.DOTALL)
+_FENCED = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def split_tool_call(action: str) -> tuple[str | None, str]:
+    """The code of the last tool call in ``action`` (or ``None``) and the text outside code.
+
+    Example:
+        >>> split_tool_call("Let me compute.<python>print(6*7)</python>")
+        ('print(6*7)', 'Let me compute.')
+    """
+    blocks = [(m.start(), m.end(), m.group(1)) for pattern in (_TAGGED, _FENCED) for m in pattern.finditer(action)]
+    if not blocks:
+        return None, action
+    blocks.sort()
+    prose, last = [], 0
+    for start, end, _ in blocks:
+        if start >= last:
+            prose.append(action[last:start])
+            last = end
+    prose.append(action[last:])
+    return blocks[-1][2], "".join(prose)
+
+
+class MathToolEnv(MathReasonEnv):
+    """Solve a math problem, optionally running Python between turns; ``\\boxed{}`` ends it.
+
+    Reward 1 for a correct final answer, else 0. Terminated at a final answer; truncated
+    after ``max_turns`` turns without one (status ``unparseable``). A turn with neither
+    code nor a final answer, or code past ``max_tool_calls``, is a ``format_error``
+    observation.
+
+    Args:
+        difficulty: Generator level, 0 to 4.
+        dataset: A JSONL path or ``hf:NAME[:SUBSET]``; ``None`` uses the generator.
+        split: ``"train"`` or ``"test"``.
+        columns: Column mapping for other data formats.
+        max_turns: Turns allowed (tool calls and the answer).
+        max_tool_calls: Code runs allowed per episode.
+        tool_wall_seconds: Wall-clock limit of one code run.
+        tool_cpu_seconds: CPU-time limit of one code run.
+        system_prompt: System message; ``""`` for none.
+        max_length: Longest observation/action in characters.
+        verifier: The answer checker.
+        render_mode: ``None`` or ``"ansi"``.
+    """
+
+    def __init__(
+        self,
+        difficulty: int = 0,
+        dataset: str | Path | None = None,
+        split: str = "train",
+        columns: Mapping[str, str] | None = None,
+        max_turns: int = 6,
+        max_tool_calls: int = 4,
+        tool_wall_seconds: float = 10.0,
+        tool_cpu_seconds: float = 5.0,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        max_length: int = 16384,
+        verifier: MathVerifier | None = None,
+        render_mode: str | None = None,
+    ):
+        super().__init__(difficulty, dataset, split, columns, system_prompt, max_length, verifier, render_mode)
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise ConfigError(f"max_turns={max_turns!r} must be a positive integer.")
+        if not isinstance(max_tool_calls, int) or max_tool_calls < 0:
+            raise ConfigError(f"max_tool_calls={max_tool_calls!r} must be a non-negative integer.")
+        if not (tool_wall_seconds > 0 and tool_cpu_seconds > 0):
+            raise ConfigError("tool_wall_seconds and tool_cpu_seconds must be positive.")
+        self.max_turns, self.max_tool_calls = max_turns, max_tool_calls
+        self.tool_wall_seconds, self.tool_cpu_seconds = float(tool_wall_seconds), float(tool_cpu_seconds)
+        self._tool_calls = 0
+
+    def _prompt(self, question: str) -> str:  # type: ignore[override]
+        return f"{question}\n{TOOL_INSTRUCTION}"
+
+    def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        self._tool_calls = 0
+        return super()._sample_task(options)
+
+    def _judge(self, action: str) -> Judgement:
+        code, prose = split_tool_call(action)
+        info: dict[str, Any] = {"tool_calls": self._tool_calls}
+        if extract_answer(prose, self.verifier.formats) is not None:
+            result = self.verifier.score(prose, self.task.answer)
+            info["extracted_answer"] = result.details.get("extracted")
+            return Judgement(result.score, result.status, True, "", {"correctness": result.score}, result.score >= 1.0, info)
+        left = self.max_turns - self.turn
+        if code is None:
+            text = f"No code and no final answer. Run Python in <python></python>, or give the final answer in \\boxed{{}}. ({left} turns left)"
+            return Judgement(0.0, Status.FORMAT_ERROR, False, text, {"correctness": 0.0}, info=info)
+        if self._tool_calls >= self.max_tool_calls:
+            text = f"The tool budget ({self.max_tool_calls} runs) is spent. Give the final answer in \\boxed{{}}. ({left} turns left)"
+            return Judgement(0.0, Status.FORMAT_ERROR, False, text, {"correctness": 0.0}, info=info)
+        self._tool_calls += 1
+        output, status = self._run(code)
+        info.update(tool_calls=self._tool_calls, tool_status=str(status))
+        text = f"<output>\n{output}\n</output>\n({left} turns left, {self.max_tool_calls - self._tool_calls} code runs left)"
+        turn_status = Status.SANDBOX_ERROR if status is Status.SANDBOX_ERROR else Status.IN_PROGRESS
+        return Judgement(0.0, turn_status, False, text, {"correctness": 0.0}, info=info)
+
+    def _run(self, code: str) -> tuple[str, Status]:
+        """Run ``code`` in the sandbox; its output (stdout, then the end of stderr on failure) and status."""
+        error = syntax_error(code)
+        if error is not None:
+            return error, Status.WRONG
+        from mathgym.rewards.sandbox import SandboxLimits, default_sandbox  # noqa: PLC0415 - starts workers lazily
+
+        limits = SandboxLimits(cpu_seconds=self.tool_cpu_seconds, wall_seconds=self.tool_wall_seconds)
+        result = default_sandbox().run(code, limits=limits)
+        if result.status is Status.SANDBOX_ERROR:
+            return "The Python tool is unavailable right now (infrastructure error, not your fault).", result.status
+        output = result.stdout[-OUTPUT_CAP:]
+        if result.status is Status.TIMEOUT:
+            output += f"\nTimed out (limit: {result.details.get('limit') or 'time'})."
+        elif result.status is not Status.CORRECT:
+            output += "\n" + result.stderr.strip()[-OUTPUT_CAP // 2 :]
+        return output.strip() or "(no output; use print() to see values)", result.status
+
+    def _final_judgement(self, last: Judgement) -> Judgement:
+        info = {**last.info, "feedback": f"no final answer within {self.max_turns} turns"}
+        status = last.status if last.status is Status.SANDBOX_ERROR else Status.UNPARSEABLE
+        return Judgement(0.0, status, False, "", {"correctness": 0.0}, False, info)
+
+    def expert_action(self) -> str | None:
+        """The worked solution (generator tasks), which answers without the tool."""
+        return self.task.metadata.get("solution") if self._records is None else None

@@ -1,0 +1,230 @@
+"""CodeSandbox-v0, CodeRepair-v0 and MathTool-v0 against the real sandbox."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pickle
+import re
+
+import gymnasium as gym
+import pytest
+
+import mathgym  # noqa: F401
+from mathgym.envs.code_task_set import builtin_tasks
+from mathgym.envs.code_tasks import extract_code, humaneval_tasks, load_code_jsonl
+from mathgym.errors import ConfigError, DatasetError
+
+
+def _answer(env, index, action=None):
+    """Reset to task ``index`` and answer it (with the expert's action when ``action`` is None)."""
+    env.reset(options={"task_index": index})
+    return env.step(env.unwrapped.expert_action() if action is None else action)
+
+
+# -- the task sets --------------------------------------------------------------------
+
+
+def test_builtin_set_has_at_least_40_graded_tasks_with_hidden_tests():
+    tasks = builtin_tasks()
+    assert len(tasks) >= 40 and len({t.task_id for t in tasks}) == len(tasks)
+    levels = [t.level for t in tasks]
+    assert levels == sorted(levels) and set(levels) == {0, 1, 2, 3}
+    for task in tasks:
+        assert len(task.tests) >= 3 and task.entry_point in task.prompt
+        checks = [ast.literal_eval(ast.parse(source).body[0].msg) for _, source in task.tests]
+        assert checks[0] in task.prompt and not any(check in task.prompt for check in checks[1:])
+
+
+def test_every_builtin_reference_solution_passes_in_the_sandbox():
+    env = gym.make("CodeSandbox-v0")
+    failures = []
+    for index in range(env.unwrapped.num_tasks):
+        _, reward, terminated, _, info = _answer(env, index)
+        if reward != 1.0 or info["status"] != "correct":
+            failures.append((info["task_id"], info["tests"]))
+        assert terminated
+    assert not failures, failures[:3]
+
+
+def test_humaneval_canonical_solutions_score_one():
+    env = gym.make("CodeSandbox-v0", dataset="humaneval")
+    assert env.unwrapped.num_tasks == 164
+    failures = []
+    for index in range(164):
+        _, reward, _, _, info = _answer(env, index)
+        if reward != 1.0:
+            failures.append((info["task_id"], info["stderr"][-200:]))
+    assert not failures, failures[:3]
+
+
+def test_stub_solutions_fail_builtin_tasks():
+    env = gym.make("CodeSandbox-v0", reward_mode="fraction")
+    passed = 0
+    for index, task in enumerate(builtin_tasks()):
+        stub = f"```python\ndef {task.entry_point}(*args, **kwargs):\n    return None\n```"
+        _, reward, _, _, info = _answer(env, index, stub)
+        passed += info["status"] == "correct"
+        assert info["total"] == len(task.tests) and len(info["tests"]) == len(task.tests)
+    assert passed == 0
+
+
+def test_random_text_scores_zero_without_crashing():
+    env = gym.make("CodeSandbox-v0")
+    env.action_space.seed(0)
+    for seed in range(5):
+        env.reset(seed=seed)
+        _, reward, terminated, _, info = env.step(env.action_space.sample())
+        assert reward == 0.0 and terminated and info["status"] in ("wrong", "unparseable")
+
+
+# -- grading details ------------------------------------------------------------------
+
+
+def _index(task_id):
+    return [t.task_id for t in builtin_tasks()].index(task_id)
+
+
+def test_fraction_reward_and_per_test_results():
+    wrong_fizzbuzz = (
+        "Here is my code:\n```python\ndef fizzbuzz_word(n):\n    if n % 3 == 0:\n        return 'Fizz'\n"
+        "    if n % 5 == 0:\n        return 'Buzz'\n    return str(n)\n```"
+    )
+    env = gym.make("CodeSandbox-v0", reward_mode="fraction")
+    _, reward, _, _, info = _answer(env, _index("builtin/fizzbuzz_word"), wrong_fizzbuzz)
+    assert reward == 0.75 and info["status"] == "partial" and info["passed"] == 3
+    failed = [t for t in info["tests"] if not t["passed"]]
+    assert [t["name"] for t in failed] == ["test_2"] and "FizzBuzz" in failed[0]["message"]
+    env = gym.make("CodeSandbox-v0")
+    _, reward, _, _, info = _answer(env, _index("builtin/fizzbuzz_word"), wrong_fizzbuzz)
+    assert reward == 0.0 and info["status"] == "wrong"
+
+
+def test_loops_time_out_and_crashes_report_stderr():
+    env = gym.make("CodeSandbox-v0", cpu_seconds=1, wall_seconds=3)
+    _, reward, _, _, info = _answer(env, _index("builtin/clamp"), "def clamp(x, low, high):\n    while True:\n        pass\n")
+    assert reward == 0.0 and info["status"] == "timeout"
+    _, reward, _, _, info = _answer(env, _index("builtin/clamp"), "import sys\nprint('oops', file=sys.stderr)\nraise SystemExit(3)\n")
+    assert reward == 0.0 and info["status"] == "wrong" and "oops" in info["stderr"]
+    _, reward, _, _, info = _answer(env, _index("builtin/clamp"), "def clamp(x, low, high):\n    return max(low, min(high, x)\n")
+    assert info["status"] == "wrong" and "SyntaxError" in info["tests"][0]["message"]
+
+
+def test_code_extraction_fenced_raw_and_humaneval_bodies():
+    assert extract_code("```py\nx = 1\n```\ntext\n```python\ndef f():\n    pass\n```", "f") == "def f():\n    pass\n"
+    assert extract_code("```\ndef g(): return 2\n```\n```bash\nls\n```") == "def g(): return 2\n"
+    assert extract_code("def h():\n    return 3") == "def h():\n    return 3\n"
+    assert extract_code("Sure!\n```python\ndef k():\n    return 4") == "def k():\n    return 4"
+    env = gym.make("CodeSandbox-v0", dataset="humaneval")
+    body = "    return [x for x in strings if substring in x]\n"
+    _, reward, _, _, _ = _answer(env, 7, body)  # HumanEval/7 filter_by_substring, completion style
+    assert reward == 1.0
+    full = "```python\ndef filter_by_substring(strings: List[str], substring: str) -> List[str]:\n" + body + "```"
+    _, reward, _, _, _ = _answer(env, 7, full)  # chat style: the prompt's imports are kept
+    assert reward == 1.0
+
+
+def test_jsonl_in_mbpp_and_humaneval_format(tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    mbpp = {"task_id": 2, "text": "Write a function to find the shared elements of two lists.",
+            "code": "def similar_elements(a, b):\n    return tuple(set(a) & set(b))",
+            "test_list": ["assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == {4, 5}",
+                          "assert set(similar_elements((1, 2), (3,))) == set()"],
+            "test_setup_code": "", "challenge_test_list": []}
+    human = {"task_id": "mine/0", "prompt": "def double(x: int) -> int:\n    \"\"\"Return twice x.\"\"\"\n", "entry_point": "double",
+             "canonical_solution": "    return 2 * x\n", "test": "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(-1) == -2\n"}
+    path.write_text(json.dumps(mbpp) + "\n" + json.dumps(human) + "\n")
+    tasks = load_code_jsonl(path)
+    assert [t.task_id for t in tasks] == ["mbpp/2", "mine/0"] and tasks[0].entry_point == "similar_elements"
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    for index in range(2):
+        _, reward, _, _, info = _answer(env, index)
+        assert reward == 1.0, info
+    obs, _ = env.reset(options={"task_index": 0})
+    assert "shared elements" in obs and "(1, 2), (3,)" not in obs
+    _, reward, _, _, info = _answer(env, 1, "def double(x):\n    return 2 * x if x > 0 else 0\n")
+    assert reward == 0.5 and len(info["tests"]) == 2
+    with pytest.raises(ConfigError):
+        env.reset(options={"task_index": 2})
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "1+1"}\n')
+    with pytest.raises(DatasetError):
+        load_code_jsonl(bad)
+    with pytest.raises(DatasetError):
+        gym.make("CodeSandbox-v0", dataset=str(tmp_path / "missing.jsonl"))
+
+
+def test_env_holds_no_sandbox_and_pickles_after_use():
+    env = gym.make("CodeSandbox-v0")
+    env.reset(seed=1)
+    env.step(env.unwrapped.expert_action())
+    blob = pickle.dumps(env)
+    assert b"mathgym.rewards.sandbox" not in blob and len(blob) < 200_000
+    clone = pickle.loads(blob)
+    clone.reset(seed=1)
+    assert clone.step(clone.unwrapped.expert_action())[1] == 1.0
+    assert len(humaneval_tasks()) == 164
+
+
+# -- CodeRepair -------------------------------------------------------------------------
+
+
+def test_code_repair_feedback_then_fix_terminates_solved():
+    env = gym.make("CodeRepair-v0", max_turns=3)
+    env.reset(options={"task_index": _index("builtin/second_largest")})
+    first = "```python\ndef second_largest(nums):\n    return sorted(nums)[-2]\n```"
+    obs, reward, terminated, truncated, info = env.step(first)
+    assert not terminated and not truncated and reward == 0.0 and info["status"] == "in_progress"
+    assert info["attempt_status"] == "wrong" and "Passed 2 of 5" in obs and "test_1" in obs and "IndexError" in obs
+    obs, reward, terminated, truncated, info = env.step(env.unwrapped.expert_action())
+    assert terminated and not truncated and reward == 1.0 and info["correct"] and info["turn"] == 2
+    assert [m["role"] for m in info["messages"]][-3:] == ["assistant", "user", "assistant"]
+
+
+def test_code_repair_budget_truncates_and_scores_last_attempt():
+    env = gym.make("CodeRepair-v0", max_turns=2, reward_mode="fraction")
+    env.reset(options={"task_index": _index("builtin/second_largest")})
+    env.step("no code here, sorry")
+    _, reward, terminated, truncated, info = env.step("def second_largest(nums):\n    return sorted(nums)[-2]\n")
+    assert truncated and not terminated and reward == pytest.approx(0.4) and info["status"] == "partial"
+    assert info["answer"].startswith("def second_largest")
+
+
+# -- MathTool ---------------------------------------------------------------------------
+
+
+def _tool_agent(obs: str) -> str:
+    """Scripted tool user: asks Python for the sum, then answers with what it printed."""
+    printed = re.search(r"<output>\n(-?\d+)\n</output>", obs)
+    if printed:
+        return f"The tool says {printed.group(1)}, so \\boxed{{{printed.group(1)}}}"
+    a, b = re.findall(r"\d+", obs.split("?")[0])
+    return f"<python>\nprint({a} + {b})\n</python>"
+
+
+def test_math_tool_scripted_tool_user_solves_in_two_turns():
+    env = gym.make("MathTool-v0", difficulty=0)
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        obs, reward, terminated, _, info = env.step(_tool_agent(obs))
+        assert not terminated and info["tool_calls"] == 1 and info["status"] == "in_progress"
+        obs, reward, terminated, _, info = env.step(_tool_agent(obs))
+        assert terminated and reward == 1.0 and info["correct"]
+
+
+def test_math_tool_errors_are_observations_and_budgets_hold():
+    env = gym.make("MathTool-v0", max_turns=5, max_tool_calls=2)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step("<python>raise ValueError('bad tool input')</python>")
+    assert "ValueError: bad tool input" in obs and info["status"] == "in_progress"
+    obs, _, _, _, info = env.step("```python\nprint(1 +\n```")
+    assert "SyntaxError" in obs and info["tool_calls"] == 2
+    obs, _, _, _, info = env.step("<python>print(2)</python>")
+    assert info["status"] == "format_error" and "budget" in obs
+    obs, _, _, _, info = env.step("thinking out loud")
+    assert info["status"] == "format_error"
+    _, reward, terminated, truncated, info = env.step("still nothing")
+    assert truncated and not terminated and reward == 0.0 and info["status"] == "unparseable"
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step("<python>print(1)</python> but I answer \\boxed{-1}")
+    assert terminated and info["status"] == "wrong"  # a final answer outside code ends the episode
