@@ -160,13 +160,14 @@ class Trainer:
         """Train on ``batch``; return ``loss/...`` statistics. Subclasses implement it."""
         raise NotImplementedError
 
-    def optimizer_step(self) -> float:
-        """Clip gradients, step optimizer and scheduler, zero gradients; returns the grad norm."""
+    def optimizer_step(self, step_scheduler: bool = True) -> float:
+        """Clip gradients, step optimizer (and scheduler, unless told not to: PPO steps it once per batch), zero gradients; returns the grad norm."""
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         self.optimizer.step()
-        self.scheduler.step()
+        if step_scheduler:
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
