@@ -161,7 +161,7 @@ class Trainer:
         raise NotImplementedError
 
     def optimizer_step(self, step_scheduler: bool = True) -> float:
-        """Clip gradients, step optimizer (and scheduler, unless told not to: PPO steps it once per batch), zero gradients; returns the grad norm."""
+        """Clip gradients, step optimizer (and scheduler unless ``step_scheduler=False``), zero grads; return grad norm."""
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
