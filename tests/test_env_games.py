@@ -92,7 +92,7 @@ def test_binary_search_always_wins_guess_number():
 def test_guess_number_feedback_format_errors_and_budget():
     env = gym.make("GuessNumber-v0", low=1, high=100, max_turns=3)
     obs, info = env.reset(options={"secret": 40})
-    assert "40" not in obs and "answer" not in info
+    assert "40" not in obs and "40" not in info["task_id"] and "answer" not in info
     obs, reward, terminated, truncated, info = env.step("fifty?")
     assert info["status"] == "format_error" and not terminated and "integer" in obs
     obs, *_ , info = env.step("50")

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 from mathgym.registry import register_env
+
+# gymnasium warns that "FrozenLake-v0 is out of date" because its own FrozenLake-v1 shares the
+# name; mathgym's FrozenLake-v0 is the text front end over that v1, so the advice does not apply.
+warnings.filterwarnings("ignore", message=r".*The environment FrozenLake-v0 is out of date", category=DeprecationWarning)
 
 #: (id, entry point, one-line description) of every built-in env.
 BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping
@@ -67,7 +68,8 @@ class GuessNumberEnv(TextEnv):
             f"{self.max_turns} guesses; after each guess I say whether the number is higher or lower.\n"
             "Answer with one integer."
         )
-        return Task(f"guess-{self.low}-{self.high}-{secret}", prompt, str(secret), {"secret": secret})
+        digest = hashlib.sha1(f"{self.low}:{self.high}:{secret}".encode()).hexdigest()[:12]  # the id must not spell the secret
+        return Task(f"guess-{self.low}-{self.high}-{digest}", prompt, str(secret), {"secret": secret})
 
     def _judge(self, action: str) -> Judgement:
         guess, secret = parse_guess(action), self.task.metadata["secret"]
