@@ -164,8 +164,10 @@ class ProcessPool:
                 self._forget(slot)
             if helper is None:
                 helper = self._start()
+            sent = time.monotonic()
             helper.send(request)
-            reply = helper.receive(None if timeout is None else time.monotonic() + timeout)
+            reply = helper.receive(None if timeout is None else sent + timeout)
+            reply["_elapsed_s"] = time.monotonic() - sent  # the request's own time, without start-up
             helper.calls += 1
         except (WorkerTimeout, WorkerCrashed):
             if helper is not None:

@@ -204,9 +204,10 @@ class MathVerifier:
         try:
             reply = pool.call({"gold": f"${gold}$", "answer": f"${answer}$"}, self.timeout)
         except WorkerTimeout:
-            return RewardResult(0.0, Status.TIMEOUT, {**details, "timeout_s": self.timeout})
+            return RewardResult(0.0, Status.TIMEOUT, {**details, "timeout_s": self.timeout, "seconds": self.timeout})
         except WorkerCrashed as err:  # the helper died: infrastructure, not the model
             return RewardResult(0.0, Status.ERROR, {**details, "error": str(err)})
+        details["seconds"] = reply["_elapsed_s"]
         if "error" in reply:
             return RewardResult(0.0, Status.ERROR, {**details, "error": reply["error"]})
         if not reply["gold_parsed"]:

@@ -1,0 +1,136 @@
+"""Math verifier: extraction, the exact fast path (agreeing with math-verify), statuses."""
+
+from __future__ import annotations
+
+import logging
+from fractions import Fraction
+
+import pytest
+
+from mathgym.errors import ConfigError
+from mathgym.rewards import MathVerifier, Status, boxed_contents, extract_answer, last_boxed, parse_number, parse_numeric
+from mathgym.rewards.math import numeric_verdict
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    v = MathVerifier(timeout=5)
+    v.warm_up()
+    return v
+
+
+def test_extraction_formats_and_order():
+    assert extract_answer("x \\boxed{1} then \\boxed{\\frac{2}{3}}") == ("\\frac{2}{3}", "boxed")
+    assert extract_answer("work\n#### 1,234") == ("1,234", "gsm8k")
+    assert extract_answer("So the final answer is $7$.") == ("7", "answer_is")
+    assert extract_answer("#### 5\nthe answer is 6", formats=("answer_is", "gsm8k")) == ("6", "answer_is")
+    assert extract_answer("no answer here") is None
+    assert boxed_contents("\\boxed{a{b}c} \\fbox{d} \\boxed {e}") == ["a{b}c", "d", "e"]
+    assert last_boxed("\\boxed{1} \\boxed{2") == "1"  # the unbalanced box is skipped
+    with pytest.raises(ValueError):
+        extract_answer("x", formats=("latex",))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "is_float", "percent"),
+    [
+        ("42", Fraction(42), False, False),
+        ("-1,234.50", Fraction(-123450, 100), True, False),
+        ("1{,}000", Fraction(1000), False, False),
+        ("\\$12.5", Fraction(25, 2), True, False),
+        ("25\\%", Fraction(25), False, True),
+        ("\\frac{3}{4}", Fraction(3, 4), False, False),
+        ("-\\dfrac{6}{8}", Fraction(-3, 4), False, False),
+        ("7/2", Fraction(7, 2), False, False),
+    ],
+)
+def test_parse_numeric(text, value, is_float, percent):
+    assert parse_numeric(text) == (value, is_float, percent)
+    assert parse_number(text) == value
+
+
+@pytest.mark.parametrize("text", ["x+1", "1/0", "007", ".5", "12.", "1,23", "\\sqrt{2}", "3/4\\%", "", "1" * 50, "0.123456789012345678"])
+def test_parse_numeric_leaves_the_rest_to_math_verify(text):
+    assert parse_numeric(text) is None
+
+
+def test_numeric_verdict_follows_math_verify_rules():
+    n = parse_numeric
+    assert numeric_verdict(n("25"), n("25\\%")) is True  # integers: written values
+    assert numeric_verdict(n("0.25"), n("25\\%")) is True  # otherwise: values
+    assert numeric_verdict(n("1"), n("100\\%")) is True
+    assert numeric_verdict(n("0.75"), n("\\frac{3}{4}")) is True
+    assert numeric_verdict(n("100"), n("100.0")) is True
+    assert numeric_verdict(n("3"), n("\\frac{6}{2}")) is True
+    assert numeric_verdict(n("3"), n("4")) is False
+    assert numeric_verdict(n("\\frac{1}{3}"), n("0.33")) is False
+    assert numeric_verdict(n("\\frac{1}{3}"), n("0.333333")) is None  # rounding rules: math-verify decides
+
+
+CASES = [
+    # (completion, gold, status, path)
+    ("so \\boxed{42}", "42", Status.CORRECT, "exact"),
+    ("so \\boxed{1,234}", "1234", Status.CORRECT, "exact"),
+    ("so \\boxed{41}", "42", Status.WRONG, "exact"),
+    ("so \\boxed{0.5}", "\\frac{1}{2}", Status.CORRECT, "exact"),
+    ("so \\boxed{0.333333}", "\\frac{1}{3}", Status.CORRECT, "math_verify"),
+    ("so \\boxed{\\frac{\\sqrt{2}}{2}}", "\\frac{1}{\\sqrt{2}}", Status.CORRECT, "math_verify"),
+    ("so \\boxed{x^2+2x+1}", "(x+1)^2", Status.CORRECT, "math_verify"),
+    ("so \\boxed{2x}", "x", Status.WRONG, "math_verify"),
+    ("so \\boxed{(1, 2)}", "(1,2)", Status.CORRECT, "math_verify"),
+    ("so \\boxed{\\text{}}", "5", Status.UNPARSEABLE, "math_verify"),
+    ("I do not know", "5", Status.UNPARSEABLE, None),
+]
+
+
+@pytest.mark.parametrize(("completion", "gold", "status", "path"), CASES)
+def test_statuses_and_paths(verifier, completion, gold, status, path):
+    result = verifier.score(completion, gold)
+    assert result.status == status, result
+    assert result.score == (1.0 if status == Status.CORRECT else 0.0)
+    assert result.details.get("path") == path
+
+
+def test_fast_path_agrees_with_math_verify(verifier):
+    """Every verdict the fast path takes is the verdict of math-verify itself."""
+    from math_verify import parse, verify
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    forms = ["12", "12\\%", "0.12", "1,234", "1234", "1234.0", "\\$1,234.50", "-3", "+3", "3/4", "\\frac{3}{4}", "0.75",
+             "75\\%", "-\\frac{1}{2}", "-0.5", "\\frac{1}{3}", "0.3333", "2/4", "50\\%", "7", "7.000001", "1000000",
+             "1{,}000{,}000", "4/2", "2", "2.5", "5/2", "250\\%", "25", "0.25", "100\\%", "1", "0", "0.0"]
+    parsed = {form: parse(f"${form}$", parsing_timeout=None) for form in forms}
+    checked = 0
+    for gold in forms:
+        for answer in forms:
+            result = verifier.score(f"\\boxed{{{answer}}}", gold)
+            if result.details["path"] == "exact":
+                expected = verify(parsed[gold], parsed[answer], timeout_seconds=None)
+                assert (result.status == Status.CORRECT) == expected, (gold, answer, result)
+                checked += 1
+    assert checked > 0.8 * len(forms) ** 2
+
+
+def test_batch_matches_single(verifier):
+    completions = [c for c, *_ in CASES]
+    golds = [g for _, g, *_ in CASES]
+    assert [r.status for r in verifier.score_batch(completions, golds)] == [verifier.score(c, g).status for c, g in zip(completions, golds)]
+    with pytest.raises(ConfigError):
+        verifier.score_batch(["a"], [])
+
+
+def test_unparseable_gold_is_an_infra_error(verifier):
+    result = verifier.score("\\boxed{x+1}", "\\text{}")
+    assert result.status == Status.ERROR and result.status.is_infra_failure
+
+
+def test_options_are_validated_and_verifier_pickles():
+    import pickle
+
+    with pytest.raises(ConfigError):
+        MathVerifier(timeout=0)
+    with pytest.raises(ConfigError):
+        MathVerifier(workers=0)
+    copy = pickle.loads(pickle.dumps(MathVerifier(formats=("gsm8k",))))
+    assert copy.score("#### 7", "7").status == Status.CORRECT
+    assert copy.score("\\boxed{7}", "7").status == Status.UNPARSEABLE
