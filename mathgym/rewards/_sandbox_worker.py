@@ -158,7 +158,9 @@ def _execute(job):
     import builtins
     import traceback
 
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    # As a program, the code is __main__; under assert tests it is a module being tested,
+    # so an ``if __name__ == "__main__":`` block (reading stdin, say) does not run.
+    namespace = {"__name__": "__main__" if job["mode"] == "run" else "solution", "__builtins__": builtins}
     try:
         exec(compile(job["code"], "main.py", "exec"), namespace)  # noqa: S102 - this IS the sandboxed child
     except SystemExit as stop:

@@ -73,7 +73,8 @@ class TestCase:
     Attributes:
         name: Shown in the per-test results.
         kind: ``"assert"``: ``source`` runs after the code, in the same namespace, and
-            passes when it raises nothing. ``"io"``: the program runs with ``stdin`` and
+            passes when it raises nothing (the code runs as module ``solution``, so its
+            ``if __name__ == "__main__":`` block is skipped). ``"io"``: the program runs with ``stdin`` and
             passes when it exits 0 and its output equals ``expected_stdout`` (trailing
             whitespace of each line and trailing blank lines ignored).
         source: Python for an ``assert`` test (asserts, ``check(fn)`` ...).
