@@ -49,3 +49,15 @@ def test_reasoning_gym_tasks_are_listed_by_mathgym_envs(capsys):
     out = capsys.readouterr().out
     for task in ("gsm_symbolic", "sudoku", "zebra_puzzles", "basic_arithmetic"):
         assert task in out
+
+
+def test_reasoning_gym_hostile_answer_times_out_instead_of_hanging():
+    # intermediate_integration hands the answer to sympy; this one ran for over a minute in-process.
+    env = gym.make("ReasoningGym-v0", task="intermediate_integration", size=5, score_timeout=2)
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step("<answer>exp(exp(exp(exp(x**99999))))</answer>")
+    assert terminated and reward == 0.0 and info["status"] == "timeout"
+    env.reset(seed=0)
+    assert env.step(env.unwrapped.expert_action())[1] == 1.0
+    with pytest.raises(ConfigError):
+        gym.make("ReasoningGym-v0", score_timeout=0)

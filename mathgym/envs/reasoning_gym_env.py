@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import resource
+import select
+import signal
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +51,46 @@ def _dataset(task: str, seed: int, size: int, config_json: str) -> Any:
     return _reasoning_gym().create_dataset(task, seed=seed, size=size, **json.loads(config_json))
 
 
+def score_in_child(dataset: Any, answer: str, entry: Mapping[str, Any], timeout: float, memory_mb: int = 2048) -> dict[str, Any]:
+    """``dataset.score_answer(answer, entry)`` in a forked child with a deadline and a memory cap.
+
+    Some scorers hand the model's text to sympy, where a hostile answer can run for hours or
+    exhaust memory; the child is killed at the deadline. Returns ``{"score": float}``,
+    ``{"error": message}`` (the scorer raised) or ``{"timeout": True}``.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: score, report one JSON line, exit without running the parent's cleanup
+        os.close(read_end)
+        try:
+            limit = memory_mb * 2**20
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            reply = {"score": float(dataset.score_answer(answer, entry))}
+        except BaseException as err:  # noqa: BLE001 - everything is reported to the parent
+            reply = {"error": repr(err)[:300]}
+        os.write(write_end, json.dumps(reply).encode())
+        os._exit(0)
+    os.close(write_end)
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                return {"timeout": True}
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    try:
+        return dict(json.loads(b"".join(chunks).decode()))
+    except ValueError:
+        return {"error": "the scoring process died without a result"}
+
+
 def extract_tagged_answer(text: str) -> str | None:
     """The last ``<answer>...</answer>`` (stripped), else the last ``\\boxed{}``, else ``None``."""
     end = text.rfind("</answer>")
@@ -61,14 +106,17 @@ class ReasoningGymEnv(TextEnv):
     """A reasoning-gym task (``task=NAME``), scored by the task's own ``score_answer``.
 
     Reward is reasoning-gym's score in ``[0, 1]`` (``correct`` at 1, ``partial`` between,
-    ``wrong`` at 0); text without an ``<answer>`` tag or ``\\boxed{}`` is ``unparseable``.
+    ``wrong`` at 0); text without an ``<answer>`` tag or ``\\boxed{}`` is ``unparseable``; an
+    answer that keeps the scorer busy past ``score_timeout`` is ``timeout``.
     ``mathgym envs`` lists the task names; so does :func:`available_tasks`.
 
     Args:
         task: A reasoning-gym task name, e.g. ``"gsm_symbolic"``, ``"sudoku"``.
         size: Number of items in the (procedurally generated) data set.
         dataset_seed: Seed of the data set; ``reset(seed=...)`` then picks an item.
-        task_config: Extra options of the task's config (e.g. ``{"min_digits": 2}``).
+        task_config: Extra options of the task's config (e.g. ``{"min_terms": 3}``).
+        score_timeout: Seconds allowed to ``score_answer``, which then runs in a forked child
+            (killed past the deadline: status ``timeout``); ``None`` scores in this process.
         system_prompt: System message; ``""`` for none.
         max_length: Longest observation/action in characters.
         render_mode: ``None`` or ``"ansi"``.
@@ -84,6 +132,7 @@ class ReasoningGymEnv(TextEnv):
         size: int = 1000,
         dataset_seed: int = 0,
         task_config: Mapping[str, Any] | None = None,
+        score_timeout: float | None = 10.0,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
         max_length: int = 16384,
         render_mode: str | None = None,
@@ -99,7 +148,10 @@ class ReasoningGymEnv(TextEnv):
             raise ConfigError(f"task={task!r} is not a reasoning-gym task.{hint} `mathgym envs` lists them.")
         if not isinstance(size, int) or size < 1:
             raise ConfigError(f"size={size!r} must be a positive integer.")
+        if score_timeout is not None and not score_timeout > 0:
+            raise ConfigError(f"score_timeout={score_timeout!r} must be a positive number of seconds or None.")
         self.task_name, self.size, self.dataset_seed = task, size, int(dataset_seed)
+        self.score_timeout = score_timeout
         try:
             self._config_json = json.dumps(dict(task_config or {}), sort_keys=True)
         except TypeError as err:
@@ -136,13 +188,24 @@ class ReasoningGymEnv(TextEnv):
         info: dict[str, Any] = {"extracted_answer": answer, "task": self.task_name}
         if answer is None:
             return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"score": 0.0}, info=info)
-        try:
-            score = float(self.dataset.score_answer(answer, self.task.metadata["entry"]))
-        except Exception as err:  # the scorer crashed: infrastructure, not the model's fault
-            info["error"] = repr(err)[:300]
+        reply = self._score(answer)
+        if "timeout" in reply:  # the answer kept the scorer busy past the deadline: the model's doing
+            return Judgement(0.0, Status.TIMEOUT, True, reward_breakdown={"score": 0.0}, info=info)
+        if "error" in reply:  # the scorer crashed: infrastructure, not the model's fault
+            info["error"] = reply["error"]
             return Judgement(0.0, Status.ERROR, True, reward_breakdown={"score": 0.0}, info=info)
+        score = reply["score"]
         status = Status.CORRECT if score >= 1.0 else Status.PARTIAL if score > 0 else Status.WRONG
         return Judgement(score, status, True, reward_breakdown={"score": score}, correct=score >= 1.0, info=info)
+
+    def _score(self, answer: str) -> dict[str, Any]:
+        entry = self.task.metadata["entry"]
+        if self.score_timeout is not None and hasattr(os, "fork"):
+            return score_in_child(self.dataset, answer, entry, self.score_timeout)
+        try:
+            return {"score": float(self.dataset.score_answer(answer, entry))}
+        except Exception as err:
+            return {"error": repr(err)[:300]}
 
     def expert_action(self) -> str | None:
         """The task's reference answer in ``<answer>`` tags (``None`` for tasks without one)."""
