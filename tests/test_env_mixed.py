@@ -138,3 +138,22 @@ def test_multi_task_vector_envs_agree():
             vec.close()
     assert got[0] == got[1] and got[0][0][0] == got[0][0][1]
     assert np.all(np.asarray(got[0][1]) != None)  # noqa: E711
+
+
+@pytest.mark.parametrize(
+    "env_id,kwargs",
+    [(env_id, {"max_turns": 3}) for env_id in ("GuessNumber-v0", "Sokoban-v0", "FrozenLake-v0", "MathTool-v0", "CodeRepair-v0")]
+    + [("MathStep-v0", {"max_steps": 3})],
+)
+def test_multi_turn_envs_keep_the_transcript_and_render_it(env_id, kwargs):
+    env = gym.make(env_id, render_mode="ansi", **kwargs)
+    obs, info = env.reset(seed=0)
+    actions = ["first try", "second try", "third try"]
+    for action in actions:
+        obs, _, terminated, truncated, info = env.step(action)
+    assert truncated and not terminated and info["turn"] == 3
+    roles = [m["role"] for m in info["messages"] if m["role"] != "system"]
+    assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [m["content"] for m in info["messages"] if m["role"] == "assistant"] == actions
+    text = env.render()
+    assert all(action in text for action in actions) and f"[answer]\n{info['answer']}" in text
