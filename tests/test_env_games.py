@@ -68,6 +68,7 @@ def test_countdown_evaluator_is_exact_and_refuses_code():
     assert evaluate("(10 - 4) / 4 * 2").value == 3
     assert evaluate("7 ÷ 2 × 4").value == 14
     assert extract_expression("work...\n$3 \\times (4 + 5) = 27$") == "3 * (4 + 5)"
+    assert extract_expression("\\boxed{27 = 3 * (4 + 5)}") == "3 * (4 + 5)"
     for bad in ("__import__('os')", "2 ** 10", "1 +", "(((1)", "3 / (2 - 2)", "1" * 400, "(" * 60 + "1" + ")" * 60):
         with pytest.raises(ExpressionError):
             evaluate(bad)

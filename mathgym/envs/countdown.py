@@ -128,7 +128,8 @@ def evaluate(text: str) -> Evaluated:
 def extract_expression(action: str) -> str | None:
     """The expression in the action: the last ``\\boxed{}``, else ``<answer>`` tag, else the last line.
 
-    A trailing ``= target`` is dropped (``3 * 4 = 12`` → ``3 * 4``).
+    With an ``=``, the first side holding an operator counts (``3 * 4 = 12`` and ``12 = 3 * 4``
+    both give ``3 * 4``).
     """
     text = last_boxed(action)
     if text is None and "<answer>" in action:
@@ -139,7 +140,9 @@ def extract_expression(action: str) -> str | None:
     if text is None:
         return None
     text = text.replace("\\times", "*").replace("\\cdot", "*").replace("\\div", "/").strip().strip("$").strip()
-    text = text.split("=", 1)[0].strip()
+    sides = [side.strip() for side in text.split("=")]
+    with_operator = [side for side in sides if any(op in side for op in "+-*/")]
+    text = with_operator[0] if with_operator else sides[0]
     return text or None
 
 
