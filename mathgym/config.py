@@ -142,6 +142,10 @@ def parse_value(cls: type, name: str, raw: Any) -> Any:
         raise ConfigError(f"Unknown option {name!r} for {cls.__name__}.{hint}")
     annotation = field_type(cls, name)
     origin = typing.get_origin(annotation)
+    if origin is Literal:
+        literal = raw if isinstance(raw, str) and any(isinstance(a, str) for a in typing.get_args(annotation)) else raw
+        check_literal(name, literal, annotation)
+        return literal
     value = yaml.safe_load(raw) if isinstance(raw, str) else raw
     try:
         if annotation is bool:
@@ -162,9 +166,6 @@ def parse_value(cls: type, name: str, raw: Any) -> Any:
             if not isinstance(value, Mapping):
                 raise ValueError
             return dict(value)
-        if origin is Literal:
-            check_literal(name, value if not isinstance(raw, str) else raw, annotation)
-            return value if not isinstance(raw, str) else raw
     except (TypeError, ValueError):
         raise ConfigError(f"{name}={raw!r} is not a valid {getattr(annotation, '__name__', annotation)}.") from None
     return value

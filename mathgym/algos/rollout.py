@@ -139,13 +139,16 @@ class RolloutCollector:
                 ep.correct = bool(_info_value(infos, "correct", i, False))
                 active[i] = False
                 continue
-            capped = settings.max_turns is not None and turn + 1 >= settings.max_turns
-            if capped or len(ep.token_ids) >= settings.max_episode_tokens:
-                ep.truncated_turns |= capped
-                ep.truncated_tokens |= not capped
+            if settings.max_turns is not None and turn + 1 >= settings.max_turns:
+                ep.truncated_turns = True
                 active[i] = False
                 continue
-            reply = self.env_reply_tokens(chats[i], ep.completions[-1], str(obs[i]), ends_with_eos=ep.token_ids[-1] == policy.eos_token_id)
+            ends_with_eos = bool(ep.token_ids) and ep.token_ids[-1] == policy.eos_token_id
+            reply = self.env_reply_tokens(chats[i], ep.completions[-1], str(obs[i]), ends_with_eos=ends_with_eos)
+            if len(ep.token_ids) + len(reply) >= settings.max_episode_tokens:  # no room left to act
+                ep.truncated_tokens = True
+                active[i] = False
+                continue
             chats[i] += [{"role": "assistant", "content": ep.completions[-1]}, {"role": "user", "content": str(obs[i])}]
             ep.extend(reply)
 

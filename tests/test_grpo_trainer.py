@@ -1,0 +1,126 @@
+"""GRPO trainer: gradient-accumulation invariance, reference model, config validation."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mathgym.agents.policy import LLMPolicy, LoraSettings  # noqa: E402
+from mathgym.algos.batch import Episode, RolloutBatch  # noqa: E402
+from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
+from mathgym.config import build_config  # noqa: E402
+from mathgym.errors import ConfigError  # noqa: E402
+from tests.trainkit import build_small_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    return build_small_model(tmp_path_factory.mktemp("model"))
+
+
+def _batch(policy: LLMPolicy, n: int = 8, seed: int = 0) -> RolloutBatch:
+    """Random episodes of different lengths, 2 groups of 4, with sampling log-probs."""
+    gen = torch.Generator().manual_seed(seed)
+    episodes = []
+    for i in range(n):
+        prompt = torch.randint(10, 90, (3 + i % 3,), generator=gen).tolist()
+        action = torch.randint(10, 90, (2 + (i * 5) % 7,), generator=gen).tolist()
+        ep = Episode("test", f"t{i // 4}", i // 4)
+        ep.extend(prompt)
+        ep.extend(action, action_step=0, logprobs=[0.0] * len(action))
+        ep.step_rewards = [float(i % 3 == 0)]
+        ep.truncated_tokens = i == 5
+        episodes.append(ep)
+    batch = RolloutBatch.from_episodes(episodes, policy.pad_token_id)
+    with torch.no_grad():
+        logprobs, _ = policy.token_logprobs(batch.input_ids, batch.attention_mask)
+    batch.old_logprobs = (logprobs - 0.05 * torch.rand(logprobs.shape, generator=gen)) * batch.action_mask
+    return batch
+
+
+class _GradRecorder(GRPOTrainer):
+    def optimizer_step(self) -> float:
+        self.grads = [p.grad.detach().clone() for p in self.policy.trainable_parameters()]
+        return super().optimizer_step()
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])
+def test_batch_8_accum_1_equals_batch_1_accum_8(model_path, tmp_path, aggregation):
+    grads = {}
+    for accum in (1, 8):
+        policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+        config = GRPOConfig(
+            model=str(model_path), num_tasks=2, group_size=4, grad_accum_steps=accum, loss_aggregation=aggregation,
+            num_iterations=2, beta=0.1, mask_truncated=True, eval_tasks=0, progress=False,
+        )
+        trainer = _GradRecorder(config, run_dir=tmp_path / f"run{accum}", policy=policy)
+        trainer.update(_batch(policy))
+        grads[accum] = trainer.grads
+        params = [p.detach().clone() for p in policy.trainable_parameters()]
+        grads[f"params{accum}"] = params
+    assert any(g.abs().sum() > 0 for g in grads[1])
+    for a, b in zip(grads[1], grads[8]):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-7)
+    for a, b in zip(grads["params1"], grads["params8"]):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_reference_is_frozen_copy_without_lora_and_disabled_adapter_with_lora(model_path, tmp_path):
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    trainer = GRPOTrainer(GRPOConfig(model=str(model_path), beta=0.1, eval_tasks=0, progress=False), tmp_path / "a", policy)
+    batch = _batch(policy)
+    before = trainer.reference_logprobs(batch)
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(0.01)
+    assert torch.allclose(trainer.reference_logprobs(batch), before)  # the reference did not move
+    assert not torch.allclose(policy.token_logprobs(batch.input_ids, batch.attention_mask)[0], before)
+
+    lora_policy = LLMPolicy.from_pretrained(str(model_path), device="cpu", lora=LoraSettings(r=4, alpha=8))
+    lora_trainer = GRPOTrainer(GRPOConfig(model=str(model_path), beta=0.1, lora_r=4, eval_tasks=0, progress=False), tmp_path / "b", lora_policy)
+    assert lora_trainer.reference is None
+    base = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    with torch.no_grad():
+        for name, p in lora_policy.model.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.05)  # make the adapter matter
+    ref = lora_trainer.reference_logprobs(batch)
+    expected = base.token_logprobs(batch.input_ids, batch.attention_mask)[0]
+    assert torch.allclose(ref, expected, atol=1e-5)
+    assert not torch.allclose(lora_policy.token_logprobs(batch.input_ids, batch.attention_mask)[0], expected, atol=1e-3)
+    assert {n for n, p in lora_policy.model.named_parameters() if p.requires_grad} and all(
+        "lora_" in n for n, p in lora_policy.model.named_parameters() if p.requires_grad
+    )
+
+
+def test_update_moves_probability_towards_rewarded_completions(model_path, tmp_path):
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    config = GRPOConfig(model=str(model_path), num_tasks=2, group_size=4, learning_rate=1e-2, eval_tasks=0, progress=False)
+    trainer = GRPOTrainer(config, tmp_path / "run", policy)
+    batch = _batch(policy)
+    batch.old_logprobs = policy.token_logprobs(batch.input_ids, batch.attention_mask)[0].detach() * batch.action_mask
+    before = (batch.old_logprobs * batch.action_mask).sum(-1)
+    for _ in range(3):
+        stats = trainer.update(batch)
+    after = (policy.token_logprobs(batch.input_ids, batch.attention_mask)[0].detach() * batch.action_mask).sum(-1)
+    rewarded = batch.rewards > 0
+    assert (after - before)[rewarded].mean() > (after - before)[~rewarded].mean()
+    assert {"loss/policy", "loss/kl", "loss/clip_fraction", "loss/entropy", "loss/grad_norm"} <= stats.keys()
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"loss_aggregation": "mean"}, "loss_aggregation='mean' is not allowed; choose one of 'token_mean'"),
+        ({"scale_rewards": "std"}, "scale_rewards='std'"),
+        ({"num_iterations": "0"}, "num_iterations"),
+        ({"grad_accum_steps": "3"}, "grad_accum_steps=3 must divide"),
+        ({"beta": "-1"}, "beta=-1.0"),
+        ({"stepz": "3"}, "Did you mean: steps"),
+        ({"steps": "many"}, "steps='many' is not a valid int"),
+    ],
+)
+def test_invalid_options_name_the_field_and_allowed_values(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        build_config(GRPOConfig, overrides=override)

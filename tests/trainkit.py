@@ -1,0 +1,61 @@
+"""Shared helpers of the training-stack tests: a very small tiny model and a multi-turn test env."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from mathgym.core import Judgement, Task, TextEnv
+from mathgym.rewards.base import Status
+
+GUESS_ID = "mathgym-tests/GuessNumber-v0"
+
+
+class GuessNumberTestEnv(TextEnv):
+    """Guess a number in 1..``high``; the env answers ``higher``/``lower``; reward 1 when found."""
+
+    def __init__(self, high: int = 8, max_turns: int = 3, infra_failure_every: int = 0, render_mode: str | None = None):
+        super().__init__(max_turns=max_turns, max_length=256, system_prompt="", render_mode=render_mode)
+        self.high = high
+        self.infra_failure_every = infra_failure_every
+
+    def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        secret = int(self.np_random.integers(1, self.high + 1))
+        return Task(f"guess-{secret}", f"Guess my number (1-{self.high}).", str(secret))
+
+    def _judge(self, action: str) -> Judgement:
+        secret = int(self.task.answer)
+        if self.infra_failure_every and secret % self.infra_failure_every == 0:
+            return Judgement(0.0, Status.SANDBOX_ERROR, True, correct=False)
+        found = re.findall(r"-?\d+", action)
+        if not found:
+            return Judgement(0.0, Status.UNPARSEABLE, False, observation="Say a number.")
+        guess = int(found[-1])
+        if guess == secret:
+            return Judgement(1.0, Status.CORRECT, True, correct=True)
+        reply = "higher" if guess < secret else "lower"
+        return Judgement(0.0, Status.IN_PROGRESS, False, observation=reply)
+
+    def expert_action(self) -> str:
+        return self.task.answer
+
+
+def register_guess_env() -> str:
+    if GUESS_ID not in gym.registry:
+        gym.register(GUESS_ID, entry_point=GuessNumberTestEnv)
+    return GUESS_ID
+
+
+def build_small_model(path: Path, seed: int = 0) -> Path:
+    """A 2-layer, width-32 char-level Llama (fast enough for unit tests), saved at ``path``."""
+    from mathgym.agents.tiny import build_tiny_model
+
+    if not (path / "config.json").is_file():
+        model, tokenizer = build_tiny_model(seed=seed, hidden_size=32, num_layers=2)
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+    return path
