@@ -38,11 +38,12 @@ class TrainConfig:
 
     env: str = option("MathReason-v0", "environment id to train on (any registered env)")
     env_kwargs: dict = option(
-        help="env constructor options (YAML mapping); the tiny model gets a short prompt",
-        factory=lambda: {"difficulty": 0, "system_prompt": ""},
+        help="env constructor options (YAML mapping); with the tiny model, system_prompt defaults to '' (short prompt)",
+        factory=dict,
     )
     eval_env_kwargs: dict = option(
-        help="options merged over env_kwargs for evaluation (held-out split)", factory=lambda: {"split": "test"}
+        help="options merged over env_kwargs for evaluation (the held-out split); keys the env lacks are dropped",
+        factory=lambda: {"split": "test"},
     )
     model: str = option(TINY_MODEL, "hub id or local path of a causal LM; 'tiny' = embedded model + SFT warm start")
     warm_start_steps: int = option(150, "SFT steps of the tiny model's warm start (0: none; ignored for other models)")
@@ -104,6 +105,36 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def env_accepts(env_id: str, name: str) -> bool:
+    """Whether env ``env_id``'s constructor takes a keyword ``name``."""
+    import inspect
+
+    import gymnasium as gym
+
+    import mathgym  # noqa: F401  (registers the envs)
+
+    entry = gym.spec(env_id).entry_point
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = getattr(__import__(module, fromlist=[attr]), attr)
+    try:
+        params = inspect.signature(entry).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def resolved_env_kwargs(config: TrainConfig, evaluation: bool = False) -> dict[str, Any]:
+    """The env options a run uses: ``env_kwargs`` (+ the tiny model's empty system prompt),
+    and for evaluation ``eval_env_kwargs`` on top (keys the env does not take dropped)."""
+    kwargs = dict(config.env_kwargs)
+    if config.model == TINY_MODEL and "system_prompt" not in kwargs and env_accepts(config.env, "system_prompt"):
+        kwargs["system_prompt"] = ""
+    if evaluation:
+        kwargs.update({k: v for k, v in config.eval_env_kwargs.items() if env_accepts(config.env, k)})
+    return kwargs
 
 
 def field_type(cls: type, name: str) -> Any:

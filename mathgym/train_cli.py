@@ -81,13 +81,13 @@ def run_eval(argv: Sequence[str]) -> int:
     from mathgym.agents.policy import LLMPolicy
     from mathgym.algos.evaluate import evaluate_policy
     from mathgym.algos.sft import tiny_warm_start
-    from mathgym.config import TINY_MODEL, TrainConfig
+    from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs
 
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(prog="mathgym eval", description="Evaluate a model on an env: pass@1 and pass@k on a fixed seed set.")
     parser.add_argument("--env", default=defaults.env, help="environment id")
     parser.add_argument("--model", default=TINY_MODEL, help="hub id, local path or run's final/ directory ('tiny': warm-started tiny model)")
-    parser.add_argument("--env-kwargs", default=None, help="YAML mapping of env options (default: tiny model's short prompt, test split)")
+    parser.add_argument("--env-kwargs", default=None, help="YAML mapping of env options (the test split is added when the env has one)")
     parser.add_argument("--tasks", type=int, default=200, help="number of tasks (seeds --seed .. --seed+tasks-1)")
     parser.add_argument("--seed", type=int, default=defaults.eval_seed, help="first task seed")
     parser.add_argument("--k", type=int, default=1, help="samples per task for pass@k (1: greedy pass@1)")
@@ -97,12 +97,11 @@ def run_eval(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     if args.tasks < 1 or args.k < 1:
         raise ConfigError("--tasks and --k must be at least 1.")
-    env_kwargs = yaml.safe_load(args.env_kwargs) if args.env_kwargs else {**defaults.env_kwargs, **defaults.eval_env_kwargs}
-    if args.env != defaults.env and args.env_kwargs is None:
-        env_kwargs = {}
+    config = TrainConfig(env=args.env, model=args.model, env_kwargs=yaml.safe_load(args.env_kwargs) if args.env_kwargs else {})
+    env_kwargs = resolved_env_kwargs(config, evaluation=True)
     path = args.model
     if path == TINY_MODEL:
-        path = str(tiny_warm_start(args.env, {k: v for k, v in env_kwargs.items() if k != "split"}, defaults.warm_start_steps))
+        path = str(tiny_warm_start(args.env, resolved_env_kwargs(config), config.warm_start_steps))
     policy = LLMPolicy.from_pretrained(path, device=args.device)
     result = evaluate_policy(
         policy, args.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,

@@ -28,7 +28,7 @@ import torch
 from mathgym.agents.policy import LLMPolicy
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.trainer import Trainer
-from mathgym.config import TrainConfig, option
+from mathgym.config import TrainConfig, option, resolved_env_kwargs
 from mathgym.errors import ConfigError, DatasetError
 
 Chat = list[dict[str, str]]
@@ -140,7 +140,7 @@ class SFTTrainer(Trainer):
 
     def setup(self) -> None:
         cfg = self.config
-        chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, cfg.env_kwargs, cfg.num_demonstrations, cfg.seed)
+        chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, resolved_env_kwargs(cfg), cfg.num_demonstrations, cfg.seed)
         self.demos = [encode_demonstration(self.policy, c, cfg.env, i) for i, c in enumerate(chats)]
         self.order = torch.randperm(len(self.demos), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
 

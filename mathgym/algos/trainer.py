@@ -26,7 +26,7 @@ from mathgym.algos.checkpoint import latest_checkpoint, load_checkpoint, rng_sta
 from mathgym.algos.evaluate import EvalResult, evaluate_policy
 from mathgym.algos.metrics import MetricsLogger, plot_reward_curve, rollout_metrics
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings
-from mathgym.config import TINY_MODEL, TrainConfig, save_config
+from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs, save_config
 
 
 @dataclass
@@ -103,7 +103,7 @@ class Trainer:
         if cfg.model == TINY_MODEL:
             from mathgym.algos.sft import tiny_warm_start
 
-            path = str(tiny_warm_start(cfg.env, cfg.env_kwargs, steps=cfg.warm_start_steps, seed=0))
+            path = str(tiny_warm_start(cfg.env, resolved_env_kwargs(cfg), steps=cfg.warm_start_steps, seed=0))
         targets = cfg.lora_target_modules
         lora = LoraSettings(
             r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=targets if targets == "all-linear" else tuple(targets.split(","))
@@ -141,7 +141,7 @@ class Trainer:
             settings = RolloutSettings(
                 cfg.group_size, self.sampling, cfg.max_episode_tokens, cfg.max_turns or None, cfg.vectorization_mode
             )
-            self._collector = RolloutCollector(cfg.env, cfg.env_kwargs, self.policy, cfg.num_tasks, settings)
+            self._collector = RolloutCollector(cfg.env, resolved_env_kwargs(cfg), self.policy, cfg.num_tasks, settings)
         return self._collector
 
     def task_seeds(self, step: int) -> list[int]:
@@ -183,7 +183,7 @@ class Trainer:
         """Greedy pass@1 (or pass@k) on the fixed held-out task set."""
         cfg = self.config
         return evaluate_policy(
-            self.policy, cfg.env, {**cfg.env_kwargs, **cfg.eval_env_kwargs}, num_tasks=cfg.eval_tasks,
+            self.policy, cfg.env, resolved_env_kwargs(cfg, evaluation=True), num_tasks=cfg.eval_tasks,
             seed=cfg.eval_seed, k=cfg.eval_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
             max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None,
         )

@@ -1,0 +1,83 @@
+"""``mathgym train`` / ``mathgym eval`` end to end on a very small model (a few steps)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+pytest.importorskip("torch")
+
+from mathgym import train_cli  # noqa: E402
+from mathgym.algos.registry import ALGORITHMS, get_algorithm  # noqa: E402
+from mathgym.errors import ConfigError  # noqa: E402
+from tests.trainkit import build_small_model, register_guess_env  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    return build_small_model(tmp_path_factory.mktemp("model"))
+
+
+def test_train_writes_a_complete_run_dir_and_prints_before_after(model_path, tmp_path, capsys):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({"steps": 2, "num_tasks": 2, "group_size": 2, "max_new_tokens": 6}))
+    run = tmp_path / "run"
+    code = train_cli.main("train", [
+        "--config", str(cfg), "--model", str(model_path), "--eval-tasks", "3", "--run-dir", str(run),
+        "--progress", "false", "--save-every", "1", "--loss-aggregation", "dr_grpo",
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "accuracy before -> after:" in out and "3 held-out MathReason-v0 tasks" in out
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["algo"] == "grpo" and saved["steps"] == 2 and saved["loss_aggregation"] == "dr_grpo"
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    step1 = next(r for r in records if r["step"] == 1 and "rollout/reward" in r)
+    for key in ("rollout/reward", "rollout/accuracy", "loss/kl", "loss/clip_fraction", "loss/entropy",
+                "rollout/completion_tokens", "perf/tokens_per_s", "perf/step_s"):
+        assert key in step1, key
+    assert any(k.startswith("rollout/status/") for k in step1)
+    assert (run / "reward_curve.png").stat().st_size > 1000
+    assert (run / "checkpoints" / "latest").read_text() == "step-000002"
+
+    # resume of a finished run: nothing left to do, same final evaluation
+    assert train_cli.main("train", ["--resume", str(run), "--progress", "false"]) == 0
+    assert "resumed" in capsys.readouterr().out
+
+
+def test_train_multi_turn_env_and_sft_algo(model_path, tmp_path, capsys):
+    env_id = register_guess_env()
+    args = ["--env", env_id, "--model", str(model_path), "--env-kwargs", "{high: 5, max_turns: 2}", "--steps", "1",
+            "--num-tasks", "2", "--group-size", "2", "--max-new-tokens", "4", "--eval-tasks", "2", "--progress", "false"]
+    assert train_cli.main("train", [*args, "--run-dir", str(tmp_path / "grpo")]) == 0
+    assert train_cli.main("train", [*args, "--algo", "sft", "--run-dir", str(tmp_path / "sft"), "--batch-size", "4"]) == 0
+    assert yaml.safe_load((tmp_path / "sft" / "config.yaml").read_text())["algo"] == "sft"
+
+
+def test_eval_reports_pass_at_k(model_path, capsys):
+    assert train_cli.main("eval", ["--model", str(model_path), "--tasks", "3", "--k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "pass@1 = " in out and "pass@2 = " in out
+
+
+def test_bad_options_are_reported_with_the_field(capsys, model_path):
+    assert train_cli.main("train", ["--model", str(model_path), "--scale-rewards", "std"]) == 2
+    assert "scale_rewards='std' is not allowed; choose one of 'group', 'batch', 'none'" in capsys.readouterr().err
+    assert train_cli.main("train", ["--algo", "a2c"]) == 2
+    assert "algo='a2c'" in capsys.readouterr().err
+
+
+def test_help_lists_config_fields(capsys):
+    assert train_cli.main("train", ["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--eps-high" in out and "clip range above 1" in out and "token_mean" in out
+
+
+def test_registry_lazy_entries_load():
+    assert {"grpo", "sft"} <= ALGORITHMS.keys()
+    trainer_cls, config_cls = get_algorithm("grpo")
+    assert trainer_cls.algo_name == "grpo" and config_cls.__name__ == "GRPOConfig"
+    with pytest.raises(ConfigError, match="choose one of"):
+        get_algorithm("nope")
