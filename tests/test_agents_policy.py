@@ -20,9 +20,13 @@ def policy(tmp_path_factory):
 
 def test_char_tokenizer_round_trips_text_and_has_a_chat_template():
     tok = build_tokenizer()
-    text = "What is 23 + 45?\n\\boxed{68} ~!"
+    plain = "Hello, world!\n  x^2 ~ {}"
+    ids = tok(plain, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len(plain) and tok.decode(ids) == plain  # one token per character
+    text = "What is 23 + 45?\n\\boxed{68}"
     ids = tok(text, add_special_tokens=False)["input_ids"]
-    assert len(ids) == len(text) and tok.decode(ids) == text
+    assert tok.decode(ids) == text
+    assert [tok.decode([i]) for i in ids] == ["What is ", "2", "3", " + ", "4", "5", "?", "\n", "\\boxed{", "6", "8", "}"]
     chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
     assert chat == "<|user|>hi<|end|><|assistant|>"
     assert tok.eos_token == "<|end|>" and tok.pad_token_id != tok.eos_token_id

@@ -21,11 +21,27 @@ import tempfile
 from pathlib import Path
 
 #: Bump when the architecture or the vocabulary changes (invalidates caches).
-TINY_MODEL_VERSION = "tiny-char-llama-v1"
+TINY_MODEL_VERSION = "tiny-char-llama-v2"
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
 
 #: Minimal chat template: ``<|role|>content<|end|>`` per message; ``<|end|>`` is the EOS.
+#: Whole tokens for the most frequent phrases of mathgym's prompts and answers (like a
+#: tiny BPE): everything else, digits included, stays one character per token. This
+#: makes a level-0 episode about 25 tokens instead of 80, so training is ~3x faster.
+PHRASE_TOKENS = (
+    "Give the final answer in \\boxed{}.",
+    "What is ",
+    "\\boxed{",
+    " + ",
+    " - ",
+    " * ",
+    " / ",
+    " = ",
+    ". ",
+    "the answer is ",
+)
+
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
@@ -42,17 +58,20 @@ def cache_dir() -> Path:
 
 
 def build_tokenizer():
-    """A character-level ``PreTrainedTokenizerFast`` over printable ASCII, with a chat template."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    """A character-level tokenizer over printable ASCII (plus :data:`PHRASE_TOKENS`), with a chat template."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     chars = sorted(set(string.printable) - {"\x0b", "\x0c", "\r"})
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
     for ch in chars:
         vocab[ch] = len(vocab)
+    for phrase in PHRASE_TOKENS:
+        vocab[phrase] = len(vocab)
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     core.decoder = decoders.Fuse()
+    core.add_tokens([AddedToken(p, normalized=False, special=False) for p in PHRASE_TOKENS])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         bos_token="<bos>",
