@@ -9,12 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mathgym.algos.ppo_losses import (  # noqa: E402
-    aggregate,
     clipped_policy_loss,
     clipped_value_loss,
     kl_estimate,
     kl_penalty_rewards,
-    token_entropy,
     whiten,
 )
 from mathgym.errors import ConfigError  # noqa: E402
@@ -103,15 +101,15 @@ def test_whiten():
     assert whiten(x, mask, shift_mean=False).tolist() == pytest.approx([2 - s, 2.0, 2 + s, 0.0], rel=1e-5)
 
 
-def test_aggregation_modes():
-    per_token = torch.tensor([[1.0, 1.0, 1.0], [4.0, 0.0, 0.0]])
-    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
-    assert float(aggregate(per_token, mask, "token_mean")) == pytest.approx(7 / 4)
-    assert float(aggregate(per_token, mask, "sequence_mean")) == pytest.approx((1 + 4) / 2)
-    with pytest.raises(ConfigError):
-        aggregate(per_token, mask, "sum")  # type: ignore[arg-type]
+def test_token_level_advantages_and_micro_batch_norm():
+    # Two micro-batches with the full batch's normaliser add up to the full-batch loss.
+    from mathgym.algos.losses import batch_normalizer
 
-
-def test_token_entropy():
-    logits = torch.tensor([[[0.0, 0.0], [100.0, 0.0]]])
-    assert token_entropy(logits).tolist() == [pytest.approx([math.log(2), 0.0], abs=1e-6)]
+    logp = torch.tensor([[-1.0, -0.5, 0.0], [-2.0, -1.0, -0.3]])
+    old = logp - 0.1
+    adv = torch.tensor([[1.0, -2.0, 0.5], [0.3, 0.0, -1.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    full, _ = clipped_policy_loss(logp, old, adv, mask)
+    norm = batch_normalizer(mask, 3)
+    parts = [clipped_policy_loss(logp[i : i + 1], old[i : i + 1], adv[i : i + 1], mask[i : i + 1], norm=norm)[0] for i in range(2)]
+    assert (parts[0] + parts[1]).item() == pytest.approx(full.item())

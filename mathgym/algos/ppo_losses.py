@@ -17,24 +17,21 @@ from typing import Literal, NamedTuple
 
 import torch
 
+from mathgym.algos.losses import LossAggregation, Normalizer, aggregate_loss, clipped_surrogate, masked_mean
 from mathgym.errors import ConfigError
 
 KLEstimator = Literal["k1", "k2", "k3"]
-LossAggregation = Literal["token_mean", "sequence_mean"]
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """Mean of ``x`` over entries where ``mask`` is 1 (0 when the mask is empty)."""
-    mask = mask.to(x.dtype)
-    if dim is None:
-        return (x * mask).sum() / mask.sum().clamp(min=1.0)
-    return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1.0)
 
 
 def masked_var(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Population variance of the masked entries of ``x``."""
     mean = masked_mean(x, mask)
     return masked_mean((x - mean) ** 2, mask)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``1 - Var(returns - values) / Var(returns)`` over the masked entries (1: perfect, 0: a constant)."""
+    return 1.0 - masked_var(returns - values, mask) / masked_var(returns, mask).clamp(min=1e-8)
 
 
 def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
@@ -48,21 +45,6 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: fl
     if not shift_mean:
         out = out + mean
     return out * mask.to(x.dtype)
-
-
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: LossAggregation = "token_mean") -> torch.Tensor:
-    """Reduce a ``(B, T)`` per-token loss to a scalar.
-
-    ``token_mean``: mean over every masked token of the batch (long answers weigh more).
-    ``sequence_mean``: mean over each sequence's tokens, then over sequences.
-    """
-    if mode == "token_mean":
-        return masked_mean(per_token, mask)
-    if mode == "sequence_mean":
-        has_tokens = (mask.sum(1) > 0).to(per_token.dtype)
-        per_sequence = masked_mean(per_token, mask, dim=1)
-        return (per_sequence * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)
-    raise ConfigError(f"loss_aggregation={mode!r} is not allowed; choose 'token_mean' or 'sequence_mean'.")
 
 
 def kl_estimate(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: KLEstimator = "k3") -> torch.Tensor:
@@ -101,6 +83,7 @@ def clipped_policy_loss(
     clip_eps: float = 0.2,
     clip_eps_high: float | None = None,
     aggregation: LossAggregation = "token_mean",
+    norm: Normalizer | None = None,
 ) -> tuple[torch.Tensor, PolicyLossStats]:
     """PPO's clipped surrogate: ``-min(r * A, clip(r, 1 - eps, 1 + eps_high) * A)``.
 
@@ -114,24 +97,22 @@ def clipped_policy_loss(
         mask: ``(B, T)`` 1 on action tokens.
         clip_eps: Lower clip range ``eps``.
         clip_eps_high: Upper clip range (default ``clip_eps``; larger values are DAPO's clip-higher).
-        aggregation: How the per-token losses become a scalar (see :func:`aggregate`).
+        aggregation: How the per-token losses become a scalar (:func:`~mathgym.algos.losses.aggregate_loss`).
+        norm: Full-batch denominators, so micro-batches add up to the full-batch loss.
 
     Returns:
         ``(loss, stats)``.
     """
     eps_high = clip_eps if clip_eps_high is None else clip_eps_high
-    log_ratio = logprobs - old_logprobs.detach()
-    ratio = torch.exp(log_ratio)
-    unclipped = -ratio * advantages
-    clipped = -torch.clamp(ratio, 1.0 - clip_eps, 1.0 + eps_high) * advantages
-    per_token = torch.maximum(unclipped, clipped)
-    loss = aggregate(per_token, mask, aggregation)
+    surrogate = clipped_surrogate(logprobs, old_logprobs.detach(), advantages, clip_eps, eps_high)
+    loss = aggregate_loss(surrogate.loss, mask, aggregation, norm)
     with torch.no_grad():
+        log_ratio = surrogate.ratio.log()
         stats = PolicyLossStats(
-            clip_fraction=masked_mean((clipped > unclipped).to(ratio.dtype), mask),
+            clip_fraction=masked_mean(surrogate.clipped.to(logprobs.dtype), mask),
             approx_kl=masked_mean(torch.expm1(log_ratio) - log_ratio, mask),
-            ratio_mean=masked_mean(ratio, mask),
-            ratio_max=(ratio * mask).max() if mask.any() else ratio.new_zeros(()),
+            ratio_mean=masked_mean(surrogate.ratio, mask),
+            ratio_max=(surrogate.ratio * mask).max() if mask.any() else logprobs.new_zeros(()),
         )
     return loss, stats
 
@@ -153,6 +134,7 @@ def clipped_value_loss(
     mask: torch.Tensor,
     clip_range: float | None = 0.2,
     aggregation: LossAggregation = "token_mean",
+    norm: Normalizer | None = None,
 ) -> tuple[torch.Tensor, ValueLossStats]:
     """``0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2)``; plain MSE/2 if ``clip_range`` is None.
 
@@ -162,7 +144,8 @@ def clipped_value_loss(
         returns: ``(B, T)`` value targets.
         mask: ``(B, T)`` 1 where the value is trained.
         clip_range: ``c``; ``None`` disables clipping.
-        aggregation: See :func:`aggregate`.
+        aggregation: See :func:`~mathgym.algos.losses.aggregate_loss`.
+        norm: Full-batch denominators of the value mask.
 
     Returns:
         ``(loss, stats)``.
@@ -175,21 +158,14 @@ def clipped_value_loss(
         clipped_values = old_values + torch.clamp(values - old_values, -clip_range, clip_range)
         clipped = (clipped_values - returns) ** 2
         per_token = torch.maximum(unclipped, clipped)
-    loss = 0.5 * aggregate(per_token, mask, aggregation)
+    loss = 0.5 * aggregate_loss(per_token, mask, aggregation, norm)
     with torch.no_grad():
-        residual_var = masked_var(returns - values, mask)
         stats = ValueLossStats(
             clip_fraction=masked_mean((clipped > unclipped).to(values.dtype), mask),
             value_mean=masked_mean(values, mask),
-            explained_variance=1.0 - residual_var / masked_var(returns, mask).clamp(min=1e-8),
+            explained_variance=explained_variance(values, returns, mask),
         )
     return loss, stats
-
-
-def token_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """``(B, T, V)`` logits -> ``(B, T)`` entropy of each token's distribution."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
 
 
 def kl_penalty_rewards(

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any, Literal
 
 import torch
 
+from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.errors import DatasetError
 
 Message = dict[str, str]
@@ -134,75 +136,70 @@ def best_worst_pair(
     )
 
 
-@dataclass
-class PreferenceBatch:
-    """Tokenised pairs, chosen rows first: rows ``0..N-1`` chosen, ``N..2N-1`` rejected.
-
-    Attributes:
-        input_ids: ``(2N, T)`` right-padded prompt + completion tokens.
-        attention_mask: ``(2N, T)`` 1 on real tokens.
-        completion_mask: ``(2N, T)`` 1 on completion tokens (the ones that are scored).
-        ref_logps: ``(2N,)`` precomputed reference log-probs, or ``None`` when any pair lacks them.
-    """
-
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    completion_mask: torch.Tensor
-    ref_logps: torch.Tensor | None
-
-    @property
-    def num_pairs(self) -> int:
-        return self.input_ids.shape[0] // 2
-
-
 def encode_prompt(policy: Any, prompt: str | tuple[Message, ...]) -> list[int]:
     """Prompt tokens: chat prompts through the chat template, plain text as is."""
     return policy.encode_chat(list(prompt)) if isinstance(prompt, tuple) else policy.encode_text(prompt)
 
 
-def encode_completion(policy: Any, completion: str) -> list[int]:
-    """Completion tokens followed by EOS (the model learns to stop)."""
-    return policy.encode_text(completion) + [policy.eos_token_id]
+def pair_episodes(policy: Any, pair: PreferencePair, index: int, max_length: int = 512) -> tuple[Episode, Episode]:
+    """The pair as two one-step episodes of group ``index``: chosen (reward 1) and rejected (reward 0).
 
-
-def collate_pairs(policy: Any, pairs: Sequence[PreferencePair], max_length: int = 512) -> PreferenceBatch:
-    """Tokenise ``pairs`` into a :class:`PreferenceBatch` on the policy's device.
-
-    Sequences longer than ``max_length`` lose prompt tokens from the left first, then
-    completion tokens from the right.
+    Completions end with EOS. Sequences longer than ``max_length`` lose prompt tokens from
+    the left first, then completion tokens from the right.
     """
-    rows: list[tuple[list[int], list[int]]] = []
-    for field in ("chosen", "rejected"):
-        for pair in pairs:
-            prompt, completion = encode_prompt(policy, pair.prompt), encode_completion(policy, getattr(pair, field))
-            completion = completion[:max_length - 1]
-            prompt = prompt[max(0, len(prompt) + len(completion) - max_length):]
-            rows.append((prompt, completion))
-    width = max(len(p) + len(c) for p, c in rows)
-    ids = torch.full((len(rows), width), policy.pad_token_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    completion_mask = torch.zeros((len(rows), width))
-    for i, (p, c) in enumerate(rows):
-        ids[i, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
-        attention[i, : len(p) + len(c)] = 1
-        completion_mask[i, len(p) : len(p) + len(c)] = 1.0
-    refs = [pair.ref_chosen_logp for pair in pairs] + [pair.ref_rejected_logp for pair in pairs]
-    ref_logps = None if any(r is None for r in refs) else torch.tensor(refs, dtype=torch.float32)
-    device = policy.device
-    return PreferenceBatch(
-        ids.to(device), attention.to(device), completion_mask.to(device), None if ref_logps is None else ref_logps.to(device)
-    )
+    prompt = encode_prompt(policy, pair.prompt)
+    out = []
+    for text, reward in ((pair.chosen, 1.0), (pair.rejected, 0.0)):
+        completion = (policy.encode_text(text) + [policy.eos_token_id])[: max_length - 1]
+        kept = prompt[max(0, len(prompt) + len(completion) - max_length) :]
+        episode = Episode("preferences", f"pair-{index}", group_id=index, step_rewards=[reward], status="done")
+        episode.extend(kept)
+        episode.extend(completion, action_step=0, logprobs=[0.0] * len(completion))
+        episode.completions.append(text)
+        out.append(episode)
+    return out[0], out[1]
 
 
-def sequence_logprobs(
-    policy: Any, batch: PreferenceBatch, reduction: LogprobReduction = "sum"
-) -> torch.Tensor:
-    """``(2N,)`` log-prob of each row's completion under ``policy.model`` (sum or per-token mean)."""
-    logprobs, _ = policy.token_logprobs(batch.input_ids, batch.attention_mask)  # (2N, T)
-    total = (logprobs * batch.completion_mask).sum(-1)
-    if reduction == "mean":
-        return total / batch.completion_mask.sum(-1).clamp(min=1.0)
-    return total
+def pairs_batch(policy: Any, pairs: Sequence[PreferencePair], indices: Sequence[int], max_length: int = 512) -> RolloutBatch:
+    """A :class:`RolloutBatch` of ``pairs[i]`` for ``i`` in ``indices``: chosen and rejected of each pair
+    share a group, so the best-vs-worst pairing of online DPO recovers exactly these pairs."""
+    episodes = [e for i in indices for e in pair_episodes(policy, pairs[i], int(i), max_length)]
+    return RolloutBatch.from_episodes(episodes, policy.pad_token_id)
+
+
+def best_worst_indices(
+    rewards: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor | None = None, min_gap: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per group, the index of the best- and of the worst-rewarded episode, where they differ by more than ``min_gap``.
+
+    Args:
+        rewards: ``(B,)`` episode rewards.
+        group_ids: ``(B,)`` group of each episode.
+        valid: ``(B,)`` bool; invalid episodes (infrastructure failures) are never paired.
+        min_gap: Smallest reward difference that makes a pair.
+
+    Returns:
+        ``(chosen, rejected)``: ``(P,)`` long tensors of episode indices, one entry per pair,
+        in group order. Ties go to the earliest episode.
+    """
+    valid = torch.ones_like(rewards, dtype=torch.bool) if valid is None else valid
+    chosen, rejected = [], []
+    for group in torch.unique(group_ids).tolist():
+        members = [i for i in torch.nonzero(group_ids == group).flatten().tolist() if bool(valid[i])]
+        if len(members) < 2:
+            continue
+        best = max(members, key=lambda i: (float(rewards[i]), -i))
+        worst = min(members, key=lambda i: (float(rewards[i]), i))
+        if float(rewards[best]) - float(rewards[worst]) > min_gap:
+            chosen.append(best)
+            rejected.append(worst)
+    return torch.tensor(chosen, dtype=torch.long), torch.tensor(rejected, dtype=torch.long)
+
+
+def sequence_logprobs(token_logprobs: torch.Tensor, mask: torch.Tensor, reduction: LogprobReduction = "sum") -> torch.Tensor:
+    """``(B, T)`` token log-probs -> ``(B,)`` log-prob of each row's masked tokens (sum or per-token mean)."""
+    total = (token_logprobs * mask).sum(-1)
+    return total / mask.sum(-1).clamp(min=1.0) if reduction == "mean" else total
 
 
 @torch.no_grad()
@@ -212,18 +209,68 @@ def annotate_reference_logprobs(
 ) -> list[PreferencePair]:
     """Copies of ``pairs`` with ``ref_chosen_logp`` / ``ref_rejected_logp`` computed by ``policy``.
 
-    Save them with :func:`save_preference_jsonl` and train later without a reference model.
-    The ``reduction`` must match the one used in training.
+    Save them with :func:`save_preference_jsonl` and train later with ``reference=precomputed``
+    (no reference model in memory). ``reduction`` must match the training run's.
     """
     was_training = policy.model.training
     policy.model.eval()
     out: list[PreferencePair] = []
     try:
         for start in range(0, len(pairs), batch_size):
-            chunk = pairs[start : start + batch_size]
-            logps = sequence_logprobs(policy, collate_pairs(policy, chunk, max_length), reduction).tolist()
-            n = len(chunk)
-            out += [replace(p, ref_chosen_logp=logps[i], ref_rejected_logp=logps[n + i]) for i, p in enumerate(chunk)]
+            indices = range(start, min(start + batch_size, len(pairs)))
+            batch = pairs_batch(policy, pairs, indices, max_length).to(policy.device)
+            logps = sequence_logprobs(policy.token_logprobs(batch.input_ids, batch.attention_mask)[0], batch.action_mask, reduction)
+            logps = logps.tolist()
+            out += [replace(pairs[i], ref_chosen_logp=logps[2 * k], ref_rejected_logp=logps[2 * k + 1]) for k, i in enumerate(indices)]
     finally:
         policy.model.train(was_training)
     return out
+
+
+def _corrupt_answer(text: str, answer: str, rng: Any) -> str | None:
+    """``text`` with every standalone occurrence of the numeric ``answer`` replaced by a near miss."""
+    try:
+        value = int(answer)
+    except ValueError:
+        return None
+    wrong = value
+    while wrong == value:  # a wrong number of the same order of magnitude
+        wrong = int(rng.integers(0, 2 * max(abs(value), 10) + 1)) * (1 if value >= 0 else -1)
+    pattern = re.compile(rf"(?<![\d.]){re.escape(answer)}(?!\.?\d)")
+    return pattern.sub(str(wrong), text) if pattern.search(text) else None
+
+
+def expert_vs_corrupted_pairs(env_id: str, env_kwargs: dict[str, Any], num_pairs: int, seed: int = 0) -> list[PreferencePair]:
+    """Pairs of (the env's worked solution, the same solution with a wrong final number), both scored by the env.
+
+    Works with envs whose tasks have an integer answer and an ``expert_action()`` (e.g.
+    MathReason-v0's generator). A pair is kept only when the env rewards the chosen
+    completion strictly more than the rejected one. Use different ``split`` values in
+    ``env_kwargs`` for training and held-out pairs: the generator's splits share no problem.
+    """
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make(env_id, **env_kwargs)
+    rng = np.random.default_rng(seed)
+    pairs: list[PreferencePair] = []
+    try:
+        for i in range(num_pairs * 4):
+            if len(pairs) == num_pairs:
+                break
+            _, info = env.reset(seed=seed * 1_000_003 + i)
+            base = env.unwrapped
+            chosen = base.expert_action() if hasattr(base, "expert_action") else None
+            rejected = _corrupt_answer(chosen, str(base.task.answer), rng) if chosen else None
+            if rejected is None:
+                continue
+            rewards = []
+            for text in (chosen, rejected):
+                env.reset(seed=seed * 1_000_003 + i)
+                rewards.append(float(env.step(text)[1]))
+            if rewards[0] > rewards[1]:
+                messages = tuple({"role": m["role"], "content": m["content"]} for m in info["messages"])
+                pairs.append(PreferencePair(messages, chosen, rejected, chosen_reward=rewards[0], rejected_reward=rewards[1]))
+    finally:
+        env.close()
+    return pairs

@@ -35,6 +35,8 @@ def _import(spec: str) -> type:
 ALGORITHMS: dict[str, AlgoSpec] = {
     "grpo": AlgoSpec("mathgym.algos.grpo:GRPOTrainer", "mathgym.algos.grpo:GRPOConfig", "group-relative policy optimisation"),
     "sft": AlgoSpec("mathgym.algos.sft:SFTTrainer", "mathgym.algos.sft:SFTConfig", "supervised fine-tuning on demonstrations"),
+    "ppo": AlgoSpec("mathgym.algos.ppo:PPOTrainer", "mathgym.algos.ppo:PPOConfig", "PPO with a value head and token/turn-level GAE"),
+    "dpo": AlgoSpec("mathgym.algos.dpo:DPOTrainer", "mathgym.algos.dpo:DPOConfig", "DPO/IPO/hinge/robust, offline pairs or online best-vs-worst"),
 }
 
 

@@ -1,0 +1,201 @@
+"""DPO-family preference optimisation, offline (a JSONL of pairs) or online (pairs sampled from any env).
+
+Offline pairs are turned into a :class:`~mathgym.algos.batch.RolloutBatch` in which the
+chosen and rejected completion of a pair form a group of two (rewards 1 and 0); online
+batches are ordinary rollouts with ``group_size`` samples per task. Either way the update
+pairs each group's best-rewarded episode with its worst one, so both sources share one
+code path. The loss is :func:`~mathgym.algos.dpo_losses.preference_loss`.
+
+    mathgym train --algo dpo --preference-file prefs.jsonl       # offline
+    mathgym train --algo dpo --env MathReason-v0                  # online: best vs worst of G samples
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from mathgym.algos.batch import RolloutBatch
+from mathgym.algos.dpo_losses import check_preference_options, preference_loss
+from mathgym.algos.forward import ReferencePolicy
+from mathgym.algos.preferences import (
+    PreferencePair,
+    best_worst_indices,
+    load_preference_jsonl,
+    pairs_batch,
+    sequence_logprobs,
+)
+from mathgym.algos.trainer import Trainer
+from mathgym.config import TrainConfig, option
+from mathgym.errors import ConfigError
+
+
+@dataclass
+class DPOConfig(TrainConfig):
+    """DPO options (on top of :class:`~mathgym.config.TrainConfig`)."""
+
+    beta: float = option(0.1, "strength of the implicit KL constraint to the reference")
+    loss_type: Literal["sigmoid", "ipo", "hinge", "robust"] = option("sigmoid", "preference loss")
+    label_smoothing: float = option(0.0, "assumed label-noise rate (cDPO for sigmoid; robust needs < 0.5)")
+    reference: Literal["auto", "copy", "adapter", "precomputed"] = option(
+        "auto", "reference: frozen copy, adapter-disabled model (LoRA), or the ref_*_logp fields of the file"
+    )
+    preference_file: str = option("", "JSONL of {prompt, chosen, rejected} pairs; empty: online pairs from the env")
+    eval_preference_file: str = option("", "held-out pairs: implicit-reward accuracy logged as eval/preference_accuracy")
+    pairs_per_step: int = option(32, "pairs per optimizer step (offline)")
+    logprob_reduction: Literal["sum", "mean"] = option("sum", "sequence log-prob: sum over completion tokens, or mean")
+    min_reward_gap: float = option(0.0, "online: pair best and worst only if their rewards differ by more than this")
+    max_length: int = option(512, "offline: longest prompt + completion in tokens (prompt cut from the left)")
+    epochs_per_batch: int = option(1, "optimizer steps on each batch of pairs")
+
+    def validate(self) -> None:
+        super().validate()
+        check_preference_options(self.loss_type, self.beta, self.label_smoothing)
+        for name in ("pairs_per_step", "max_length", "epochs_per_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least 1.")
+        if self.min_reward_gap < 0:
+            raise ConfigError(f"min_reward_gap={self.min_reward_gap!r} is not allowed; it must be >= 0.")
+        if self.reference == "precomputed" and not self.preference_file:
+            raise ConfigError("reference='precomputed' needs a preference_file with ref_chosen_logp/ref_rejected_logp.")
+
+
+def _check_precomputed(pairs: list[PreferencePair], path: str) -> None:
+    if any(p.ref_chosen_logp is None or p.ref_rejected_logp is None for p in pairs):
+        raise ConfigError(
+            f"reference='precomputed' but some pairs of {path} lack ref_chosen_logp/ref_rejected_logp; "
+            "write them with mathgym.algos.preferences.annotate_reference_logprobs."
+        )
+
+
+class DPOTrainer(Trainer):
+    """Offline or online DPO on the shared loop (see :class:`DPOConfig`)."""
+
+    algo_name = "dpo"
+    config: DPOConfig
+
+    def setup(self) -> None:
+        cfg = self.config
+        self.pairs = load_preference_jsonl(cfg.preference_file) if cfg.preference_file else []
+        self.eval_pairs = load_preference_jsonl(cfg.eval_preference_file) if cfg.eval_preference_file else []
+        if cfg.reference == "precomputed":
+            _check_precomputed(self.pairs, cfg.preference_file)
+            if self.eval_pairs:
+                _check_precomputed(self.eval_pairs, cfg.eval_preference_file)
+            self.reference = None
+        else:
+            self.reference = ReferencePolicy(self.policy, cfg.reference)
+
+    @property
+    def offline(self) -> bool:
+        return bool(self.pairs)
+
+    # -- data --------------------------------------------------------------------------------
+
+    def pair_indices(self, step: int) -> list[int]:
+        """Pairs of ``step``: consecutive slices of a per-epoch shuffle (a pure function of seed and step)."""
+        n, k = len(self.pairs), self.config.pairs_per_step
+        out = []
+        for position in range(step * k, step * k + k):
+            epoch, offset = divmod(position, n)
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(self.config.seed * 7919 + epoch))
+            out.append(int(order[offset]))
+        return out
+
+    def make_batch(self, step: int) -> RolloutBatch:
+        if self.offline:
+            return pairs_batch(self.policy, self.pairs, self.pair_indices(step), self.config.max_length)
+        return super().make_batch(step)
+
+    # -- log-probs ---------------------------------------------------------------------------
+
+    def sequence_logps(self, batch: RolloutBatch, rows: torch.Tensor) -> torch.Tensor:
+        """``(R,)`` policy log-probs of the action tokens of ``rows`` (with grad)."""
+        logprobs, _ = self.policy.token_logprobs(batch.input_ids[rows], batch.attention_mask[rows])
+        return sequence_logprobs(logprobs, batch.action_mask[rows], self.config.logprob_reduction)
+
+    @torch.no_grad()
+    def reference_logps(self, batch: RolloutBatch, rows: torch.Tensor, pairs: list[PreferencePair] | None = None) -> torch.Tensor:
+        """``(R,)`` reference log-probs of ``rows``: precomputed (looked up by pair) or from the reference model."""
+        if self.reference is None:
+            pairs = self.pairs if pairs is None else pairs
+            values = []
+            for row in rows.tolist():
+                pair = pairs[int(batch.task_ids[row].removeprefix("pair-"))]
+                chosen = float(batch.rewards[row]) > 0.5
+                values.append(pair.ref_chosen_logp if chosen else pair.ref_rejected_logp)
+            return torch.tensor(values, dtype=torch.float32, device=batch.input_ids.device)
+        out = []
+        for part in torch.tensor_split(rows, self.config.grad_accum_steps):
+            if len(part):
+                logprobs = self.reference.logprobs(batch.input_ids[part], batch.attention_mask[part])
+                out.append(sequence_logprobs(logprobs, batch.action_mask[part], self.config.logprob_reduction))
+        return torch.cat(out)
+
+    # -- the update ----------------------------------------------------------------------------
+
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        cfg = self.config
+        batch = batch.to(self.policy.device)
+        chosen, rejected = best_worst_indices(batch.rewards.cpu(), batch.group_ids.cpu(), ~batch.infra_failure.cpu(), cfg.min_reward_gap)
+        groups = len(torch.unique(batch.group_ids))
+        out = {"loss/pairs": float(len(chosen)), "loss/groups_without_pair": (groups - len(chosen)) / max(groups, 1)}
+        if not len(chosen):
+            return out  # nothing to prefer in this batch: no step (counted above)
+        chosen, rejected = chosen.to(batch.input_ids.device), rejected.to(batch.input_ids.device)
+        ref_chosen, ref_rejected = self.reference_logps(batch, chosen), self.reference_logps(batch, rejected)
+        self.policy.model.train()
+        totals: dict[str, float] = {}
+        for _ in range(cfg.epochs_per_batch):
+            for part in torch.tensor_split(torch.arange(len(chosen)), cfg.grad_accum_steps):
+                if not len(part):
+                    continue
+                logps = self.sequence_logps(batch, torch.cat([chosen[part], rejected[part]]))
+                loss, stats = preference_loss(
+                    logps[: len(part)], logps[len(part) :], ref_chosen[part], ref_rejected[part],
+                    cfg.beta, cfg.loss_type, cfg.label_smoothing,
+                )
+                weight = len(part) / len(chosen)
+                (loss * weight).backward()
+                totals["loss/dpo"] = totals.get("loss/dpo", 0.0) + loss.item() * weight / cfg.epochs_per_batch
+                for key, value in stats._asdict().items():
+                    totals[f"loss/{key}"] = totals.get(f"loss/{key}", 0.0) + float(value) * weight / cfg.epochs_per_batch
+            totals["loss/grad_norm"] = totals.get("loss/grad_norm", 0.0) + self.optimizer_step() / cfg.epochs_per_batch
+        if not self.offline:
+            totals["loss/chosen_env_reward"] = float(batch.rewards[chosen].mean())
+            totals["loss/rejected_env_reward"] = float(batch.rewards[rejected].mean())
+        return {**out, **totals}
+
+    @torch.no_grad()
+    def evaluate_preferences(self, pairs: list[PreferencePair], batch_size: int = 32) -> dict[str, float]:
+        """Implicit-reward accuracy and mean margin of the current policy on ``pairs`` (no update)."""
+        cfg = self.config
+        was_training = self.policy.model.training
+        self.policy.model.eval()
+        accuracy = margin = 0.0
+        try:
+            for start in range(0, len(pairs), batch_size):
+                indices = list(range(start, min(start + batch_size, len(pairs))))
+                batch = pairs_batch(self.policy, pairs, indices, cfg.max_length).to(self.policy.device)
+                chosen, rejected = torch.arange(0, len(batch), 2), torch.arange(1, len(batch), 2)
+                logps = self.sequence_logps(batch, torch.cat([chosen, rejected]))
+                ref = self.reference_logps(batch, torch.cat([chosen, rejected]), pairs)
+                n = len(indices)
+                _, stats = preference_loss(logps[:n], logps[n:], ref[:n], ref[n:], cfg.beta, cfg.loss_type, cfg.label_smoothing)
+                accuracy += float(stats.accuracy) * n
+                margin += float(stats.margin) * n
+        finally:
+            self.policy.model.train(was_training)
+        return {"eval/preference_accuracy": accuracy / len(pairs), "eval/preference_margin": margin / len(pairs)}
+
+    def train_step(self) -> dict[str, Any]:
+        metrics = super().train_step()
+        if self.offline:  # rollout/ metrics of fixed pairs say nothing about the policy
+            metrics = {k: v for k, v in metrics.items() if not k.startswith("rollout/")}
+        cfg = self.config
+        last = self.step + 1 == cfg.steps
+        if self.eval_pairs and (last or (cfg.eval_every and (self.step + 1) % cfg.eval_every == 0)):
+            metrics.update(self.evaluate_preferences(self.eval_pairs))
+        return metrics
