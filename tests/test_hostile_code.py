@@ -130,3 +130,11 @@ def test_sys_exit_in_tests_is_a_failure(box):
 def test_caller_survives_and_sandbox_still_works(box):
     assert box.run("print('still here')").stdout == "still here\n"
     assert psutil.Process(os.getpid()).is_running()
+
+
+def test_files_left_in_shared_tmp_are_removed(box):
+    if os.geteuid() != 0:
+        pytest.skip("without a dedicated uid, files in /tmp cannot be told apart; see docs/rewards.md")
+    result = _run(box, "import os\nname = f'/tmp/mathgym-leftover-{os.getpid()}'\nopen(name, 'w').write('x')\nprint(name)\n")
+    assert result.status == Status.CORRECT
+    assert not os.path.exists(result.stdout.strip())

@@ -190,6 +190,30 @@ def _report_all(tests, message):
         os.write(3, (json.dumps({"name": test["name"], "passed": False, "message": message}) + "\n").encode())
 
 
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _remove_leftovers(uid):
+    """Delete what the job's uid left in world-writable dirs (its scratch dir is removed apart)."""
+    if uid is None:
+        return
+    for folder in SHARED_WRITABLE:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
+
 def _kill_group(pgid):
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -344,6 +368,13 @@ def run_job(job, uid, network):
         for fd in (out_r, err_r, res_r):
             os.close(fd)
         shutil.rmtree(scratch, ignore_errors=True)
+        _remove_leftovers(uid)
+    return _reply(output, limits, timed_out, wall, status, usage)
+
+
+def _reply(output, limits, timed_out, wall, status, usage):
+    """The JSON reply for a finished job (or an infra error if the harness never started)."""
+    out_r, err_r, res_r = output.fds
     cap = limits["max_output_bytes"]
     truncated = {"stdout_truncated": output.sizes[out_r] > cap, "stderr_truncated": output.sizes[err_r] > cap}
     stdout, stderr, results = (output.kept[fd] for fd in (out_r, err_r, res_r))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mathgym.errors import ConfigError
-from mathgym.rewards._procpool import WorkerCrashed, WorkerTimeout, pool_for
+from mathgym.rewards._procpool import WorkerTimeout, pool_for
 from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, extract_answer
 
@@ -162,19 +162,24 @@ class MathVerifier:
         return early if isinstance(early, RewardResult) else self._math_verify(*early)
 
     def score_batch(self, completions: Sequence[str], golds: Sequence[str]) -> list[RewardResult]:
-        """Score many completions; math-verify calls run ``workers`` at a time."""
+        """Score many completions; math-verify work is pipelined to ``workers`` helpers at once."""
         if len(completions) != len(golds):
             raise ConfigError(f"got {len(completions)} completions but {len(golds)} gold answers.")
         prepared = [self._prepare(c, g) for c, g in zip(completions, golds)]
         pending = [i for i, p in enumerate(prepared) if not isinstance(p, RewardResult)]
         results: list[RewardResult | None] = [p if isinstance(p, RewardResult) else None for p in prepared]
-        if len(pending) == 1 or self.workers == 1:
-            for i in pending:
-                results[i] = self._math_verify(*prepared[i])  # type: ignore[misc]
-        elif pending:
-            with ThreadPoolExecutor(self.workers) as threads:
-                for i, result in zip(pending, threads.map(lambda i: self._math_verify(*prepared[i]), pending)):
-                    results[i] = result
+        groups = _groups_by_gold(pending, [prepared[i][1] for i in pending], self.workers)  # type: ignore[index]
+
+        def check(group: list[int]) -> None:
+            for i, result in zip(group, self._math_verify_many([prepared[i] for i in group])):  # type: ignore[misc]
+                results[i] = result
+
+        if len(groups) <= 1:
+            for group in groups:
+                check(group)
+        else:
+            with ThreadPoolExecutor(len(groups)) as threads:
+                list(threads.map(check, groups))
         return results  # type: ignore[return-value]
 
     def warm_up(self) -> None:
@@ -199,14 +204,19 @@ class MathVerifier:
         return answer, gold, source
 
     def _math_verify(self, answer: str, gold: str, source: str) -> RewardResult:
-        details = {"extracted": answer, "source": source, "path": "math_verify"}
+        return self._math_verify_many([(answer, gold, source)])[0]
+
+    def _math_verify_many(self, items: Sequence[tuple[str, str, str]]) -> list[RewardResult]:
         pool = pool_for(_WORKER_SCRIPT, self.workers)
-        try:
-            reply = pool.call({"gold": f"${gold}$", "answer": f"${answer}$"}, self.timeout)
-        except WorkerTimeout:
+        replies = pool.call_many([{"gold": f"${gold}$", "answer": f"${answer}$"} for answer, gold, _ in items], self.timeout)
+        return [self._judge_reply(reply, *item) for reply, item in zip(replies, items)]
+
+    def _judge_reply(self, reply: dict | Exception, answer: str, gold: str, source: str) -> RewardResult:
+        details = {"extracted": answer, "source": source, "path": "math_verify"}
+        if isinstance(reply, WorkerTimeout):
             return RewardResult(0.0, Status.TIMEOUT, {**details, "timeout_s": self.timeout, "seconds": self.timeout})
-        except WorkerCrashed as err:  # the helper died: infrastructure, not the model
-            return RewardResult(0.0, Status.ERROR, {**details, "error": str(err)})
+        if isinstance(reply, Exception):  # the helper died: infrastructure, not the model
+            return RewardResult(0.0, Status.ERROR, {**details, "error": str(reply)})
         details["seconds"] = reply["_elapsed_s"]
         if "error" in reply:
             return RewardResult(0.0, Status.ERROR, {**details, "error": reply["error"]})
@@ -215,6 +225,21 @@ class MathVerifier:
         if not reply["answer_parsed"]:
             return RewardResult(0.0, Status.UNPARSEABLE, details)
         return _verdict(reply["verdict"], details)
+
+
+def _groups_by_gold(indices: list[int], golds: list[str], count: int) -> list[list[int]]:
+    """Split samples into ``count`` balanced groups, all samples of one gold in one group.
+
+    Each group goes through one helper process, so a gold answer is parsed (and kept in
+    math-verify's own cache) by one helper rather than by each of them.
+    """
+    by_gold: dict[str, list[int]] = {}
+    for index, gold in zip(indices, golds):
+        by_gold.setdefault(gold, []).append(index)
+    groups: list[list[int]] = [[] for _ in range(min(count, len(by_gold)))]
+    for members in sorted(by_gold.values(), key=len, reverse=True):
+        min(groups, key=len).extend(members)
+    return [sorted(group) for group in groups if group]
 
 
 def _verdict(ok: bool, details: dict) -> RewardResult:

