@@ -147,7 +147,7 @@ class GRPOTrainer(Trainer):
             old = self._per_micro(batch, micro, lambda mb: self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature)[0])
         ref = self._per_micro(batch, micro, self.reference_logprobs) if cfg.beta > 0 else None
         totals: dict[str, float] = {}
-        for _ in range(cfg.num_iterations):
+        for iteration in range(cfg.num_iterations):
             for idx in micro:
                 mb = batch.select(idx)
                 logprobs, entropy = self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature)
@@ -162,7 +162,9 @@ class GRPOTrainer(Trainer):
                 stats["entropy"] = masked_mean(entropy, mask[idx])
                 for key, value in stats.items():
                     totals[f"loss/{key}"] = totals.get(f"loss/{key}", 0.0) + float(value) * weight
-            totals["loss/grad_norm"] = self.optimizer_step() / cfg.num_iterations + totals.get("loss/grad_norm", 0.0)
+            last = iteration == cfg.num_iterations - 1  # the LR schedule advances once per batch
+            grad_norm = self.optimizer_step(step_scheduler=last)
+            totals["loss/grad_norm"] = totals.get("loss/grad_norm", 0.0) + grad_norm / cfg.num_iterations
         totals["loss/advantage_abs"] = float(advantages.abs().mean())
         totals["loss/zero_std_groups"] = _zero_std_fraction(batch.rewards, batch.group_ids)
         return totals

@@ -104,15 +104,20 @@ def env_demonstrations(env_id: str, env_kwargs: Mapping[str, Any], num: int, see
     try:
         for i in range(num):
             _, info = env.reset(seed=seed + i)
-            done, info_messages = False, info["messages"]
+            done = False
+            if env.unwrapped.max_turns == 1:  # single turn: the transcript is prompt + action, no need to score it
+                action = expert()
+                if action is None:
+                    raise ConfigError(f"{env_id}'s expert has no action for this task; use --data.")
+                chats.append([dict(m) for m in info["messages"]] + [{"role": "assistant", "content": action}])
+                continue
             while not done:
                 action = expert()
                 if action is None:
                     raise ConfigError(f"{env_id}'s expert has no action for this task; use --data.")
                 _, _, terminated, truncated, info = env.step(action)
                 done = terminated or truncated
-            info_messages = info["messages"]
-            chats.append([dict(m) for m in info_messages])
+            chats.append([dict(m) for m in info["messages"]])
     finally:
         env.close()
     return chats
@@ -181,6 +186,12 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     base = tiny_model_path(seed)
     if steps == 0:
         return base
+    probe = gym.make(env_id, **dict(env_kwargs))
+    has_expert = hasattr(probe.unwrapped, "expert_action")
+    probe.close()
+    if not has_expert:
+        print(f"mathgym: {env_id} has no expert_action(); the tiny model starts untrained (no warm start)")
+        return base
     settings = {"v": TINY_MODEL_VERSION, "env": env_id, "kwargs": dict(env_kwargs), "steps": steps, "seed": seed, "recipe": 1}
     key = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
     target = cache_dir() / "warm_start" / f"{env_id}-sft{steps}-{key}"
@@ -191,7 +202,7 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     print(f"mathgym: warm start of the tiny model ({steps} SFT steps on {env_id}), cached in {target}")
     config = SFTConfig(
         env=env_id, env_kwargs=dict(env_kwargs), model=str(base), steps=steps, learning_rate=3e-3, warmup_steps=20,
-        seed=seed, batch_size=64, num_demonstrations=steps * 64, eval_tasks=0, save_every=0, progress=False,
+        seed=seed, batch_size=64, num_demonstrations=min(steps * 64, 8192), eval_tasks=0, save_every=0, progress=False,
         run_dir=str(tmp / "run"), lr_schedule="constant",
     )
     trainer = SFTTrainer(config)
