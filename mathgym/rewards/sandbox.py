@@ -159,14 +159,16 @@ class CodeSandbox:
         workers: Warm worker processes (executions in parallel).
         preload: Extra modules the warm workers import (as root, the sandboxed code can
             import only modules its unprivileged uid can read, or preloaded ones).
+        scratch_dir: Where per-job scratch dirs are created; default ``/dev/shm`` when it
+            is a writable tmpfs (fast), else the system temp dir.
     """
 
-    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2, preload: Sequence[str] = ()):
+    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2, preload: Sequence[str] = (), scratch_dir: str | None = None):
         if not isinstance(workers, int) or workers < 1:
             raise ConfigError(f"workers={workers!r} must be a positive integer.")
         self.limits = limits
         self.workers = workers
-        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload)])
+        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload), scratch_dir or ""])
 
     def __enter__(self) -> CodeSandbox:
         return self
@@ -241,7 +243,7 @@ class CodeSandbox:
 
 
 def _details(reply: Mapping[str, Any], retried: bool) -> dict[str, Any]:
-    keys = ("network", "nproc_enforced", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
+    keys = ("network", "nproc_enforced", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
     return {"retried": retried, **{k: reply[k] for k in keys if reply.get(k) is not None}}
 
 
