@@ -30,12 +30,12 @@ SMALL = ["--steps", "2", "--num-tasks", "2", "--group-size", "2", "--max-new-tok
          "--progress", "false"]
 
 
-def test_cli_smoke_single_turn_token_level_with_kl_loss_and_early_stop(model_path, tmp_path, capsys):
+def test_cli_smoke_single_turn_lora_token_level_with_kl_loss_and_early_stop(model_path, tmp_path, capsys):
     run = tmp_path / "run"
     code = train_cli.main("train", [
         "--algo", "ppo", "--model", str(model_path), *SMALL, "--run-dir", str(run), "--advantage-level", "token",
         "--kl-coef", "0.1", "--kl-mode", "loss", "--kl-estimator", "k3", "--entropy-coef", "0.01",
-        "--ppo-epochs", "4", "--target-kl", "1e-12", "--learning-rate", "1e-2",
+        "--ppo-epochs", "4", "--target-kl", "1e-12", "--learning-rate", "1e-2", "--lora-r", "4",
     ])
     assert code == 0
     step = [r for r in records(run) if r["step"] == 1][0]
