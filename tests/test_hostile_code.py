@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import time
 
-import psutil
 import pytest
 
 from mathgym.rewards.base import Status
@@ -22,12 +21,29 @@ def box():
         yield sandbox
 
 
-def _leftovers(box: CodeSandbox) -> list[psutil.Process]:
-    """Every process below the warm workers (there must be none between jobs)."""
-    found = []
-    for pid in box.worker_pids():
-        found += psutil.Process(pid).children(recursive=True)
-    return [p for p in found if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) for every process, read from /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            table[int(entry)] = (int(fields[1]), fields[0].decode())
+    return table
+
+
+def _leftovers(box: CodeSandbox) -> list[int]:
+    """Every live process below the warm workers (there must be none between jobs)."""
+    table = _process_table()
+    found, frontier = [], set(box.worker_pids())
+    while frontier:
+        children = {pid for pid, (ppid, _) in table.items() if ppid in frontier}
+        found += [pid for pid in children if table[pid][1] != "Z"]
+        frontier = children
+    return found
 
 
 def _run(box: CodeSandbox, code: str, **kwargs):
@@ -133,7 +149,7 @@ def test_sys_exit_in_tests_is_a_failure(box):
 
 def test_caller_survives_and_sandbox_still_works(box):
     assert box.run("print('still here')").stdout == "still here\n"
-    assert psutil.Process(os.getpid()).is_running()
+    assert os.getpid() in _process_table()
 
 
 def test_files_left_in_shared_tmp_are_removed(box):
