@@ -125,3 +125,13 @@ def test_bad_options(override, field):
 
     with pytest.raises(ConfigError, match=field):
         build_config(DPOConfig, overrides=override)
+
+
+def test_expert_vs_sampled_pairs_use_the_models_own_mistakes(model_path):
+    from mathgym.algos.preferences import expert_vs_sampled_pairs
+
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    pairs = expert_vs_sampled_pairs(policy, "MathReason-v0", ENV_KWARGS, 3, seed=0, max_new_tokens=6, batch_size=4)
+    assert len(pairs) == 3
+    for pair in pairs:
+        assert pair.chosen_reward == 1.0 and pair.rejected_reward < 1.0 and pair.chosen.endswith("}")

@@ -274,3 +274,43 @@ def expert_vs_corrupted_pairs(env_id: str, env_kwargs: dict[str, Any], num_pairs
     finally:
         env.close()
     return pairs
+
+
+def expert_vs_sampled_pairs(
+    policy: Any, env_id: str, env_kwargs: dict[str, Any], num_pairs: int, seed: int = 0, max_new_tokens: int = 32,
+    temperature: float = 1.0, batch_size: int = 64,
+) -> list[PreferencePair]:
+    """Pairs of (the env's worked solution, a completion sampled from ``policy`` that the env scores lower).
+
+    The negatives are the model's own mistakes, as in on-policy preference data. Tasks whose
+    sample is as good as the expert's are skipped.
+    """
+    import gymnasium as gym
+
+    from mathgym.agents.policy import SamplingParams
+
+    env = gym.make(env_id, **env_kwargs)
+    generator = torch.Generator().manual_seed(seed)
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+    pairs: list[PreferencePair] = []
+    task = 0
+    try:
+        while len(pairs) < num_pairs and task < num_pairs * 20:
+            tasks = []
+            for _ in range(batch_size):
+                _, info = env.reset(seed=seed * 1_000_003 + task)
+                expert = env.unwrapped.expert_action() if hasattr(env.unwrapped, "expert_action") else None
+                if expert:
+                    tasks.append((seed * 1_000_003 + task, tuple(dict(m) for m in info["messages"]), expert))
+                task += 1
+            samples = policy.generate([policy.encode_chat(list(t[1])) for t in tasks], params, generator)
+            for (task_seed, messages, expert), sample in zip(tasks, samples):
+                rewards = []
+                for text in (expert, sample.text):
+                    env.reset(seed=task_seed)
+                    rewards.append(float(env.step(text)[1]))
+                if rewards[0] > rewards[1] and len(pairs) < num_pairs:
+                    pairs.append(PreferencePair(messages, expert, sample.text, chosen_reward=rewards[0], rejected_reward=rewards[1]))
+    finally:
+        env.close()
+    return pairs
