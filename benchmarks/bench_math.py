@@ -11,7 +11,10 @@ the same (completion, gold) pairs:
 * mathgym: ``MathVerifier().score_batch(completions, golds)`` (extraction, exact fast
   path, math-verify in 2 watchdog helper processes), and ``score`` one at a time.
 
-Usage: ``python benchmarks/bench_math.py [--n 10000] [--seed 0]``
+Each share is timed in blocks, alternating which side goes first, so that both sides see
+the same background load on average; both sides first warm up on other samples.
+
+Usage: ``python benchmarks/bench_math.py [--n 10000] [--seed 0] [--workers 2] [--blocks 10]``
 """
 
 from __future__ import annotations
@@ -137,11 +140,60 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def _measure_share(subset, verifier: MathVerifier, parse, verify, blocks: int) -> dict:
+    """Time both sides on ``subset``, interleaved block by block (alternating which side
+    goes first) so that both see the same background load on average."""
+    totals = dict.fromkeys(("peer_s", "peer_cpu", "batch_s", "batch_cpu", "single_s"), 0.0)
+    peer_all, ours_all, loads = [], [], []
+    helpers = pool_for(_WORKER_SCRIPT, verifier.workers).pids()
+    size = -(-len(subset) // blocks)
+    for index in range(0, len(subset), size):
+        completions = [c for c, _, _ in subset[index : index + size]]
+        golds = [g for _, g, _ in subset[index : index + size]]
+
+        def run_peer():
+            cpu = time.process_time()
+            out, seconds = _timed(lambda: [verify(parse(f"${g}$"), parse(c)) for c, g in zip(completions, golds)])
+            totals["peer_s"] += seconds
+            totals["peer_cpu"] += time.process_time() - cpu
+            return out
+
+        def run_ours():
+            cpu = _cpu_seconds(helpers)
+            out, seconds = _timed(lambda: verifier.score_batch(completions, golds))
+            totals["batch_s"] += seconds
+            totals["batch_cpu"] += _cpu_seconds(helpers) - cpu
+            return out
+
+        if (index // size) % 2 == 0:
+            peer, batch = run_peer(), run_ours()
+        else:
+            batch, peer = run_ours(), run_peer()
+        if subset[0][2] == "numeric":  # one at a time; on LaTeX it would only repeat the batch's work
+            totals["single_s"] += _timed(lambda: [verifier.score(c, g) for c, g in zip(completions, golds)])[1]
+        else:
+            totals["single_s"] = float("nan")
+        peer_all += peer
+        ours_all += batch
+        loads.append(os.getloadavg()[0])
+    verdicts = [r.status == Status.CORRECT for r in ours_all]
+    disagreements = [(c, g, p) for (c, g, _), p, o in zip(subset, peer_all, verdicts) if bool(p) != o]
+    return {
+        **totals,
+        "disagreements": disagreements,
+        "agree": len(subset) - len(disagreements),
+        "fast": sum(r.details.get("path") == "exact" for r in ours_all),
+        "correct": sum(verdicts),
+        "load": sum(loads) / len(loads),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="number of samples")
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
     parser.add_argument("--workers", type=int, default=2, help="math-verify helper processes of mathgym")
+    parser.add_argument("--blocks", type=int, default=10, help="blocks per share, timed alternately on each side")
     parser.add_argument("--warmup", type=int, default=300, help="samples (another seed) run through both sides first, untimed")
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # math-verify logs each timeout; none is expected here
@@ -157,25 +209,11 @@ def main() -> None:
     rows, cpu_rows, disagreements = [], [], []
     for share in ("numeric", "latex"):
         subset = [s for s in samples if s[2] == share]
-        completions, golds = [c for c, _, _ in subset], [g for _, g, _ in subset]
-        cpu = time.process_time()
-        peer, peer_s = _timed(lambda: [verify(parse(f"${g}$"), parse(c)) for c, g in zip(completions, golds)])
-        peer_cpu = time.process_time() - cpu
-        load = os.getloadavg()[0]
-        helpers = pool_for(_WORKER_SCRIPT, verifier.workers).pids()
-        cpu = _cpu_seconds(helpers)
-        batch, batch_s = _timed(lambda: verifier.score_batch(completions, golds))
-        batch_cpu = _cpu_seconds(helpers) - cpu
-        if share == "numeric":  # one at a time (no helper parallelism); LaTeX would only repeat the batch's work
-            _, single_s = _timed(lambda: [verifier.score(c, g) for c, g in zip(completions, golds)])
-        else:
-            single_s = float("nan")
-        ours = [r.status == Status.CORRECT for r in batch]
-        disagreements += [(c, g, p) for c, g, p, o in zip(completions, golds, peer, ours) if bool(p) != o]
-        agree = sum(bool(p) == o for p, o in zip(peer, ours))
-        fast = sum(r.details.get("path") == "exact" for r in batch)
-        rows.append((share, len(subset), len(subset) / peer_s, len(subset) / single_s, len(subset) / batch_s, agree, fast, sum(ours), load))
-        cpu_rows.append((share, 1e3 * peer_cpu / len(subset), 1e3 * batch_cpu / len(subset)))
+        m = _measure_share(subset, verifier, parse, verify, args.blocks)
+        disagreements += m["disagreements"]
+        n = len(subset)
+        rows.append((share, n, n / m["peer_s"], n / m["single_s"], n / m["batch_s"], m["agree"], m["fast"], m["correct"], m["load"]))
+        cpu_rows.append((share, 1e3 * m["peer_cpu"] / n, 1e3 * m["batch_cpu"] / n))
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; python {platform.python_version()}")
     print(f"{'share':8} {'n':>6} {'math_verify/s':>14} {'mathgym 1-by-1/s':>17} {'mathgym batch/s':>16} {'speed-up':>9} {'agree':>12} {'fast path':>10} {'correct':>8} {'load':>5}")
     for share, n, peer_rate, single_rate, batch_rate, agree, fast, correct, load in rows:

@@ -110,6 +110,8 @@ def test_options_are_validated():
         CodeSandbox(workers=0)
     with pytest.raises(ConfigError):
         default_sandbox().run_tests("pass", [])
+    with pytest.raises(ConfigError):
+        default_sandbox().run_tests("pass", [TestCase("a", "assert", "pass")] * 2)
 
 
 def test_sandbox_does_not_pickle_and_default_is_shared():

@@ -210,6 +210,9 @@ class CodeSandbox:
         """
         if not tests:
             raise ConfigError("run_tests() needs at least one TestCase; use run() to just execute code.")
+        names = [t.name for t in tests]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"test names must be distinct, got {names}.")
         asserts = [t for t in tests if t.kind == "assert"]
         outcomes: dict[str, TestOutcome] = {}
         first: ExecutionResult | None = None
