@@ -20,7 +20,7 @@ from mathgym.agents.value_head import ValueModel
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.forward import ReferencePolicy, policy_forward
 from mathgym.algos.gae import compute_gae, place_step_rewards
-from mathgym.algos.losses import aggregate_loss, batch_normalizer, masked_mean
+from mathgym.algos.losses import Normalizer, aggregate_loss, batch_normalizer, masked_mean
 from mathgym.algos.ppo_losses import (
     clipped_policy_loss,
     clipped_value_loss,
@@ -39,8 +39,12 @@ class PPOConfig(TrainConfig):
     """PPO options (on top of :class:`~mathgym.config.TrainConfig`)."""
 
     group_size: int = option(4, "samples per task (PPO needs no groups; more samples per prompt help the critic)")
-    value_model: Literal["shared", "separate"] = option("shared", "value head on the policy's trunk, or a separate critic copy")
-    advantage_level: Literal["token", "turn"] = option("turn", "GAE over tokens (TPPO) or over env steps, broadcast to their tokens (APPO)")
+    value_model: Literal["shared", "separate"] = option(
+        "shared", "value head on the policy's trunk, or a separate critic copy"
+    )
+    advantage_level: Literal["token", "turn"] = option(
+        "turn", "GAE over tokens (TPPO) or over env steps, broadcast to their tokens (APPO)"
+    )
     gamma: float = option(1.0, "discount factor of GAE")
     lam: float = option(0.95, "lambda of GAE")
     eps_low: float = option(0.2, "clip range below 1 of the probability ratio")
@@ -52,12 +56,16 @@ class PPOConfig(TrainConfig):
     kl_coef: float = option(0.0, "weight of the KL to the reference model (0: no reference)")
     kl_mode: Literal["reward", "loss"] = option("reward", "KL as a per-token reward penalty, or as a loss term")
     kl_estimator: Literal["k1", "k2", "k3"] = option("k1", "per-token KL estimator")
-    reference: Literal["auto", "copy", "adapter"] = option("auto", "reference: frozen copy, or the adapter-disabled model under LoRA")
+    reference: Literal["auto", "copy", "adapter"] = option(
+        "auto", "reference: frozen copy, or the adapter-disabled model under LoRA"
+    )
     whiten_advantages: bool = option(True, "normalise advantages to zero mean and unit variance over the batch")
     ppo_epochs: int = option(2, "passes over each batch of rollouts")
     num_minibatches: int = option(2, "optimizer steps per pass (the batch is split into this many minibatches)")
     target_kl: float = option(0.0, "stop a batch's passes once approx KL(old || new) exceeds it (0: never); logged")
-    loss_aggregation: Literal["token_mean", "sequence_mean"] = option("token_mean", "how per-token losses are averaged")
+    loss_aggregation: Literal["token_mean", "sequence_mean"] = option(
+        "token_mean", "how per-token losses are averaged"
+    )
     mask_truncated: bool = option(False, "leave episodes that hit the token/turn budget out of the loss")
 
     def validate(self) -> None:
@@ -151,26 +159,33 @@ class PPOTrainer(Trainer):
         advantages = whiten(gae.advantages, mask) if cfg.whiten_advantages else gae.advantages
         return Targets(old_logprobs, old_values, ref, advantages, gae.returns, gae.value_mask, kl)
 
-    def minibatch_loss(self, batch: RolloutBatch, idx: torch.Tensor, t: Targets, mask: torch.Tensor, norms) -> tuple[torch.Tensor, dict[str, float]]:
+    def minibatch_loss(
+        self, batch: RolloutBatch, idx: torch.Tensor, t: Targets, mask: torch.Tensor, norms: tuple[Normalizer, Normalizer]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """Loss of the episodes ``idx`` of a minibatch (normalised by the minibatch's ``norms``)."""
         cfg = self.config
         policy_norm, value_norm = norms
-        out = policy_forward(self.policy.model, batch.input_ids[idx], batch.attention_mask[idx], self.temperature, self.value_model)
+        ids, attention = batch.input_ids[idx], batch.attention_mask[idx]
+        out = policy_forward(self.policy.model, ids, attention, self.temperature, self.value_model)
         m, vm = mask[idx], t.value_mask[idx]
         policy_loss, pstats = clipped_policy_loss(
-            out.logprobs, t.old_logprobs[idx], t.advantages[idx], m, cfg.eps_low, cfg.eps_high, cfg.loss_aggregation, policy_norm
+            out.logprobs, t.old_logprobs[idx], t.advantages[idx], m, cfg.eps_low, cfg.eps_high, cfg.loss_aggregation,
+            policy_norm,
         )
         value_loss, vstats = clipped_value_loss(
-            out.values, t.old_values[idx], t.returns[idx], vm, cfg.value_clip or None, cfg.loss_aggregation, value_norm
+            out.values, t.old_values[idx], t.returns[idx], vm, cfg.value_clip or None, cfg.loss_aggregation,
+            value_norm,
         )
         entropy = aggregate_loss(out.entropy, m, cfg.loss_aggregation, policy_norm)
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
         if t.ref_logprobs is not None and cfg.kl_mode == "loss":
-            loss = loss + cfg.kl_coef * aggregate_loss(kl_estimate(out.logprobs, t.ref_logprobs[idx], cfg.kl_estimator), m, cfg.loss_aggregation, policy_norm)
+            kl = kl_estimate(out.logprobs, t.ref_logprobs[idx], cfg.kl_estimator)
+            loss = loss + cfg.kl_coef * aggregate_loss(kl, m, cfg.loss_aggregation, policy_norm)
         weight, value_weight = float(m.sum()) / policy_norm.num_tokens, float(vm.sum()) / value_norm.num_tokens
         stats = {
             "loss/policy": policy_loss.item(), "loss/value": value_loss.item(), "loss/entropy": entropy.item(),
-            "loss/clip_fraction": float(pstats.clip_fraction) * weight, "loss/approx_kl": float(pstats.approx_kl) * weight,
+            "loss/clip_fraction": float(pstats.clip_fraction) * weight,
+            "loss/approx_kl": float(pstats.approx_kl) * weight,
             "loss/ratio": float(pstats.ratio_mean) * weight,
             "loss/value_clip_fraction": float(vstats.clip_fraction) * value_weight,
         }
@@ -188,7 +203,9 @@ class PPOTrainer(Trainer):
         for _ in range(cfg.ppo_epochs):
             order = torch.randperm(len(batch), generator=self.generator)
             for minibatch in split(order, cfg.num_minibatches):
-                norms = (batch_normalizer(mask[minibatch], width), batch_normalizer(targets.value_mask[minibatch], width))
+                norms = (
+                    batch_normalizer(mask[minibatch], width), batch_normalizer(targets.value_mask[minibatch], width)
+                )
                 step_stats: dict[str, float] = {}
                 for idx in split(minibatch, cfg.grad_accum_steps):
                     loss, stats = self.minibatch_loss(batch, idx, targets, mask, norms)
