@@ -40,9 +40,9 @@ def _batch(policy: LLMPolicy, n: int = 8, seed: int = 0) -> RolloutBatch:
 
 
 class _GradRecorder(GRPOTrainer):
-    def optimizer_step(self) -> float:
+    def optimizer_step(self, step_scheduler: bool = True) -> float:
         self.grads = [p.grad.detach().clone() for p in self.policy.trainable_parameters()]
-        return super().optimizer_step()
+        return super().optimizer_step(step_scheduler)
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])

@@ -52,7 +52,8 @@ def test_train_multi_turn_env_and_sft_algo(model_path, tmp_path, capsys):
     args = ["--env", env_id, "--model", str(model_path), "--env-kwargs", "{high: 5, max_turns: 2}", "--steps", "1",
             "--num-tasks", "2", "--group-size", "2", "--max-new-tokens", "4", "--eval-tasks", "2", "--progress", "false"]
     assert train_cli.main("train", [*args, "--run-dir", str(tmp_path / "grpo")]) == 0
-    assert train_cli.main("train", [*args, "--algo", "sft", "--run-dir", str(tmp_path / "sft"), "--batch-size", "4"]) == 0
+    sft = [*args, "--algo", "sft", "--run-dir", str(tmp_path / "sft"), "--batch-size", "4", "--num-demonstrations", "8"]
+    assert train_cli.main("train", sft) == 0
     assert yaml.safe_load((tmp_path / "sft" / "config.yaml").read_text())["algo"] == "sft"
 
 
