@@ -1,4 +1,4 @@
-"""It learns: the CI-sized version of the default `mathgym train` (warm start + GRPO on the tiny model).
+"""It learns (runs in CI, a few minutes): the CI-sized version of the default `mathgym train` (warm start + GRPO on the tiny model).
 
 Honest by construction: a fresh cache (the warm start is really trained here), held-out
 test-split problems with fixed seeds, and the same greedy evaluation before and after.
@@ -13,7 +13,8 @@ pytest.importorskip("torch")
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 
 
-@pytest.mark.slow
+@pytest.mark.learning
+@pytest.mark.timeout(1200)
 def test_grpo_raises_held_out_accuracy_over_the_warm_start(tmp_path, monkeypatch):
     monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path / "cache"))
     config = GRPOConfig(steps=25, eval_tasks=200, save_every=0, progress=False, run_dir=str(tmp_path / "run"))
