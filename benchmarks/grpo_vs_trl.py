@@ -6,7 +6,7 @@ same steps, learning rate, clipping and loss aggregation. Reports wall time per 
 greedy accuracy on held-out test tasks after N steps (both models evaluated with the
 same code, after ``model.eval()``: TRL leaves its model in train mode).
 
-    python benchmarks/grpo_vs_trl.py --steps 30 --threads 2
+    python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --seed 0 1 2
 
 Needs the ``bench`` extra (``pip install ".[train,bench]"``).
 """
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
     parser.add_argument("--eval-tasks", type=int, default=200)
     parser.add_argument("--warm-start-steps", type=int, default=TrainConfig().warm_start_steps)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, nargs="+", default=[0], help="one run of each trainer per seed")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", choices=("both", "mathgym", "trl"), default="both")
     args = parser.parse_args()
@@ -140,24 +140,45 @@ def main() -> None:
     hf_logging.disable_progress_bar()
     model_path = tiny_warm_start(ENV, ENV_KWARGS, args.warm_start_steps)
     start_acc = evaluate(LLMPolicy.from_pretrained(str(model_path), device="cpu").model, load_tokenizer(str(model_path)), args.eval_tasks, args.max_new_tokens)
-    ours = run_mathgym(args, model_path)
-    theirs = run_trl(args, model_path, ours["seeds"]) if args.only != "mathgym" else None
+    runs = []
+    for seed in args.seed:
+        run_args = argparse.Namespace(**{**vars(args), "seed": seed})
+        ours = run_mathgym(run_args, model_path)
+        theirs = run_trl(run_args, model_path, ours["seeds"]) if args.only != "mathgym" else None
+        runs.append((seed, ours, theirs))
+        print(f"seed {seed}: held-out accuracy mathgym {ours['accuracy']:.1%}"
+              + (f", TRL {theirs['accuracy']:.1%}" if theirs else ""), flush=True)
+
+    def pooled(result_of, fn):
+        values = [fn(result_of(run)) for run in runs if result_of(run)]
+        return statistics.mean(values) if values else float("nan")
 
     def row(name, fn, fmt):
-        a = fn(ours)
-        b = fn(theirs) if theirs else float("nan")
+        a = pooled(lambda r: r[1], fn)
+        b = pooled(lambda r: r[2], fn)
         ratio = b / a if a else float("nan")
         print(f"| {name} | {fmt.format(a)} | {fmt.format(b)} | {ratio:.2f}x |")
 
     tail = max(1, args.steps // 4)
-    print(f"\nGRPO, {args.steps} steps x {args.num_tasks} tasks x G={args.group_size}, lr {args.lr}, "
-          f"{args.threads} threads; warm start greedy accuracy {start_acc:.1%} on {args.eval_tasks} held-out tasks\n")
-    print("| | mathgym | TRL | TRL / mathgym |")
+    seeds = ", ".join(str(s) for s in args.seed)
+    print(f"\nGRPO, {args.steps} steps x {args.num_tasks} tasks x G={args.group_size}, lr {args.lr}, {args.threads} threads, "
+          f"seeds {seeds}; warm start greedy accuracy {start_acc:.1%} on {args.eval_tasks} held-out tasks\n")
+    print("| mean over seeds | mathgym | TRL | TRL / mathgym |")
     print("|---|---|---|---|")
     row("median s/step", lambda r: statistics.median(r["times"][1:] or r["times"]), "{:.2f}")
     row("mean s/step", lambda r: statistics.mean(r["times"]), "{:.2f}")
     row(f"rollout reward, last {tail} steps", lambda r: statistics.mean(r["rewards"][-tail:]), "{:.3f}")
-    row("held-out greedy accuracy after", lambda r: r["accuracy"], "{:.3f}")
+    row(f"held-out greedy accuracy after {args.steps} steps", lambda r: r["accuracy"], "{:.3f}")
+    if args.only == "both":
+        print("\n| seed | mathgym accuracy | TRL accuracy | mathgym - TRL |")
+        print("|---|---|---|---|")
+        gaps = []
+        for seed, ours, theirs in runs:
+            gaps.append(ours["accuracy"] - theirs["accuracy"])
+            print(f"| {seed} | {ours['accuracy']:.1%} | {theirs['accuracy']:.1%} | {gaps[-1] * 100:+.1f} points |")
+        if len(gaps) > 1:
+            spread = statistics.stdev(gaps) / len(gaps) ** 0.5
+            print(f"| mean | | | {statistics.mean(gaps) * 100:+.1f} +/- {spread * 100:.1f} points (standard error over seeds) |")
 
 
 if __name__ == "__main__":
