@@ -1,5 +1,6 @@
-"""Learning checks on the warm-started tiny model (slow): PPO and online DPO raise the reward on
-MathReason-v0 level 0; offline DPO on env-made preference pairs ranks held-out pairs correctly."""
+"""Learning checks on the warm-started tiny model (slow, about three minutes together): PPO and online
+DPO raise the reward and held-out greedy accuracy on MathReason-v0 level 0; offline DPO on env-made
+preference pairs ranks held-out pairs correctly (implicit-reward accuracy above 0.8)."""
 
 from __future__ import annotations
 
@@ -18,26 +19,27 @@ COMMON = dict(env="MathReason-v0", env_kwargs=LEVEL0, eval_tasks=100, progress=F
 
 
 def test_ppo_raises_greedy_accuracy_of_the_warm_started_tiny_model(tmp_path):
-    cfg = PPOConfig(**COMMON, steps=15, num_tasks=16, group_size=4, learning_rate=1e-4, value_learning_rate=3e-3,
-                    run_dir=str(tmp_path / "ppo"))
+    cfg = PPOConfig(**{**COMMON, "eval_tasks": 200}, steps=40, num_tasks=16, group_size=4, learning_rate=1e-4,
+                    value_learning_rate=3e-3, run_dir=str(tmp_path / "ppo"))
     result = PPOTrainer(cfg).train()
     print(result.summary(cfg.env))
     rewards = [r["rollout/reward"] for r in read_metrics(result.run_dir) if "rollout/reward" in r]
-    # Measured (seed 0, 2 cores): greedy 49% -> 52%, rollout reward 0.28 (first 3 steps) -> 0.36 (last 5).
-    assert sum(rewards[-5:]) / 5 > sum(rewards[:3]) / 3
-    assert result.eval_after.pass_at_1 > result.eval_before.pass_at_1
+    # Measured (seed 0, 2 cores, ~35 s): greedy 45.5% -> 61.5%, rollout reward 0.32 (first 10 steps) -> 0.47 (last 10).
+    assert sum(rewards[-10:]) / 10 > sum(rewards[:10]) / 10 + 0.05
+    assert result.eval_after.pass_at_1 > result.eval_before.pass_at_1 + 0.08
 
 
-@pytest.mark.xfail(strict=False, reason="not yet measured on the 400-step warm start (deadline); see the PPO/DPO report")
 def test_online_dpo_raises_greedy_accuracy_of_the_warm_started_tiny_model(tmp_path):
-    cfg = DPOConfig(**COMMON, steps=15, num_tasks=16, group_size=4, learning_rate=1e-4, beta=0.1,
+    cfg = DPOConfig(**{**COMMON, "eval_tasks": 200}, steps=60, num_tasks=16, group_size=8, learning_rate=1e-4, beta=0.1,
                     run_dir=str(tmp_path / "dpo"))
     result = DPOTrainer(cfg).train()
     print(result.summary(cfg.env))
-    assert result.eval_after.pass_at_1 > result.eval_before.pass_at_1 + 0.05
+    rewards = [r["rollout/reward"] for r in read_metrics(result.run_dir) if "rollout/reward" in r]
+    # Measured (seed 0, 2 cores, ~40 s): greedy 45.5% -> 62.5%, rollout reward 0.30 (first 10 steps) -> 0.44 (last 10).
+    assert sum(rewards[-10:]) / 10 > sum(rewards[:10]) / 10 + 0.05
+    assert result.eval_after.pass_at_1 > result.eval_before.pass_at_1 + 0.08
 
 
-@pytest.mark.xfail(strict=False, reason="measured 0.57 held-out implicit-reward accuracy (target 0.8): recipe not tuned yet")
 def test_offline_dpo_ranks_held_out_pairs(tmp_path):
     # Honest pairs: the env's worked solution vs the warm-started model's own answer that the env scores wrong;
     # training pairs from the train split, held-out pairs from the test split (the generator's splits are disjoint).
@@ -47,11 +49,13 @@ def test_offline_dpo_ranks_held_out_pairs(tmp_path):
 
     policy = LLMPolicy.from_pretrained(str(tiny_warm_start("MathReason-v0", LEVEL0, TrainConfig().warm_start_steps)), device="cpu")
     train, held_out = tmp_path / "train.jsonl", tmp_path / "held_out.jsonl"
-    save_preference_jsonl(expert_vs_sampled_pairs(policy, "MathReason-v0", {**LEVEL0, "split": "train"}, 512, seed=1), train)
-    save_preference_jsonl(expert_vs_sampled_pairs(policy, "MathReason-v0", {**LEVEL0, "split": "test"}, 100, seed=2), held_out)
+    save_preference_jsonl(expert_vs_sampled_pairs(policy, "MathReason-v0", {**LEVEL0, "split": "train"}, 2000, seed=1), train)
+    save_preference_jsonl(expert_vs_sampled_pairs(policy, "MathReason-v0", {**LEVEL0, "split": "test"}, 200, seed=2), held_out)
     train_prompts = {line.split('"chosen"')[0] for line in train.read_text().splitlines()}
     assert not train_prompts & {line.split('"chosen"')[0] for line in held_out.read_text().splitlines()}  # disjoint
-    cfg = DPOConfig(**{**COMMON, "eval_tasks": 0}, steps=40, pairs_per_step=16, learning_rate=1e-3, beta=0.1,
+    # Measured (2 cores, ~75 s with the pairs): 150 steps -> 0.835, 200 steps -> 0.865 held-out accuracy
+    # (512 pairs x 40 steps at lr 1e-3 reached only 0.57: too little data and too few steps).
+    cfg = DPOConfig(**{**COMMON, "eval_tasks": 0}, steps=200, pairs_per_step=32, learning_rate=5e-4, beta=0.1,
                     preference_file=str(train), eval_preference_file=str(held_out), run_dir=str(tmp_path / "dpo"))
     trainer = DPOTrainer(cfg)
     before = trainer.evaluate_preferences(trainer.eval_pairs)
