@@ -173,6 +173,8 @@ def parse_value(cls: type, name: str, raw: Any) -> Any:
         raise ConfigError(f"Unknown option {name!r} for {cls.__name__}.{hint}")
     annotation = field_type(cls, name)
     origin = typing.get_origin(annotation)
+    if isinstance(raw, BareFlag) and annotation is not bool:
+        raise ConfigError(f"Option --{name.replace('_', '-')} needs a value.")
     if origin is Literal:
         literal = raw if isinstance(raw, str) and any(isinstance(a, str) for a in typing.get_args(annotation)) else raw
         check_literal(name, literal, annotation)
@@ -233,17 +235,32 @@ def save_config(config: Any, path: str | Path, extra: Mapping[str, Any] | None =
     Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+class BareFlag(str):
+    """The value of a command-line option given without one (``--log-wandb``): ``true`` for booleans."""
+
+
 def split_overrides(argv: Sequence[str]) -> dict[str, str]:
-    """``["--steps", "3", "--lr-schedule=cosine"]`` → ``{"steps": "3", "lr_schedule": "cosine"}``."""
+    """``["--steps", "3", "--lr-schedule=cosine", "--log-wandb"]`` →
+    ``{"steps": "3", "lr_schedule": "cosine", "log_wandb": "true"}``.
+
+    A bare ``--key`` (followed by another option or by nothing) means ``true``: the way to
+    switch on a boolean option; any other option then reports that it needs a value.
+    """
     out: dict[str, str] = {}
-    it = iter(argv)
-    for arg in it:
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
         if not arg.startswith("--"):
             raise ConfigError(f"Unexpected argument {arg!r}; options look like --key value.")
         key, sep, value = arg[2:].partition("=")
         if not sep:
-            value = next(it, None)
-            if value is None:
-                raise ConfigError(f"Option --{key} needs a value.")
+            following = args[i + 1] if i + 1 < len(args) else None
+            if following is None or following.startswith("--"):
+                value = BareFlag("true")
+            else:
+                value = following
+                i += 1
         out[key.replace("-", "_")] = value
+        i += 1
     return out

@@ -70,6 +70,17 @@ def test_bad_options_are_reported_with_the_field(capsys, model_path):
     assert "algo='a2c'" in capsys.readouterr().err
 
 
+def test_a_bare_option_switches_a_boolean_on_and_other_options_need_a_value(capsys):
+    from mathgym.algos.grpo import GRPOConfig
+    from mathgym.config import build_config, split_overrides
+
+    config = build_config(GRPOConfig, None, split_overrides(["--log-wandb", "--steps", "2", "--mask-truncated"]))
+    assert config.log_wandb is True and config.mask_truncated is True and config.steps == 2
+    for argv in (["--steps"], ["--model", "--steps", "2"]):
+        with pytest.raises(ConfigError, match=f"Option {argv[0]} needs a value"):
+            build_config(GRPOConfig, None, split_overrides(argv))
+
+
 def test_help_lists_config_fields(capsys):
     assert train_cli.main("train", ["--help"]) == 0
     out = capsys.readouterr().out

@@ -8,6 +8,8 @@ update), ``eval/`` (held-out evaluation), ``perf/`` (timings and throughput).
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,26 +48,39 @@ class MetricsLogger:
     """
 
     def __init__(self, run_dir: Path, tensorboard: bool = False, wandb: bool = False, config: Mapping[str, Any] | None = None):
-        self.path = Path(run_dir) / "metrics.jsonl"
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / "metrics.jsonl"
         self._tb = None
         self._wandb = None
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(Path(run_dir) / "tensorboard"))
+                self._tb = SummaryWriter(str(self.run_dir / "tensorboard"))
             except ImportError:
-                print("mathgym: TensorBoard is not installed; logging to metrics.jsonl only")
+                print("mathgym: TensorBoard is not installed (pip install tensorboard); logging to metrics.jsonl only")
         if wandb:
             try:
                 import wandb as wandb_module
-
-                self._wandb = wandb_module.init(project="mathgym", dir=str(run_dir), config=dict(config or {}))
             except ImportError:
-                print("mathgym: wandb is not installed; logging to metrics.jsonl only")
+                print("mathgym: wandb is not installed (pip install wandb); logging to metrics.jsonl only")
+            else:
+                # One W&B run per run directory: a resumed run continues it (its id is kept in the run dir).
+                id_file = self.run_dir / "wandb_run_id"
+                run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
+                id_file.write_text(run_id + "\n")
+                self._wandb = wandb_module.init(
+                    project=os.environ.get("WANDB_PROJECT", "mathgym"), name=self.run_dir.name, id=run_id, resume="allow",
+                    dir=str(self.run_dir), config=dict(config or {}),
+                )
 
     def truncate_after(self, step: int) -> None:
         """Drop records of steps ``> step`` (a run resumed at ``step`` writes them again)."""
+        if self._tb is not None:  # TensorBoard hides its own events past the resume point
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb.close()
+            self._tb = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=step + 1)
         if not self.path.exists():
             return
         keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line).get("step", -1) <= step]
