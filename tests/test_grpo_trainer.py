@@ -79,7 +79,7 @@ def test_reference_is_frozen_copy_without_lora_and_disabled_adapter_with_lora(mo
 
     lora_policy = LLMPolicy.from_pretrained(str(model_path), device="cpu", lora=LoraSettings(r=4, alpha=8))
     lora_trainer = GRPOTrainer(GRPOConfig(model=str(model_path), beta=0.1, lora_r=4, eval_tasks=0, progress=False), tmp_path / "b", lora_policy)
-    assert lora_trainer.reference is None
+    assert lora_trainer.reference.kind == "adapter" and lora_trainer.reference.model is None  # no second copy
     base = LLMPolicy.from_pretrained(str(model_path), device="cpu")
     with torch.no_grad():
         for name, p in lora_policy.model.named_parameters():

@@ -7,7 +7,6 @@ computes advantages, log-probs and reference log-probs and feeds them to it.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +14,7 @@ import torch
 
 from mathgym.algos.advantages import ScaleRewards, group_normalized_advantages
 from mathgym.algos.batch import RolloutBatch
+from mathgym.algos.forward import ReferencePolicy
 from mathgym.algos.losses import (
     LossAggregation,
     Normalizer,
@@ -109,22 +109,12 @@ class GRPOTrainer(Trainer):
     config: GRPOConfig
 
     def setup(self) -> None:
-        self.reference = None
-        if self.config.beta > 0 and not self.policy.has_lora:
-            self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+        # The KL reference: the adapter-disabled model under LoRA, else a frozen copy (shared with PPO/DPO).
+        self.reference = ReferencePolicy(self.policy) if self.config.beta > 0 else None
 
-    @torch.no_grad()
     def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
-        """Log-probs under the reference: the adapter-disabled model under LoRA, else the frozen copy."""
-        temperature = self.config.temperature or 1.0
-        if self.policy.has_lora:
-            with self.policy.adapter_disabled():
-                return self.policy.token_logprobs(batch.input_ids, batch.attention_mask, temperature)[0]
-        model, self.policy.model = self.policy.model, self.reference
-        try:
-            return self.policy.token_logprobs(batch.input_ids, batch.attention_mask, temperature)[0]
-        finally:
-            self.policy.model = model
+        """``(B, T)`` token log-probs of ``batch`` under the reference policy."""
+        return self.reference.logprobs(batch.input_ids, batch.attention_mask, self.config.temperature or 1.0)
 
     @torch.no_grad()
     def _per_micro(self, batch: RolloutBatch, micro: list[list[int]], fn) -> torch.Tensor:
