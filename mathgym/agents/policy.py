@@ -5,10 +5,12 @@ completions (token ids and per-token log-probs), trainers ask it for log-probs o
 sequences. Generation goes through a backend (:mod:`mathgym.agents.backends`).
 
 Example:
-    >>> policy = LLMPolicy.from_pretrained(str(tiny_model_path()))          # doctest: +SKIP
+    >>> from mathgym.agents.tiny import tiny_model_path
+    >>> policy = LLMPolicy.from_pretrained(str(tiny_model_path()), device="cpu")
     >>> prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
     >>> out = policy.generate([prompt], SamplingParams(max_new_tokens=16))
-    >>> out[0].text, out[0].token_ids, out[0].logprobs
+    >>> len(out[0].token_ids) == len(out[0].logprobs) <= 16, type(out[0].text)
+    (True, <class 'str'>)
 """
 
 from __future__ import annotations

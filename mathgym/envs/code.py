@@ -15,6 +15,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.code_tasks import CodeTask, extract_code, load_tasks, syntax_error
 from mathgym.errors import ConfigError, DatasetError, require_option
 from mathgym.rewards.base import Status
+from mathgym.rewards.code import tests_verdict
 
 RewardMode = Literal["all_pass", "fraction"]
 DEFAULT_SYSTEM_PROMPT = "You are an expert Python programmer. Answer with the complete code in a ```python block."
@@ -45,17 +46,9 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
         "code": code,
         "sandbox": dict(result.details),
     }
-    if result.status is Status.SANDBOX_ERROR:
-        return Judgement(0.0, Status.SANDBOX_ERROR, True, reward_breakdown={"tests": 0.0}, info=info)
-    fraction = result.fraction
-    reward = fraction if reward_mode == "fraction" else float(fraction == 1.0)
-    if fraction == 1.0:
-        status = Status.CORRECT
-    elif result.status is Status.TIMEOUT:
-        status = Status.TIMEOUT
-    else:
-        status = Status.PARTIAL if reward_mode == "fraction" and fraction > 0 else Status.WRONG
-    return Judgement(reward, status, True, reward_breakdown={"tests": reward}, correct=fraction == 1.0, info=info)
+    reward, status = tests_verdict(result, partial_credit=reward_mode == "fraction")
+    correct = status is Status.CORRECT
+    return Judgement(reward, status, True, reward_breakdown={"tests": reward}, correct=correct, info=info)
 
 
 class CodeSandboxEnv(TextEnv):

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mathgym.errors import DatasetError
+from mathgym.rewards.code import defines, extract_code  # noqa: F401  (extract_code: re-exported)
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
-_OPEN_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*)\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -52,37 +51,6 @@ class CodeTask:
         if self.completion_base and not defines(code, self.entry_point):
             return self.completion_base + code
         return f"{self.prefix}\n\n{code}" if self.prefix else code
-
-
-def defines(code: str, name: str) -> bool:
-    """Whether ``code`` defines ``name`` at top level (textual check, tolerant of syntax errors)."""
-    return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(|^class\s+{re.escape(name)}\b|^{re.escape(name)}\s*=", code, re.MULTILINE) is not None
-
-
-def extract_code(text: str, entry_point: str | None = None) -> str:
-    """The program in a model's answer.
-
-    The last fenced block that defines ``entry_point`` wins; else the last ``python``
-    (or untagged) fenced block; else an unclosed fence's remainder; else the whole text.
-
-    Example:
-        >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
-        'def f():\\n    return 1\\n'
-    """
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
-    if entry_point:
-        for _, body in reversed(blocks):
-            if defines(body, entry_point):
-                return body
-    for lang, body in reversed(blocks):
-        if lang in ("", "python", "py", "python3"):
-            return body
-    if blocks:
-        return blocks[-1][1]
-    unclosed = _OPEN_FENCE.search(text)
-    if unclosed:
-        return unclosed.group(2)
-    return text.strip("\n") + "\n"
 
 
 def syntax_error(code: str) -> str | None:

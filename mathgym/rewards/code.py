@@ -10,24 +10,61 @@ from typing import Any
 
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import RewardResult, Status
-from mathgym.rewards.sandbox import CodeSandbox, SandboxLimits, TestCase, default_sandbox
+from mathgym.rewards.sandbox import CodeSandbox, ExecutionResult, SandboxLimits, TestCase, default_sandbox
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_OPEN_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*)\Z", re.DOTALL)
 
 
-def extract_code(text: str) -> str | None:
-    """The program in a completion: the last fenced code block, else the whole text.
+def defines(code: str, name: str) -> bool:
+    """Whether ``code`` defines ``name`` at top level (textual check, tolerant of syntax errors)."""
+    return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(|^class\s+{re.escape(name)}\b|^{re.escape(name)}\s*=", code, re.MULTILINE) is not None
 
-    Returns ``None`` for empty text.
+
+def extract_code(text: str, entry_point: str | None = None) -> str:
+    """The program in a model's answer.
+
+    The last fenced block that defines ``entry_point`` wins; else the last ``python``
+    (or untagged) fenced block; else the last fenced block; else an unclosed fence's
+    remainder; else the whole text. Blank when the answer holds no code.
 
     Example:
-        >>> extract_code("Here:\\n```python\\nprint(1)\\n```")
-        'print(1)\\n'
+        >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
+        'def f():\\n    return 1\\n'
     """
-    blocks = _FENCE.findall(text)
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    if entry_point:
+        for _, body in reversed(blocks):
+            if defines(body, entry_point):
+                return body
+    for lang, body in reversed(blocks):
+        if lang in ("", "python", "py", "python3"):
+            return body
     if blocks:
-        return blocks[-1]
-    return text if text.strip() else None
+        return blocks[-1][1]
+    unclosed = _OPEN_FENCE.search(text)
+    if unclosed:
+        return unclosed.group(2)
+    return text.strip("\n") + "\n"
+
+
+def tests_verdict(result: ExecutionResult, partial_credit: bool) -> tuple[float, Status]:
+    """Score and status of a sandbox test run (shared by :class:`CodeTestsReward` and the code envs).
+
+    All tests pass: 1.0 and ``correct``. Otherwise 0.0 (the share passed with
+    ``partial_credit``) and the run's own status (``wrong``, ``timeout``), ``partial`` where
+    some tests passed and partial credit is on. ``sandbox_error`` scores 0 and stays an
+    infrastructure status, never blamed on the model.
+    """
+    if result.status is Status.SANDBOX_ERROR:
+        return 0.0, Status.SANDBOX_ERROR
+    fraction = result.fraction
+    if fraction == 1.0:
+        return 1.0, Status.CORRECT
+    status = Status.TIMEOUT if result.status is Status.TIMEOUT else Status.WRONG
+    if partial_credit and status is Status.WRONG and result.passed > 0:
+        status = Status.PARTIAL
+    return (fraction if partial_credit else 0.0), status
 
 
 @dataclass
@@ -63,18 +100,10 @@ class CodeTestsReward:
     def score(self, completion: str, reference: Sequence[TestCase]) -> RewardResult:
         """Run one completion's code against its tests."""
         code = extract_code(completion)
-        if code is None:
+        if not code.strip():
             return RewardResult(0.0, Status.UNPARSEABLE, {"reason": "no code found"})
         result = (self.sandbox or default_sandbox()).run_tests(code, reference, limits=self.limits)
-        if result.status == Status.SANDBOX_ERROR:
-            score = 0.0
-        elif self.partial_credit:
-            score = result.fraction
-        else:
-            score = float(result.status == Status.CORRECT)
-        status = result.status
-        if self.partial_credit and status == Status.WRONG and result.passed > 0:
-            status = Status.PARTIAL
+        score, status = tests_verdict(result, self.partial_credit)
         details = {"passed": result.passed, "total": result.total, "tests": result.tests, **result.details}
         return RewardResult(score, status, details)
 

@@ -1,6 +1,7 @@
 """Composition: format rewards, length penalties and a weighted :class:`Rubric`.
 
 Example:
+    >>> from mathgym.rewards import MathVerifier
     >>> rubric = Rubric([(MathVerifier(), 1.0), (BoxedFormatReward(), 0.1), (LengthPenalty(2000, 4000), 1.0)])
     >>> result = rubric.score("... so \\\\boxed{4}", "4")
     >>> result.details["breakdown"]  # every component, weighted or not, plus the total
@@ -105,7 +106,7 @@ class LengthPenalty(_SingleSampleWorker):
         size = self.length(completion)
         excess = min(max(size - self.soft_limit, 0) / (self.hard_limit - self.soft_limit), 1.0)
         status = Status.CORRECT if excess == 0 else (Status.FORMAT_ERROR if excess == 1.0 else Status.PARTIAL)
-        return RewardResult(-self.max_penalty * excess, status, {"length": size})
+        return RewardResult(-self.max_penalty * excess if excess else 0.0, status, {"length": size})
 
 
 @dataclass

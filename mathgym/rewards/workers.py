@@ -175,6 +175,7 @@ def trl_reward_function(
     last batch's full results in ``f.last_results`` for logging statuses.
 
     Example:
+        >>> from mathgym.rewards import MathVerifier
         >>> reward = trl_reward_function(MathVerifier(), reference_column="answer")
         >>> reward(prompts=["2+2?"], completions=["\\\\boxed{4}"], answer=["4"])
         [1.0]
