@@ -119,11 +119,18 @@ def env_accepts(env_id: str, name: str) -> bool:
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
         entry = getattr(__import__(module, fromlist=[attr]), attr)
-    try:
-        params = inspect.signature(entry).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    # A class whose __init__ passes **kwargs on is followed up its MRO to the __init__ that names them.
+    inits = [k.__dict__["__init__"] for k in entry.__mro__ if "__init__" in k.__dict__] if isinstance(entry, type) else [entry]
+    for init in inits:
+        try:
+            params = inspect.signature(init).parameters
+        except (TypeError, ValueError):
+            return False
+        if name in params:
+            return True
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return False
+    return not isinstance(entry, type)  # a factory taking **kwargs: assume it does
 
 
 def resolved_env_kwargs(config: TrainConfig, evaluation: bool = False) -> dict[str, Any]:

@@ -57,6 +57,31 @@ def test_train_multi_turn_env_and_sft_algo(model_path, tmp_path, capsys):
     assert yaml.safe_load((tmp_path / "sft" / "config.yaml").read_text())["algo"] == "sft"
 
 
+@pytest.mark.parametrize(("env_id", "env_kwargs", "multi_turn"), [
+    ("CodeSandbox-v0", "{level: 0, cpu_seconds: 2, wall_seconds: 4}", False),
+    ("CodeRepair-v0", "{level: 0, max_turns: 2, cpu_seconds: 2, wall_seconds: 4}", True),
+    ("GuessNumber-v0", "{}", True),
+    ("MathTool-v0", "{}", True),
+    ("Sokoban-v0", "{}", True),
+])
+def test_train_runs_end_to_end_on_built_in_envs(model_path, tmp_path, env_id, env_kwargs, multi_turn):
+    # The small untrained model will not solve these: the point is that rollouts, rewards and updates run.
+    run = tmp_path / "run"
+    code = train_cli.main("train", [
+        "--env", env_id, "--env-kwargs", env_kwargs, "--model", str(model_path), "--steps", "2", "--num-tasks", "2",
+        "--group-size", "2", "--max-new-tokens", "8", "--max-turns", "3", "--eval-tasks", "2", "--progress", "false",
+        "--run-dir", str(run),
+    ])
+    assert code == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "rollout/reward" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all(r["rollout/infra_failures"] == 0 for r in steps)
+    if multi_turn:  # the episodes went on past their first turn
+        assert all(r["rollout/turns"] > 1 for r in steps), [r["rollout/turns"] for r in steps]
+    assert json.loads((run / "eval.json").read_text())
+
+
 def test_eval_reports_pass_at_k(model_path, capsys):
     assert train_cli.main("eval", ["--model", str(model_path), "--tasks", "3", "--k", "2"]) == 0
     out = capsys.readouterr().out
