@@ -2,7 +2,8 @@
 
 Same warm-started tiny model, same MathReason-v0 level-0 train tasks (same seeds, same
 order), same reward (mathgym's MathVerifier through the env), same batch (tasks x G),
-same steps, learning rate, clipping and loss aggregation. Reports wall time per step and
+same steps, learning rate, clipping and loss aggregation, both in fp32 (TRL's configs default
+to bf16, which on a CPU means bf16 autocast: switched off here). Reports wall time per step and
 greedy accuracy on held-out test tasks after N steps (both models evaluated with the
 same code, after ``model.eval()``: TRL leaves its model in train mode).
 
@@ -103,6 +104,7 @@ def run_trl(args, model_path: Path, seeds: list[list[int]]) -> dict:
         temperature=1.0, top_p=1.0, use_cpu=True, gradient_checkpointing=False, shuffle_dataset=False,
         lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, logging_steps=1,
         report_to="none", save_strategy="no", seed=args.seed, disable_dropout=True,
+        bf16=False, fp16=False,  # fp32 like mathgym on CPU: TRL's configs default to bf16 (CPU autocast)
     )
     timer = Timer()
     trainer = TRLTrainer(

@@ -124,3 +124,61 @@ def test_update_moves_probability_towards_rewarded_completions(model_path, tmp_p
 def test_invalid_options_name_the_field_and_allowed_values(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
         build_config(GRPOConfig, overrides=override)
+
+
+def _shared_prompt_batch(policy: LLMPolicy) -> RolloutBatch:
+    """3 groups of 4 sharing a prompt each: rewards mixed, all 1, all 0 (the last two carry no signal)."""
+    gen = torch.Generator().manual_seed(3)
+    rewards = [[1.0, 0.0, 0.0, 1.0], [1.0] * 4, [0.0] * 4]
+    episodes = []
+    for g in range(3):
+        prompt = torch.randint(10, 90, (6 + g,), generator=gen).tolist()
+        for i in range(4):
+            action = torch.randint(10, 90, (3 + (i * 3 + g) % 5,), generator=gen).tolist()
+            ep = Episode("test", f"t{g}", g)
+            ep.extend(prompt)
+            ep.extend(action, action_step=0, logprobs=[0.0] * len(action))
+            ep.step_rewards = [rewards[g][i]]
+            episodes.append(ep)
+    batch = RolloutBatch.from_episodes(episodes, policy.pad_token_id)
+    with torch.no_grad():
+        batch.old_logprobs = policy.token_logprobs(batch.input_ids, batch.attention_mask)[0] * batch.action_mask
+    return batch
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])
+def test_skipping_flat_groups_and_sharing_prompts_leave_the_gradient_unchanged(model_path, tmp_path, aggregation):
+    from mathgym.algos.advantages import group_normalized_advantages
+    from mathgym.algos.grpo import grpo_loss
+    from mathgym.algos.losses import batch_normalizer
+
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    config = GRPOConfig(model=str(model_path), num_tasks=3, group_size=4, loss_aggregation=aggregation, eval_tasks=0,
+                        progress=False, max_new_tokens=8)
+    trainer = _GradRecorder(config, run_dir=tmp_path / "run", policy=policy)
+    batch = _shared_prompt_batch(policy)
+    # The plain computation: every sequence, one forward pass each, no prompt sharing.
+    reference = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    reference.model.train()
+    logprobs, _ = reference.token_logprobs(batch.input_ids, batch.attention_mask)
+    mask = batch.loss_mask(False)
+    loss, _ = grpo_loss(logprobs, logprobs.detach(), group_normalized_advantages(batch.rewards, batch.group_ids), mask,
+                        eps_low=config.eps_low, eps_high=config.eps_high, aggregation=aggregation,
+                        norm=batch_normalizer(mask, config.max_new_tokens))
+    loss.backward()
+    expected = [p.grad for p in reference.trainable_parameters()]
+    stats = trainer.update(batch)
+    assert stats["loss/trained_sequences"] == pytest.approx(4 / 12)  # the two flat groups were left out
+    for got, want in zip(trainer.grads, expected):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-7)
+
+
+def test_a_batch_without_signal_still_steps_the_optimizer_like_zero_gradients(model_path, tmp_path):
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    trainer = _GradRecorder(GRPOConfig(model=str(model_path), num_tasks=3, group_size=4, eval_tasks=0, progress=False),
+                            run_dir=tmp_path / "run", policy=policy)
+    batch = _shared_prompt_batch(policy)
+    batch.rewards = torch.zeros_like(batch.rewards)
+    stats = trainer.update(batch)
+    assert stats["loss/trained_sequences"] == 0 and "loss/entropy" not in stats
+    assert all(torch.count_nonzero(g) == 0 for g in trainer.grads)

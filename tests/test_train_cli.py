@@ -35,9 +35,10 @@ def test_train_writes_a_complete_run_dir_and_prints_before_after(model_path, tmp
     assert saved["algo"] == "grpo" and saved["steps"] == 2 and saved["loss_aggregation"] == "dr_grpo"
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     step1 = next(r for r in records if r["step"] == 1 and "rollout/reward" in r)
-    for key in ("rollout/reward", "rollout/accuracy", "loss/kl", "loss/clip_fraction", "loss/entropy",
+    for key in ("rollout/reward", "rollout/accuracy", "loss/kl", "loss/clip_fraction", "loss/trained_sequences",
                 "rollout/completion_tokens", "perf/tokens_per_s", "perf/step_s"):
         assert key in step1, key
+    assert ("loss/entropy" in step1) == (step1["loss/trained_sequences"] > 0)  # measured on the sequences trained on
     assert any(k.startswith("rollout/status/") for k in step1)
     assert (run / "reward_curve.png").stat().st_size > 1000
     assert (run / "checkpoints" / "latest").read_text() == "step-000002"

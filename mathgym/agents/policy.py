@@ -24,6 +24,7 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
+from mathgym.agents.prefix import shared_prefix_logits
 from mathgym.errors import ConfigError
 
 
@@ -211,7 +212,8 @@ class LLMPolicy:
     # -- scoring ---------------------------------------------------------------------
 
     def token_logprobs(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0,
+        groups: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-prob of every token given the ones before it, and the per-token entropy.
 
@@ -219,11 +221,18 @@ class LLMPolicy:
             input_ids: ``(B, T)`` right-padded token ids.
             attention_mask: ``(B, T)`` 1 for real tokens.
             temperature: Logits are divided by it (match the sampling temperature).
+            groups: ``(B,)`` group of each row (GRPO's samples of one task, a DPO pair): the
+                prefix the rows of a group share is computed once per group
+                (:mod:`mathgym.agents.prefix`); same result, less compute.
 
         Returns:
             ``(logprobs, entropy)``, both ``(B, T)``; position 0 (no context) is 0.
         """
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        logits = None
+        if groups is not None:
+            logits = shared_prefix_logits(self.model, input_ids, attention_mask, groups.to(input_ids.device))
+        if logits is None:
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
         logits = logits[:, :-1].float() / max(temperature, 1e-6)  # (B, T-1, V)
         logp_all = F.log_softmax(logits, dim=-1)
         chosen = logp_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (B, T-1)

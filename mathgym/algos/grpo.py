@@ -130,31 +130,46 @@ class GRPOTrainer(Trainer):
         advantages = group_normalized_advantages(batch.rewards, batch.group_ids, cfg.scale_rewards)
         mask = batch.loss_mask(cfg.mask_truncated)
         norm = batch_normalizer(mask, cfg.max_new_tokens * max(1, max(len(s) for s in batch.step_rewards)))
-        micro = self.micro_batches(batch)
+        # Without a KL term a sequence whose advantage is 0 (a group where every sample scored the
+        # same) adds exactly 0 to the loss and its gradient: leave it out of the passes. The
+        # normaliser still counts its tokens, so the update is the same as with it.
+        carries = (advantages != 0) | torch.full_like(advantages, cfg.beta > 0, dtype=torch.bool)
+        rows = torch.nonzero(carries & (mask.sum(-1) > 0)).flatten().tolist()
+        micro = [[rows[i] for i in chunk] for chunk in self.micro_batches(batch.select(rows))] if rows else []
         self.policy.model.train()
+
+        def logprobs_of(mb: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature, mb.group_ids)
+
         old = None
         if cfg.num_iterations > 1:  # recompute so that iteration 0 has ratio exactly 1
-            old = self._per_micro(batch, micro, lambda mb: self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature)[0])
+            old = self._per_micro(batch, micro, lambda mb: logprobs_of(mb)[0])
         ref = self._per_micro(batch, micro, self.reference_logprobs) if cfg.beta > 0 else None
-        totals: dict[str, float] = {}
+        kept_tokens = float(mask[rows].sum()) if rows else 1.0
+        # Entropy is measured on the sequences trained on (absent when a batch has none).
+        totals: dict[str, float] = {"loss/policy": 0.0, "loss/kl": 0.0, "loss/clip_fraction": 0.0}
         for iteration in range(cfg.num_iterations):
             for idx in micro:
                 mb = batch.select(idx)
-                logprobs, entropy = self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature)
+                logprobs, entropy = logprobs_of(mb)
                 loss, stats = grpo_loss(
                     logprobs, old[idx] if old is not None else logprobs.detach(), advantages[idx], mask[idx],
                     ref_logprobs=ref[idx] if ref is not None else None, beta=cfg.beta, eps_low=cfg.eps_low,
                     eps_high=cfg.eps_high, aggregation=cfg.loss_aggregation, norm=norm,
                 )
                 loss.backward()
-                weight = float(mask[idx].sum()) / norm.num_tokens / cfg.num_iterations
+                weight = float(mask[idx].sum()) / kept_tokens / cfg.num_iterations
                 totals["loss/policy"] = totals.get("loss/policy", 0.0) + float(loss.detach()) / cfg.num_iterations
                 stats["entropy"] = masked_mean(entropy, mask[idx])
                 for key, value in stats.items():
                     totals[f"loss/{key}"] = totals.get(f"loss/{key}", 0.0) + float(value) * weight
+            if not micro:  # nothing carried a gradient: a zero one, so that the optimizer steps as it would have
+                for param in (p for group in self.optimizer.param_groups for p in group["params"]):
+                    param.grad = torch.zeros_like(param)
             last = iteration == cfg.num_iterations - 1  # the LR schedule advances once per batch
             grad_norm = self.optimizer_step(step_scheduler=last)
             totals["loss/grad_norm"] = totals.get("loss/grad_norm", 0.0) + grad_norm / cfg.num_iterations
+        totals["loss/trained_sequences"] = len(rows) / max(len(batch), 1)
         totals["loss/advantage_abs"] = float(advantages.abs().mean())
         totals["loss/zero_std_groups"] = _zero_std_fraction(batch.rewards, batch.group_ids)
         return totals

@@ -1,0 +1,60 @@
+"""Shared-prefix forward passes give the plain pass's log-probs and gradients (plain and LoRA models)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mathgym.agents.policy import LLMPolicy, LoraSettings  # noqa: E402
+from mathgym.agents.prefix import MIN_SHARED_TOKENS, shared_prefix_length, shared_prefix_logits  # noqa: E402
+from tests.trainkit import build_small_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    return build_small_model(tmp_path_factory.mktemp("model"))
+
+
+def _rows(pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """2 groups (not contiguous) sharing 7 and 9 tokens, right-padded to different lengths."""
+    gen = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(10, 90, (7,), generator=gen).tolist(), torch.randint(10, 90, (9,), generator=gen).tolist()]
+    groups = [0, 1, 0, 1, 0]
+    rows = [prompts[g] + torch.randint(10, 90, (2 + 3 * i % 5,), generator=gen).tolist() for i, g in enumerate(groups)]
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    return ids, mask, torch.tensor(groups)
+
+
+def test_shared_length_stops_at_the_first_difference_within_any_group():
+    ids, mask, groups = _rows(0)
+    assert shared_prefix_length(ids, mask, groups) >= 7
+    assert shared_prefix_length(ids, mask, torch.arange(5)) == int(mask.sum(1).min())  # lone rows: their real tokens
+    assert shared_prefix_length(ids, mask, torch.zeros(5, dtype=torch.long)) < MIN_SHARED_TOKENS  # the two prompts differ
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_logprobs_and_gradients_match_the_plain_pass(model_path, lora):
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu", lora=LoraSettings(r=4, alpha=8) if lora else None)
+    policy.model.train()
+    ids, mask, groups = _rows(policy.pad_token_id)
+    assert shared_prefix_logits(policy.model, ids, mask, groups) is not None  # the shared path is taken
+    results = []
+    for g in (None, groups):
+        policy.model.zero_grad()
+        logprobs, entropy = policy.token_logprobs(ids, mask, 0.7, g)
+        (logprobs * mask).sum().backward()
+        results.append((logprobs.detach(), entropy, [p.grad.clone() for p in policy.trainable_parameters()]))
+    (lp0, ent0, grads0), (lp1, ent1, grads1) = results
+    real = mask.bool()
+    assert torch.allclose(lp0[real], lp1[real], atol=1e-5) and torch.allclose(ent0[real], ent1[real], atol=1e-5)
+    for a, b in zip(grads0, grads1):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_nothing_to_share_falls_back(model_path):
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    ids, mask, _ = _rows(policy.pad_token_id)
+    assert shared_prefix_logits(policy.model, ids, mask, torch.arange(5)) is None  # every row its own group
