@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 import torch.nn.functional as F
 
+from mathgym.agents.prefix import gather_cache
 from mathgym.errors import ConfigError, require_option
 
 if TYPE_CHECKING:
@@ -109,11 +110,22 @@ class NativeBackend:
         from transformers import DynamicCache
 
         policy = self.policy
-        ids, mask = left_pad(prompts, policy.pad_token_id, policy.device)
-        batch = ids.shape[0]
+        # Identical prompts (the G samples of a task) are prefilled once; their cache is then gathered.
+        first: dict[tuple[int, ...], int] = {}
+        inverse = torch.tensor([first.setdefault(tuple(p), len(first)) for p in prompts], device=policy.device)
+        ids, mask = left_pad([list(p) for p in first], policy.pad_token_id, policy.device)
         position = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
         out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=cache, use_cache=True)
+        if len(first) < len(prompts):
+            if gather_cache(out.past_key_values, inverse):
+                out.logits = out.logits[:, -1:].index_select(0, inverse)
+                mask, position = mask.index_select(0, inverse), position.index_select(0, inverse)
+            else:  # a cache layout gather_cache does not know: prefill every prompt
+                ids, mask = left_pad(prompts, policy.pad_token_id, policy.device)
+                position = (mask.cumsum(-1) - 1).clamp(min=0)
+                out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=DynamicCache(), use_cache=True)
+        batch = len(prompts)
         tokens_out = torch.zeros((batch, params.max_new_tokens), dtype=torch.long, device=policy.device)
         logps_out = torch.zeros((batch, params.max_new_tokens), device=policy.device)
         done = torch.zeros(batch, dtype=torch.bool, device=policy.device)

@@ -41,12 +41,23 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     return int(min(int(common.min()), input_ids.shape[1] - 1))
 
 
-def _cache_tensors(cache: Any) -> list[tuple[Any, str]] | None:
+def cache_tensors(cache: Any) -> list[tuple[Any, str]] | None:
     """(holder, attribute) of every key/value tensor of a transformers cache, or ``None`` if unknown."""
     layers = getattr(cache, "layers", None)
     if layers is not None and all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
         return [(layer, name) for layer in layers for name in ("keys", "values")]
     return None
+
+
+def gather_cache(cache: Any, index: torch.Tensor) -> bool:
+    """Replace every cached key/value tensor by its rows ``index`` (autograd flows through);
+    ``False`` when the cache layout is not one this code knows (nothing changed then)."""
+    tensors = cache_tensors(cache)
+    if tensors is None:
+        return False
+    for holder, name in tensors:
+        setattr(holder, name, getattr(holder, name).index_select(0, index))
+    return True
 
 
 def shared_prefix_logits(
@@ -70,10 +81,7 @@ def shared_prefix_logits(
     prefix_ids = input_ids[leader, :length]
     prefix = model(input_ids=prefix_ids, attention_mask=torch.ones_like(prefix_ids), use_cache=True)
     cache = prefix.past_key_values
-    tensors = _cache_tensors(cache)
-    if tensors is None:
+    if not gather_cache(cache, inverse):
         return None
-    for holder, name in tensors:  # one copy of the prefix's keys/values per row of the group
-        setattr(holder, name, getattr(holder, name).index_select(0, inverse))
     rest = model(input_ids=input_ids[:, length:], attention_mask=attention_mask, past_key_values=cache, use_cache=True)
     return torch.cat([prefix.logits.index_select(0, inverse), rest.logits], dim=1)
