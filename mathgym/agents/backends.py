@@ -125,7 +125,9 @@ class NativeBackend:
                 ids, mask = left_pad(prompts, policy.pad_token_id, policy.device)
                 position = (mask.cumsum(-1) - 1).clamp(min=0)
                 out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=DynamicCache(), use_cache=True)
-        batch = len(prompts)
+        batch, width = len(prompts), mask.shape[1]
+        full_mask = torch.ones((batch, width + params.max_new_tokens), dtype=mask.dtype, device=policy.device)
+        full_mask[:, :width] = mask
         tokens_out = torch.zeros((batch, params.max_new_tokens), dtype=torch.long, device=policy.device)
         logps_out = torch.zeros((batch, params.max_new_tokens), device=policy.device)
         done = torch.zeros(batch, dtype=torch.bool, device=policy.device)
@@ -139,10 +141,9 @@ class NativeBackend:
             steps = step + 1
             if bool(done.all()) or steps == params.max_new_tokens:
                 break
-            mask = torch.cat([mask, (~done).long()[:, None] | 1], dim=1)
             out = policy.model(
-                input_ids=token[:, None], attention_mask=mask, position_ids=next_pos, past_key_values=out.past_key_values,
-                use_cache=True,
+                input_ids=token[:, None], attention_mask=full_mask[:, : width + step + 1], position_ids=next_pos,
+                past_key_values=out.past_key_values, use_cache=True,
             )
             next_pos = next_pos + 1
         rows = tokens_out[:, :steps].tolist()

@@ -195,7 +195,7 @@ class LLMPolicy:
         self._backend_impl = make_backend(backend, self)
         self.backend = backend
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[Generation]:

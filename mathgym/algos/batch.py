@@ -127,10 +127,7 @@ class RolloutBatch:
         B = len(episodes)
 
         def pad(rows: list[list[Any]], value: Any, dtype: torch.dtype) -> torch.Tensor:
-            out = torch.full((B, width), value, dtype=dtype)
-            for i, row in enumerate(rows):
-                out[i, : len(row)] = torch.tensor(row, dtype=dtype)
-            return out
+            return torch.tensor([list(row) + [value] * (width - len(row)) for row in rows], dtype=dtype).reshape(B, width)
 
         return cls(
             input_ids=pad([e.token_ids for e in episodes], pad_token_id, torch.long),

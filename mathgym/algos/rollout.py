@@ -96,10 +96,14 @@ class RolloutCollector:
         n = len(seeds)
         episodes = []
         chats: list[list[dict[str, str]]] = []
+        encoded: dict[str, list[int]] = {}  # a group's G copies of a prompt: encode once
         for i in range(n):
             messages = [dict(m) for m in _info_value(infos, "messages", i, [])]
             ep = Episode(self.env_id, str(_info_value(infos, "task_id", i, "")), group_id=i // G)
-            ep.extend(self.policy.encode_chat(messages))
+            key = repr(messages)
+            if key not in encoded:
+                encoded[key] = self.policy.encode_chat(messages)
+            ep.extend(list(encoded[key]))
             episodes.append(ep)
             chats.append(messages)
         active = np.ones(n, dtype=bool)
