@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 import torch.nn.functional as F
 
-from mathgym.agents.prefix import gather_cache
+from mathgym.agents.prefix import cache_tensors, gather_cache
 from mathgym.errors import ConfigError, require_option
 
 if TYPE_CHECKING:
@@ -101,50 +101,63 @@ def _finish(policy: LLMPolicy, rows: list[list[int]], lps: list[list[float]], pa
 
 
 class NativeBackend:
-    """A KV-cache sampling loop: one forward over the prompts, then one token per step."""
+    """A KV-cache sampling loop: one forward over the prompts, then one token per step.
 
-    def __init__(self, policy: LLMPolicy):
+    Rows whose prompt and sampled tokens so far are identical (the G samples of a task, which
+    often agree on their first tokens) are computed once: the loop keeps one cache row per
+    distinct sequence and splits a row (a cache gather) when its samples diverge. Each sample
+    still draws its own token from the shared distribution, so the samples and log-probs are
+    those of the plain loop (``share=False``), with less compute while the samples agree.
+    """
+
+    def __init__(self, policy: LLMPolicy, share: bool = True):
         self.policy = policy
+        self.share = share
 
     def generate(self, prompts, params, generator) -> list[Generation]:
         from transformers import DynamicCache
 
-        policy = self.policy
-        # Identical prompts (the G samples of a task) are prefilled once; their cache is then gathered.
+        policy, device = self.policy, self.policy.device
+        batch = len(prompts)
         first: dict[tuple[int, ...], int] = {}
-        inverse = torch.tensor([first.setdefault(tuple(p), len(first)) for p in prompts], device=policy.device)
-        ids, mask = left_pad([list(p) for p in first], policy.pad_token_id, policy.device)
+        keys = [tuple(p) for p in prompts] if self.share else list(range(batch))
+        row_of = torch.tensor([first.setdefault(k, len(first)) for k in keys], device=device)  # sample -> cache row
+        leaders = [keys.index(k) for k in first]  # a sample of each distinct prompt
+        ids, mask = left_pad([list(prompts[i]) for i in leaders], policy.pad_token_id, device)
         position = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
-        out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=cache, use_cache=True)
-        if len(first) < len(prompts):
-            if gather_cache(out.past_key_values, inverse):
-                out.logits = out.logits[:, -1:].index_select(0, inverse)
-                mask, position = mask.index_select(0, inverse), position.index_select(0, inverse)
-            else:  # a cache layout gather_cache does not know: prefill every prompt
-                ids, mask = left_pad(prompts, policy.pad_token_id, policy.device)
-                position = (mask.cumsum(-1) - 1).clamp(min=0)
-                out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=DynamicCache(), use_cache=True)
-        batch, width = len(prompts), mask.shape[1]
-        full_mask = torch.ones((batch, width + params.max_new_tokens), dtype=mask.dtype, device=policy.device)
+        out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=DynamicCache(), use_cache=True)
+        logits, cache = out.logits[:, -1, :], out.past_key_values
+        if self.share and cache_tensors(cache) is None:  # a cache layout this loop cannot split
+            return NativeBackend(policy, share=False).generate(prompts, params, generator)
+        width = mask.shape[1]
+        full_mask = torch.ones((len(leaders), width + params.max_new_tokens), dtype=mask.dtype, device=device)
         full_mask[:, :width] = mask
-        tokens_out = torch.zeros((batch, params.max_new_tokens), dtype=torch.long, device=policy.device)
-        logps_out = torch.zeros((batch, params.max_new_tokens), device=policy.device)
-        done = torch.zeros(batch, dtype=torch.bool, device=policy.device)
         next_pos = position[:, -1:] + 1
+        tokens_out = torch.zeros((batch, params.max_new_tokens), dtype=torch.long, device=device)
+        logps_out = torch.zeros((batch, params.max_new_tokens), device=device)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        vocab = logits.shape[-1]
         steps = 0
         for step in range(params.max_new_tokens):
-            token, logp = sample_token(out.logits[:, -1, :], params, generator)
+            token, logp = sample_token(logits.index_select(0, row_of), params, generator)
             token = token.masked_fill(done, policy.pad_token_id)
             tokens_out[:, step], logps_out[:, step] = token, logp.masked_fill(done, 0.0)
             done |= token == policy.eos_token_id
             steps = step + 1
             if bool(done.all()) or steps == params.max_new_tokens:
                 break
+            # One cache row per distinct (row so far, new token); split rows whose samples diverged.
+            pair = row_of * vocab + token
+            distinct, row_of = torch.unique(pair, return_inverse=True)
+            parent = torch.div(distinct, vocab, rounding_mode="floor")
+            if len(distinct) != full_mask.shape[0] or not bool((parent == torch.arange(len(parent), device=device)).all()):
+                gather_cache(cache, parent)
+                full_mask, next_pos = full_mask.index_select(0, parent), next_pos.index_select(0, parent)
             out = policy.model(
-                input_ids=token[:, None], attention_mask=full_mask[:, : width + step + 1], position_ids=next_pos,
-                past_key_values=out.past_key_values, use_cache=True,
+                input_ids=(distinct % vocab)[:, None], attention_mask=full_mask[:, : width + step + 1],
+                position_ids=next_pos, past_key_values=cache, use_cache=True,
             )
+            logits, cache = out.logits[:, -1, :], out.past_key_values
             next_pos = next_pos + 1
         rows = tokens_out[:, :steps].tolist()
         lps = logps_out[:, :steps].tolist()
