@@ -119,10 +119,15 @@ class NativeBackend:
 
         policy, device = self.policy, self.policy.device
         batch = len(prompts)
-        first: dict[tuple[int, ...], int] = {}
-        keys = [tuple(p) for p in prompts] if self.share else list(range(batch))
-        row_of = torch.tensor([first.setdefault(k, len(first)) for k in keys], device=device)  # sample -> cache row
-        leaders = [keys.index(k) for k in first]  # a sample of each distinct prompt
+        first: dict[Any, int] = {}  # distinct prompt -> its cache row
+        rows, leaders = [], []  # each sample's cache row; a sample of each distinct prompt
+        for i, prompt in enumerate(prompts):
+            key = tuple(prompt) if self.share else i
+            if key not in first:
+                first[key] = len(leaders)
+                leaders.append(i)
+            rows.append(first[key])
+        row_of = torch.tensor(rows, device=device)
         ids, mask = left_pad([list(prompts[i]) for i in leaders], policy.pad_token_id, device)
         position = (mask.cumsum(-1) - 1).clamp(min=0)
         out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, past_key_values=DynamicCache(), use_cache=True)

@@ -22,6 +22,14 @@ import torch
 MIN_SHARED_TOKENS = 4
 
 
+def group_leaders(groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inverse, leader)``: each row's group as 0..n_groups-1, and each group's first row."""
+    _, inverse = torch.unique(groups, return_inverse=True)
+    rows = torch.arange(len(groups), device=groups.device)
+    leader = torch.zeros(int(inverse.max()) + 1, dtype=torch.long, device=groups.device)
+    return inverse, leader.scatter_reduce(0, inverse, rows, "amin", include_self=False)
+
+
 def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor, groups: torch.Tensor) -> int:
     """The longest ``L`` such that within every group all rows hold the same real tokens ``[:L]``.
 
@@ -32,11 +40,8 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         >>> shared_prefix_length(ids, (ids > 0).long(), torch.tensor([0, 0, 1, 1]))
         2
     """
-    _, first_of = torch.unique(groups, return_inverse=True)
-    leader = torch.zeros(int(first_of.max()) + 1, dtype=torch.long).scatter_reduce(
-        0, first_of, torch.arange(len(groups)), "amin", include_self=False
-    )
-    same = (input_ids == input_ids[leader[first_of]]) & attention_mask.bool()  # (B, T)
+    inverse, leader = group_leaders(groups)
+    same = (input_ids == input_ids[leader[inverse]]) & attention_mask.bool()  # (B, T)
     common = same.long().cumprod(dim=1).sum(dim=1)  # leading positions equal to the group's first row
     return int(min(int(common.min()), input_ids.shape[1] - 1))
 
@@ -69,15 +74,12 @@ def shared_prefix_logits(
     shorter than :data:`MIN_SHARED_TOKENS`) or the model's cache is not one this code can
     gather; the caller then runs the plain pass.
     """
-    unique, inverse = torch.unique(groups, return_inverse=True)
-    if len(unique) == len(groups):
+    inverse, leader = group_leaders(groups)
+    if len(leader) == len(groups):
         return None
     length = shared_prefix_length(input_ids, attention_mask, groups)
     if length < MIN_SHARED_TOKENS:
         return None
-    leader = torch.zeros(len(unique), dtype=torch.long, device=groups.device).scatter_reduce(
-        0, inverse, torch.arange(len(groups), device=groups.device), "amin", include_self=False
-    )
     prefix_ids = input_ids[leader, :length]
     prefix = model(input_ids=prefix_ids, attention_mask=torch.ones_like(prefix_ids), use_cache=True)
     cache = prefix.past_key_values

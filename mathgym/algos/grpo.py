@@ -133,9 +133,11 @@ class GRPOTrainer(Trainer):
         # Without a KL term a sequence whose advantage is 0 (a group where every sample scored the
         # same) adds exactly 0 to the loss and its gradient: leave it out of the passes. The
         # normaliser still counts its tokens, so the update is the same as with it.
-        carries = (advantages != 0) | torch.full_like(advantages, cfg.beta > 0, dtype=torch.bool)
-        rows = torch.nonzero(carries & (mask.sum(-1) > 0)).flatten().tolist()
-        micro = [[rows[i] for i in chunk] for chunk in self.micro_batches(batch.select(rows))] if rows else []
+        carries = mask.sum(-1) > 0
+        if cfg.beta == 0:
+            carries &= advantages != 0
+        rows = torch.nonzero(carries).flatten().tolist()
+        micro = self.micro_batches(batch, rows)
         self.policy.model.train()
 
         def logprobs_of(mb: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -171,11 +172,12 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
-    def micro_batches(self, batch: RolloutBatch) -> list[list[int]]:
-        """Episode indices of each micro-batch (``grad_accum_steps`` equal slices)."""
-        n, k = len(batch), self.config.grad_accum_steps
-        size = max(1, -(-n // k))
-        return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
+    def micro_batches(self, batch: RolloutBatch, rows: Sequence[int] | None = None) -> list[list[int]]:
+        """Episode indices of each micro-batch: ``rows`` (default: every episode) in
+        ``grad_accum_steps`` equal slices."""
+        rows = list(range(len(batch))) if rows is None else list(rows)
+        size = max(1, -(-len(rows) // self.config.grad_accum_steps))
+        return [rows[i : i + size] for i in range(0, len(rows), size)]
 
     # -- evaluation ----------------------------------------------------------------------------
 
