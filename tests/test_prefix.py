@@ -73,6 +73,14 @@ def test_sampler_sharing_rows_draws_the_same_samples_as_the_plain_loop(model_pat
         assert [g.token_ids for g in shared] == [g.token_ids for g in plain]
         for a, b in zip(shared, plain):
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    # while samples agree they are computed once: the prefill sees 3 distinct prompts, not 6 samples
+    sizes = []
+    hook = policy.model.register_forward_pre_hook(lambda _m, args, kwargs: sizes.append(len(kwargs["input_ids"])), with_kwargs=True)
+    try:
+        NativeBackend(policy).generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=4), None)
+    finally:
+        hook.remove()
+    assert sizes and sizes[0] == 3 and max(sizes) <= 3  # greedy: a prompt's samples never diverge
     # the samples of one prompt diverge: rows were split along the way
     assert len({tuple(g.token_ids) for g in NativeBackend(policy).generate(prompts[:4] * 4, SamplingParams(max_new_tokens=10),
                                                                                torch.Generator().manual_seed(0))}) > 2
