@@ -12,8 +12,9 @@ import pytest
 
 import mathgym  # noqa: F401
 from mathgym.envs.code_task_set import builtin_tasks
-from mathgym.envs.code_tasks import extract_code, humaneval_tasks, load_code_jsonl
+from mathgym.envs.code_tasks import humaneval_tasks, load_code_jsonl
 from mathgym.errors import ConfigError, DatasetError
+from mathgym.rewards.code import extract_code
 
 
 def _answer(env, index, action=None):

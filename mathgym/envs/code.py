@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mathgym.core import Judgement, Task, TextEnv
-from mathgym.envs.code_tasks import CodeTask, extract_code, load_tasks, syntax_error
+from mathgym.envs.code_tasks import CodeTask, load_tasks, syntax_error
 from mathgym.errors import ConfigError, DatasetError, require_option
 from mathgym.rewards.base import Status
-from mathgym.rewards.code import tests_verdict
+from mathgym.rewards.code import extract_code, tests_verdict
 
 RewardMode = Literal["all_pass", "fraction"]
 DEFAULT_SYSTEM_PROMPT = "You are an expert Python programmer. Answer with the complete code in a ```python block."

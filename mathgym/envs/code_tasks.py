@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mathgym.errors import DatasetError
-from mathgym.rewards.code import defines, extract_code  # noqa: F401  (extract_code: re-exported)
-
+from mathgym.rewards.code import defines
 
 
 @dataclass(frozen=True)
