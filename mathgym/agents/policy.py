@@ -28,6 +28,21 @@ from mathgym.agents.prefix import shared_prefix_logits
 from mathgym.errors import ConfigError
 
 
+def shift_right(x: torch.Tensor) -> torch.Tensor:
+    """``(B, T-1)`` per-position values -> ``(B, T)`` aligned with the tokens they predict (0 first)."""
+    return torch.cat([torch.zeros_like(x[:, :1]), x], dim=1)
+
+
+def logprobs_from_logits(
+    logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, T, V)`` logits -> ``(logprobs, entropy)``, both ``(B, T)`` and token-aligned: position
+    ``t`` holds the log-prob of ``input_ids[:, t]`` given the tokens before it (position 0: 0)."""
+    logp_all = F.log_softmax(logits[:, :-1].float() / max(temperature, 1e-6), dim=-1)  # (B, T-1, V)
+    chosen = logp_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return shift_right(chosen), shift_right(entropy)
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to sample completions.
@@ -233,12 +248,8 @@ class LLMPolicy:
             logits = shared_prefix_logits(self.model, input_ids, attention_mask, groups.to(input_ids.device))
         if logits is None:
             logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-        logits = logits[:, :-1].float() / max(temperature, 1e-6)  # (B, T-1, V)
-        logp_all = F.log_softmax(logits, dim=-1)
-        chosen = logp_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).detach()
-        pad = torch.zeros_like(chosen[:, :1])
-        return torch.cat([pad, chosen], dim=1), torch.cat([pad, entropy], dim=1)
+        logprobs, entropy = logprobs_from_logits(logits, input_ids, temperature)
+        return logprobs, entropy.detach()
 
     @contextlib.contextmanager
     def adapter_disabled(self) -> Iterator[None]:

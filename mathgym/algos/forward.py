@@ -12,27 +12,12 @@ import copy
 from typing import Any, Literal, NamedTuple
 
 import torch
-import torch.nn.functional as F
 
+from mathgym.agents.policy import logprobs_from_logits, shift_right
 from mathgym.agents.value_head import ValueModel, logits_and_hidden
 from mathgym.errors import ConfigError
 
 ReferenceKind = Literal["auto", "copy", "adapter"]
-
-
-def shift_right(x: torch.Tensor) -> torch.Tensor:
-    """``(B, T-1)`` per-position values -> ``(B, T)`` aligned with the tokens they predict (0 first)."""
-    return torch.cat([torch.zeros_like(x[:, :1]), x], dim=1)
-
-
-def logprobs_from_logits(
-    logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(B, T, V)`` logits -> ``(logprobs, entropy)``, both ``(B, T)`` and token-aligned."""
-    logp_all = F.log_softmax(logits[:, :-1].float() / max(temperature, 1e-6), dim=-1)  # (B, T-1, V)
-    chosen = logp_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return shift_right(chosen), shift_right(entropy)
 
 
 class ForwardOutput(NamedTuple):
