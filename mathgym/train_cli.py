@@ -67,13 +67,14 @@ def run_train(argv: Sequence[str]) -> int:
     else:
         config = build_config(config_cls, known.config, overrides)
     trainer = trainer_cls(config)
+    say = print if trainer.dist.is_main else (lambda *_: None)  # one voice under data-parallel training
     if known.resume:
         if not trainer.resume():
-            print(f"mathgym: no checkpoint in {known.resume}; starting from step 0")
+            say(f"mathgym: no checkpoint in {known.resume}; starting from step 0")
         else:
-            print(f"mathgym: resumed {known.resume} at step {trainer.step}")
+            say(f"mathgym: resumed {known.resume} at step {trainer.step}")
     result = trainer.train()
-    print(result.summary(config.env))
+    say(result.summary(config.env))
     return 0
 
 

@@ -19,7 +19,6 @@ from mathgym.algos.losses import (
     LossAggregation,
     Normalizer,
     aggregate_loss,
-    batch_normalizer,
     clipped_surrogate,
     k3_kl,
     masked_mean,
@@ -107,6 +106,8 @@ class GRPOTrainer(Trainer):
 
     algo_name = "grpo"
     config: GRPOConfig
+    data_parallel = True  # advantages and loss normalisers are computed over every rank's episodes
+    summed_stats = ("loss/policy",)
 
     def setup(self) -> None:
         # The KL reference: the adapter-disabled model under LoRA, else a frozen copy (shared with PPO/DPO).
@@ -127,9 +128,10 @@ class GRPOTrainer(Trainer):
         cfg = self.config
         batch = batch.to(self.policy.device)
         temperature = cfg.temperature or 1.0
-        advantages = group_normalized_advantages(batch.rewards, batch.group_ids, cfg.scale_rewards)
+        rewards, group_ids, own = self.dist.gather_groups(batch.rewards, batch.group_ids)  # every rank's
+        advantages = group_normalized_advantages(rewards, group_ids, cfg.scale_rewards)[own]
         mask = batch.loss_mask(cfg.mask_truncated)
-        norm = batch_normalizer(mask, cfg.max_new_tokens * max(1, max(len(s) for s in batch.step_rewards)))
+        norm = self.dist.normalizer(mask, cfg.max_new_tokens * max(1, max(len(s) for s in batch.step_rewards)))
         # Without a KL term a sequence whose advantage is 0 (a group where every sample scored the
         # same) adds exactly 0 to the loss and its gradient: leave it out of the passes. The
         # normaliser still counts its tokens, so the update is the same as with it.

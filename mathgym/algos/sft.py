@@ -142,6 +142,8 @@ class SFTTrainer(Trainer):
 
     algo_name = "sft"
     config: SFTConfig
+    data_parallel = True  # each rank trains on its share of the demonstrations, normalised by the global token count
+    summed_stats = ("loss/sft",)
 
     def setup(self) -> None:
         cfg = self.config
@@ -151,7 +153,7 @@ class SFTTrainer(Trainer):
 
     def make_batch(self, step: int) -> RolloutBatch:
         n = self.config.batch_size
-        picks = [self.order[(step * n + i) % len(self.order)] for i in range(n)]
+        picks = self.dist.shard([self.order[(step * n + i) % len(self.order)] for i in range(n)])
         return RolloutBatch.from_episodes([self.demos[i] for i in picks], self.policy.pad_token_id)
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
@@ -163,7 +165,7 @@ def sft_update(trainer: Trainer, batch: RolloutBatch) -> float:
     batch = batch.to(trainer.policy.device)
     trainer.policy.model.train()
     mask = batch.action_mask
-    total_tokens = float(mask.sum().clamp(min=1.0))
+    total_tokens = max(trainer.dist.sum(float(mask.sum())), 1.0)  # over every rank's share
     loss_sum = 0.0
     for idx in trainer.micro_batches(batch):
         mb = batch.select(idx)

@@ -5,6 +5,11 @@ batch into one or more optimizer steps, return loss statistics). Hooks a subclas
 override: :meth:`setup` (reference model, value head...), :meth:`parameters_to_train`,
 :meth:`make_batch` (DPO/SFT build batches without the policy sampling), and
 :meth:`extra_state` / :meth:`load_extra_state` (anything else to checkpoint).
+
+Data-parallel runs (``accelerate launch`` / ``torchrun``, see
+:mod:`mathgym.algos.distributed`) go through ``self.dist``: a trainer that sets
+``data_parallel = True`` normalises its loss with ``self.dist.normalizer`` (global counts)
+so that the ranks' summed gradients equal the single-process gradient.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import torch
 from mathgym.agents.policy import LLMPolicy, LoraSettings, SamplingParams
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state, trainable_state
+from mathgym.algos.distributed import Distributed, NullLogger
 from mathgym.algos.evaluate import EvalResult, evaluate_policy
 from mathgym.algos.metrics import MetricsLogger, plot_reward_curve, rollout_metrics
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings
 from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs, save_config
+from mathgym.errors import ConfigError
 
 
 @dataclass
@@ -73,27 +80,40 @@ class Trainer:
     """
 
     algo_name: ClassVar[str] = "base"
+    #: The update normalises its loss by global counts (``self.dist.normalizer``), so summing
+    #: the ranks' gradients gives the full-batch gradient; False: single-process only.
+    data_parallel: ClassVar[bool] = False
+    #: Loss statistics that are each rank's share of a global sum (added across ranks, not averaged).
+    summed_stats: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: TrainConfig, run_dir: str | Path | None = None, policy: LLMPolicy | None = None):
         config.validate()
         self.config = config
-        self.run_dir = Path(run_dir or config.run_dir or default_run_dir(self.algo_name, config.env))
+        self.dist = Distributed.from_environment(config.device)
+        if self.dist.enabled and not self.data_parallel:
+            raise ConfigError(f"--algo {self.algo_name} does not support data-parallel training yet; run it in one process.")
+        # Ranks must agree on the run directory (the default holds a time stamp): rank 0's wins.
+        self.run_dir = Path(self.dist.broadcast_object(str(run_dir or config.run_dir or default_run_dir(self.algo_name, config.env))))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if config.threads:
             torch.set_num_threads(config.threads)
         seed_everything(config.seed)
         self.policy = policy or self.build_policy()
         self.setup()
+        self.dist.broadcast_parameters(self._params())
         self.optimizer = torch.optim.AdamW(
             self.parameters_to_train(), lr=config.learning_rate, weight_decay=config.weight_decay
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
-        self.generator = torch.Generator().manual_seed(config.seed)
+        # Each rank samples its own stream; rank 0's is the single-process one.
+        self.generator = torch.Generator().manual_seed(config.seed + 1_000_003 * self.dist.rank)
         self.step = 0
         self.eval_before: EvalResult | None = None
         self._collector: RolloutCollector | None = None
-        save_config(config, self.run_dir / "config.yaml", {"algo": self.algo_name})
-        self.logger = MetricsLogger(self.run_dir, config.log_tensorboard, config.log_wandb, config.to_dict())
+        self.logger: MetricsLogger | NullLogger = NullLogger(self.run_dir)
+        if self.dist.is_main:
+            save_config(config, self.run_dir / "config.yaml", {"algo": self.algo_name})
+            self.logger = MetricsLogger(self.run_dir, config.log_tensorboard, config.log_wandb, config.to_dict())
 
     # -- construction hooks -----------------------------------------------------------
 
@@ -104,12 +124,14 @@ class Trainer:
         if cfg.model == TINY_MODEL:
             from mathgym.algos.sft import tiny_warm_start
 
-            path = str(tiny_warm_start(cfg.env, resolved_env_kwargs(cfg), steps=cfg.warm_start_steps, seed=0))
+            with self.dist.main_first():  # rank 0 builds the cached warm start alone; the others read it
+                path = str(tiny_warm_start(cfg.env, resolved_env_kwargs(cfg), steps=cfg.warm_start_steps, seed=0))
         targets = cfg.lora_target_modules
         lora = LoraSettings(
             r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=targets if targets == "all-linear" else tuple(targets.split(","))
         )
-        return LLMPolicy.from_pretrained(path, lora=lora, device=cfg.device, dtype=cfg.dtype, backend=cfg.backend)
+        device = self.dist.device(cfg.device)
+        return LLMPolicy.from_pretrained(path, lora=lora, device=device, dtype=cfg.dtype, backend=cfg.backend)
 
     def setup(self) -> None:
         """Called after the policy exists and before the optimizer is built."""
@@ -142,7 +164,8 @@ class Trainer:
             settings = RolloutSettings(
                 cfg.group_size, self.sampling, cfg.max_episode_tokens, cfg.max_turns or None, cfg.vectorization_mode
             )
-            self._collector = RolloutCollector(cfg.env, resolved_env_kwargs(cfg), self.policy, cfg.num_tasks, settings)
+            num_tasks = cfg.num_tasks // self.dist.world_size  # this rank's share (see make_batch)
+            self._collector = RolloutCollector(cfg.env, resolved_env_kwargs(cfg), self.policy, num_tasks, settings)
         return self._collector
 
     def task_seeds(self, step: int) -> list[int]:
@@ -152,8 +175,9 @@ class Trainer:
         return [base + i for i in range(n)]
 
     def make_batch(self, step: int) -> RolloutBatch:
-        """The batch of ``step`` (default: rollouts of the policy on fresh tasks)."""
-        return self.collector.collect(self.task_seeds(step), self.generator)
+        """The batch of ``step`` (default: rollouts of the policy on fresh tasks; this rank's
+        contiguous share of ``task_seeds(step)`` under data-parallel training)."""
+        return self.collector.collect(self.dist.shard(self.task_seeds(step)), self.generator)
 
     # -- the update ---------------------------------------------------------------------------
 
@@ -164,6 +188,7 @@ class Trainer:
     def optimizer_step(self, step_scheduler: bool = True) -> float:
         """Clip gradients, step optimizer (and scheduler unless ``step_scheduler=False``), zero grads; return grad norm."""
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self.dist.all_reduce_gradients(params)  # sum of the ranks' shares (no-op in one process)
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         self.optimizer.step()
@@ -171,6 +196,13 @@ class Trainer:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
+
+    def _params(self) -> list[torch.nn.Parameter]:
+        """Every parameter the optimizer steps."""
+        groups = self.parameters_to_train()
+        if groups and isinstance(groups[0], dict):
+            return [p for g in groups for p in g["params"]]
+        return list(groups)
 
     def micro_batches(self, batch: RolloutBatch, rows: Sequence[int] | None = None) -> list[list[int]]:
         """Episode indices of each micro-batch: ``rows`` (default: every episode) in
@@ -200,7 +232,8 @@ class Trainer:
         """Restore what :meth:`extra_state` returned."""
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        """The checkpoint's content (a collective under data-parallel training: every rank calls it)."""
+        state = {
             "step": self.step,
             "model": trainable_state(self.policy.model),
             "optimizer": self.optimizer.state_dict(),
@@ -210,6 +243,9 @@ class Trainer:
             "eval_before": self.eval_before,
             "extra": self.extra_state(),
         }
+        if self.dist.enabled:  # each rank's sampling and RNG streams, so that a resumed run continues them
+            state["ranks"] = self.dist.gather_objects({"generator": self.generator.get_state(), "rng": rng_state()})
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         missing = self.policy.model.load_state_dict(state["model"], strict=False)
@@ -217,14 +253,26 @@ class Trainer:
             raise RuntimeError(f"checkpoint holds unexpected weights: {missing.unexpected_keys[:5]}")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.generator.set_state(state["generator"])
-        set_rng_state(state["rng"])
+        own = state
+        if self.dist.enabled:
+            ranks = state.get("ranks") or []
+            if len(ranks) != self.dist.world_size:
+                raise ConfigError(
+                    f"this checkpoint was written by {len(ranks) or 1} process(es); resume it with as many, "
+                    f"not {self.dist.world_size}."
+                )
+            own = ranks[self.dist.rank]
+        self.generator.set_state(own["generator"])
+        set_rng_state(own["rng"])
         self.step = int(state["step"])
         self.eval_before = state.get("eval_before")
         self.load_extra_state(state.get("extra", {}))
 
     def save(self) -> Path:
-        return save_checkpoint(self.run_dir, self.step, self.state_dict())
+        """Checkpoint the run (rank 0 writes it; every rank gets its path)."""
+        state = self.state_dict()
+        path = save_checkpoint(self.run_dir, self.step, state) if self.dist.is_main else None
+        return Path(self.dist.broadcast_object(str(path)))
 
     def resume(self) -> bool:
         """Load the run directory's latest checkpoint; ``False`` when there is none."""
@@ -243,15 +291,16 @@ class Trainer:
 
         cfg = self.config
         start = time.perf_counter()
-        if cfg.eval_tasks and self.eval_before is None:
+        main = self.dist.is_main  # rank 0 alone evaluates, logs and writes files
+        if cfg.eval_tasks and self.eval_before is None and main:
             self.eval_before = self.evaluate()
             self.logger.log(self.step, self.eval_before.as_metrics())
             print(f"accuracy before training: {self.eval_before.pass_at_1:.1%} (greedy, {cfg.eval_tasks} held-out tasks)")
-        bar = tqdm(total=cfg.steps, initial=self.step, disable=not cfg.progress, desc=f"{self.algo_name} {cfg.env}")
+        bar = tqdm(total=cfg.steps, initial=self.step, disable=not (cfg.progress and main), desc=f"{self.algo_name} {cfg.env}")
         while self.step < cfg.steps:
-            metrics = self.train_step()
+            metrics = self.dist.reduce_metrics(self.train_step(), self.summed_stats)
             self.step += 1
-            if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
+            if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps and main:
                 metrics.update(self.evaluate().as_metrics())
             self.logger.log(self.step, metrics)
             bar.update(1)
@@ -261,15 +310,16 @@ class Trainer:
         bar.close()
         self.save()
         eval_after = None
-        if cfg.eval_tasks:
+        if cfg.eval_tasks and main:
             eval_after = self.evaluate()
             self.logger.log(self.step, {**eval_after.as_metrics(), "eval/final": 1.0})
             (self.run_dir / "eval.json").write_text(
                 json.dumps({"before": vars(self.eval_before), "after": vars(eval_after)}, indent=2, default=str)
             )
         final = self.run_dir / "final"
-        self.policy.save_pretrained(final)
-        plot_reward_curve(self.run_dir)
+        if main:
+            self.policy.save_pretrained(final)
+            plot_reward_curve(self.run_dir)
         self.logger.close()
         self.close()
         return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final)
@@ -296,3 +346,4 @@ class Trainer:
         if self._collector is not None:
             self._collector.close()
             self._collector = None
+        self.dist.close()

@@ -1,0 +1,80 @@
+"""Worker of ``tests/test_accelerate.py``, started once per rank by ``torch.distributed.run``.
+
+It registers ``tests.dp_worker:Vowels-v0`` (a reward that varies between random samples, so
+that GRPO's first update is not zero) and trains :class:`WholeBatchGRPO`: every rank
+collects the *whole* batch with the same sampling seed and keeps its share of the tasks,
+so that one process and two train on exactly the same episodes; only the update differs.
+
+    python -m torch.distributed.run --nproc_per_node 2 tests/dp_worker.py MODEL_DIR RUN_DIR
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from mathgym.core import Judgement, Task, TextEnv
+from mathgym.rewards.base import Status
+
+VOWELS_ID = "tests.dp_worker:Vowels-v0"
+
+
+class VowelsEnv(TextEnv):
+    """Single turn; reward: the fraction of the action's characters that are vowels."""
+
+    def __init__(self, render_mode: str | None = None):
+        super().__init__(max_turns=1, max_length=256, system_prompt="", render_mode=render_mode)
+
+    def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        n = int(self.np_random.integers(0, 100))
+        return Task(f"vowels-{n}", f"Say something with vowels ({n}).", "aeiou")
+
+    def _judge(self, action: str) -> Judgement:
+        score = sum(c in "aeiouAEIOU" for c in action) / max(len(action), 1)
+        return Judgement(score, Status.CORRECT if score > 0 else Status.WRONG, True, correct=score > 0)
+
+
+if "Vowels-v0" not in gym.registry:
+    gym.register("Vowels-v0", entry_point=VowelsEnv)
+
+
+def whole_batch_config(model: str, run_dir: str, steps: int = 1) -> Any:
+    """The run both sides of the equality test make (4 tasks × 4 samples, batch-std scaling)."""
+    from mathgym.algos.grpo import GRPOConfig
+
+    return GRPOConfig(
+        env=VOWELS_ID, model=model, run_dir=run_dir, steps=steps, num_tasks=4, group_size=4, max_new_tokens=6,
+        learning_rate=1e-3, scale_rewards="batch", loss_aggregation="token_mean", grad_accum_steps=2,
+        eval_tasks=0, save_every=1, progress=False, threads=1, device="cpu",
+    )
+
+
+def whole_batch_trainer_class() -> type:
+    """A GRPO trainer whose ranks sample the whole batch identically and keep their share."""
+    import torch
+
+    from mathgym.algos.grpo import GRPOTrainer
+    from mathgym.algos.rollout import RolloutCollector, RolloutSettings
+    from mathgym.config import resolved_env_kwargs
+
+    class WholeBatchGRPO(GRPOTrainer):
+        def make_batch(self, step: int):  # noqa: ANN201 - a RolloutBatch
+            cfg = self.config
+            settings = RolloutSettings(cfg.group_size, self.sampling, cfg.max_episode_tokens)
+            collector = RolloutCollector(cfg.env, resolved_env_kwargs(cfg), self.policy, cfg.num_tasks, settings)
+            try:
+                full = collector.collect(self.task_seeds(step), torch.Generator().manual_seed(1000 + step))
+            finally:
+                collector.close()
+            mine = set(self.dist.shard(range(cfg.num_tasks)))  # the same split as Trainer.make_batch's
+            return full.select([i for i, g in enumerate(full.group_ids.tolist()) if g in mine])
+
+    return WholeBatchGRPO
+
+
+if __name__ == "__main__":
+    model_dir, run_dir = sys.argv[1], sys.argv[2]
+    whole_batch_trainer_class()(whole_batch_config(model_dir, run_dir)).train()
