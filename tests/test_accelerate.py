@@ -90,3 +90,46 @@ def test_two_processes_make_the_single_process_update_and_resume(tmp_path):
     assert resumed["step"] == 2 and len(resumed["ranks"]) == 2
     assert any(not torch.equal(w, double["model"][k]) for k, w in resumed["model"].items()), "step 2 changed nothing"
     assert (two / "final" / "config.json").is_file()
+
+
+def test_algorithms_without_global_normalisers_refuse_to_run_data_parallel(monkeypatch, tmp_path):
+    from mathgym.algos.ppo import PPOConfig, PPOTrainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(ConfigError, match="ppo does not support data-parallel"):
+        PPOTrainer(PPOConfig(model=str(tmp_path / "never-loaded"), run_dir=str(tmp_path / "run"), eval_tasks=0))
+
+
+class _TwoRanks(Distributed):
+    """Rank 0 of two, whose collective returns fixed per-rank values (the combining rules alone)."""
+
+    def __init__(self, per_rank: list):
+        super().__init__(0, 2)
+        object.__setattr__(self, "per_rank", per_rank)
+
+    def gather_objects(self, obj):
+        return self.per_rank
+
+
+def test_metrics_are_reduced_by_their_kind():
+    ranks = _TwoRanks([
+        {"rollout/reward": 0.2, "rollout/completion_tokens_max": 5.0, "rollout/status/correct": 0.5, "loss/policy": -0.1,
+         "rollout/infra_failures": 1.0, "perf/tokens_per_s": 10.0, "perf/step_s": 2.0, "loss/entropy": 3.0},
+        {"rollout/reward": 0.4, "rollout/completion_tokens_max": 7.0, "loss/policy": -0.3,
+         "rollout/infra_failures": 2.0, "perf/tokens_per_s": 30.0, "perf/step_s": 1.0},
+    ])
+    out = ranks.reduce_metrics({}, summed=("loss/policy",))
+    assert out == pytest.approx({
+        "rollout/reward": 0.3, "rollout/completion_tokens_max": 7.0, "rollout/status/correct": 0.25, "loss/policy": -0.4,
+        "rollout/infra_failures": 3.0, "perf/tokens_per_s": 40.0, "perf/step_s": 2.0, "loss/entropy": 3.0,
+    })
+
+
+def test_the_global_normaliser_and_groups_span_the_ranks():
+    ranks = _TwoRanks([[3.0, 2.0, 8.0], [5.0, 2.0, 16.0]])
+    norm = ranks.normalizer(torch.ones(2, 3), 8)
+    assert (norm.num_tokens, norm.num_sequences, norm.max_tokens) == (8.0, 4.0, 16.0)
+    ranks = _TwoRanks([([1.0, 0.0], [0, 0]), ([0.5, 0.5], [0, 0])])
+    rewards, groups, own = ranks.gather_groups(torch.tensor([1.0, 0.0]), torch.tensor([0, 0]))
+    assert rewards.tolist() == [1.0, 0.0, 0.5, 0.5] and groups.tolist() == [0, 0, 1, 1] and own == slice(0, 2)

@@ -54,6 +54,11 @@ class Distributed:
     world_size: int = 1
     local_rank: int = 0
 
+    @staticmethod
+    def launched_world_size() -> int:
+        """The number of processes the launcher started (``WORLD_SIZE``; 1 without a launcher)."""
+        return 1 if _LOCAL_ONLY.get() else int(os.environ.get("WORLD_SIZE", "1"))
+
     @classmethod
     def from_environment(cls, device: str = "auto") -> Distributed:
         """Join the process group described by the launcher's environment variables.
@@ -64,8 +69,8 @@ class Distributed:
         Returns:
             The single-process :class:`Distributed` when ``WORLD_SIZE`` is unset or 1.
         """
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        if world <= 1 or _LOCAL_ONLY.get():
+        world = cls.launched_world_size()
+        if world <= 1:
             return cls()
         if "RANK" not in os.environ:
             raise ConfigError("WORLD_SIZE is set but RANK is not: start data-parallel runs with accelerate launch or torchrun.")

@@ -89,9 +89,9 @@ class Trainer:
     def __init__(self, config: TrainConfig, run_dir: str | Path | None = None, policy: LLMPolicy | None = None):
         config.validate()
         self.config = config
-        self.dist = Distributed.from_environment(config.device)
-        if self.dist.enabled and not self.data_parallel:
+        if Distributed.launched_world_size() > 1 and not self.data_parallel:
             raise ConfigError(f"--algo {self.algo_name} does not support data-parallel training yet; run it in one process.")
+        self.dist = Distributed.from_environment(config.device)
         # Ranks must agree on the run directory (the default holds a time stamp): rank 0's wins.
         self.run_dir = Path(self.dist.broadcast_object(str(run_dir or config.run_dir or default_run_dir(self.algo_name, config.env))))
         self.run_dir.mkdir(parents=True, exist_ok=True)
