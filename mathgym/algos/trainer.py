@@ -248,12 +248,7 @@ class Trainer:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        missing = self.policy.model.load_state_dict(state["model"], strict=False)
-        if missing.unexpected_keys:
-            raise RuntimeError(f"checkpoint holds unexpected weights: {missing.unexpected_keys[:5]}")
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        own = state
+        own = state  # this rank's sampling/RNG states (a single-process checkpoint holds rank 0's only)
         if self.dist.enabled:
             ranks = state.get("ranks") or []
             if len(ranks) != self.dist.world_size:
@@ -262,6 +257,11 @@ class Trainer:
                     f"not {self.dist.world_size}."
                 )
             own = ranks[self.dist.rank]
+        missing = self.policy.model.load_state_dict(state["model"], strict=False)
+        if missing.unexpected_keys:
+            raise RuntimeError(f"checkpoint holds unexpected weights: {missing.unexpected_keys[:5]}")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
         self.generator.set_state(own["generator"])
         set_rng_state(own["rng"])
         self.step = int(state["step"])
