@@ -60,7 +60,11 @@ def test_shards_are_contiguous_and_cover_the_batch():
 def test_two_processes_make_the_single_process_update_and_resume(tmp_path):
     model = str(build_small_model(tmp_path / "model"))
     one, two = tmp_path / "one", tmp_path / "two"
-    dp_worker.whole_batch_trainer_class()(dp_worker.whole_batch_config(model, str(one))).train()
+    threads = torch.get_num_threads()
+    try:  # the config asks for 1 thread, as in the launched ranks; leave the session's setting as it was
+        dp_worker.whole_batch_trainer_class()(dp_worker.whole_batch_config(model, str(one))).train()
+    finally:
+        torch.set_num_threads(threads)
     _launch([
         "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
         "tests/dp_worker.py", model, str(two),
