@@ -36,8 +36,12 @@ PRELOAD = (
     "keyword locale math numbers operator pprint queue random re statistics string struct textwrap time "
     "traceback typing unicodedata uuid weakref zlib secrets socket string re"
 ).split()
-CLONE_NEWNET, CLONE_NEWUSER, PR_SET_CHILD_SUBREAPER = 0x40000000, 0x10000000, 36
+CLONE_NEWNET, CLONE_NEWUSER, CLONE_NEWNS, PR_SET_CHILD_SUBREAPER = 0x40000000, 0x10000000, 0x00020000, 36
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+#: Files one private tmpfs may hold (a cap on inodes, so a job cannot exhaust them).
+TMPFS_INODES = 4096
 
 
 def _preload(extra):
@@ -63,6 +67,45 @@ def _isolate_network():
         except OSError:
             pass
     return "socket-blocked"
+
+
+def _write_id_maps(uid, gid):
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"), ("/proc/self/gid_map", f"{gid} {gid} 1")):
+        with open(path, "w") as handle:
+            handle.write(text)
+
+
+def _private_tmp(size_mb, simulate_refusal):
+    """Give this process fresh tmpfs mounts on /tmp, /var/tmp and /dev/shm in a mount namespace of its own.
+
+    Runs in the forked child BEFORE the privilege drop (mounting needs CAP_SYS_ADMIN):
+    plainly as root (or inside the worker's user namespace), else through a new user
+    namespace. Returns ``("private-tmpfs" | "private-tmpfs-userns", None)``, or
+    ``("shared", reason)`` when the OS refused (the dirs are then the host's).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if simulate_refusal:
+        return "shared", "unshare(CLONE_NEWNS) refused: Operation not permitted (simulated)"
+    how = "private-tmpfs"
+    if libc.unshare(CLONE_NEWNS) != 0:
+        refused = os.strerror(ctypes.get_errno())
+        uid, gid = os.getuid(), os.getgid()
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+            again = os.strerror(ctypes.get_errno())
+            return "shared", f"unshare(CLONE_NEWNS) refused: {refused}; with a user namespace: {again}"
+        try:
+            _write_id_maps(uid, gid)
+        except OSError as err:
+            return "shared", f"unshare(CLONE_NEWNS) refused: {refused}; user namespace id maps: {err.strerror}"
+        how = "private-tmpfs-userns"
+    # Our mounts must not propagate back to the host's namespace (systemd makes / shared).
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return "shared", f"mount --make-rprivate / refused: {os.strerror(ctypes.get_errno())}"
+    options = f"size={size_mb}m,nr_inodes={TMPFS_INODES},mode=1777".encode()
+    for folder in SHARED_WRITABLE:
+        if os.path.isdir(folder) and libc.mount(b"tmpfs", folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+            return "shared", f"mount tmpfs on {folder} refused: {os.strerror(ctypes.get_errno())}"
+    return how, None
 
 
 def _drop_privileges(uid):
@@ -118,7 +161,7 @@ def _block_sockets():
     socket.create_connection = socket.socket
 
 
-def _child(job, fds, scratch, uid, network):
+def _child(job, fds, scratch, uid, network, simulate_refusal):
     """The sandboxed process: never returns."""
     code = 70
     try:
@@ -126,6 +169,12 @@ def _child(job, fds, scratch, uid, network):
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.closerange(4, 1 << 16)
+        # Before the privilege drop: mounting needs the capability the drop takes away.
+        tmp, tmp_reason = _private_tmp(4 * job["limits"]["max_file_mb"], simulate_refusal)
+        if not os.path.isdir(scratch):  # it lived in a dir now covered by a fresh tmpfs
+            os.mkdir(scratch, 0o700)
+            if uid is not None:
+                os.chown(scratch, uid, uid)
         os.chdir(scratch)
         if uid is not None:
             _drop_privileges(uid)
@@ -142,8 +191,8 @@ def _child(job, fds, scratch, uid, network):
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
         sys.argv = ["main.py"]
         sys.setrecursionlimit(1000)
-        os.write(3, b'{"harness": "ready"}\n')
-        code = _execute(job)
+        _write_line({"harness": "ready", "tmp": tmp, "tmp_reason": tmp_reason})
+        code = _execute_calls(job) if job["mode"] == "calls" else _execute(job)
     except BaseException:  # noqa: BLE001 - the harness failing before the code ran
         code = 70
     finally:
@@ -182,16 +231,112 @@ def _execute(job):
         except BaseException as err:  # noqa: BLE001 - SystemExit in a test is a failure too
             text = "".join(traceback.format_exception_only(type(err), err)).strip()
             outcome = {"name": test["name"], "passed": False, "message": text[-500:] or type(err).__name__}
-        os.write(3, (json.dumps(outcome) + "\n").encode())
+        _write_line(outcome)
     return 0
 
 
 def _report_all(tests, message):
     for test in tests:
-        os.write(3, (json.dumps({"name": test["name"], "passed": False, "message": message}) + "\n").encode())
+        _write_line({"name": test["name"], "passed": False, "message": message})
 
 
-SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+def _write_line(message):
+    """One JSON line on the result pipe (fd 3), written whole."""
+    data = memoryview((json.dumps(message) + "\n").encode())
+    while data:
+        data = data[os.write(3, data) :]
+
+
+def _execute_calls(job):
+    """Call the code's functions on the job's inputs; write each call's output, never a verdict.
+
+    The job holds no test and no expected value (the caller compares the outputs), so
+    nothing this process can reach tells it what a test wants.
+    """
+    import builtins
+
+    calls = [(call["function"], decode_value(call["args"]), decode_value(call["kwargs"])) for call in job["calls"]]
+    namespace = {"__name__": "solution", "__builtins__": builtins}
+    try:
+        exec(compile(job["code"], "main.py", "exec"), namespace)  # noqa: S102 - this IS the sandboxed child
+    except BaseException as err:  # noqa: BLE001 - SystemExit included: the code did not load
+        _write_line({"load_error": _describe(err)})
+        return 0
+    for index, (name, args, kwargs) in enumerate(calls):
+        try:
+            function = namespace[name] if name in namespace else getattr(builtins, name)
+        except AttributeError:
+            _write_line({"i": index, "error": f"NameError: name {name!r} is not defined"})
+            continue
+        try:
+            line = {"i": index, "ok": encode_value(function(*args, **kwargs))}
+        except BaseException as err:  # noqa: BLE001 - SystemExit in a call is a failed call too
+            line = {"i": index, "error": _describe(err)}
+        _write_line(line)
+    return 0
+
+
+def _describe(err):
+    try:
+        return f"{type(err).__name__}: {err}"[:500]
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return type(err).__name__
+
+
+_CONTAINER_TAGS = {list: "l", tuple: "t", set: "s", frozenset: "fs"}
+_CONTAINER_TYPES = {tag: kind for kind, tag in _CONTAINER_TAGS.items()}
+_MAX_DEPTH = 100
+
+
+def encode_value(value, depth=0):
+    """A plain value (None, bool, int, float, complex, str, bytes, list, tuple, set, frozenset,
+    dict, nested) as JSON-ready data that keeps its exact type; anything else raises TypeError.
+
+    Subclasses are refused too (an ``int`` subclass could redefine ``==``).
+    """
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if depth > _MAX_DEPTH:
+        raise ValueError("the value is nested too deeply")
+    if kind is int:
+        return ["i", hex(value)]
+    if kind is float:
+        return ["f", value.hex()]
+    if kind is complex:
+        return ["c", value.real.hex(), value.imag.hex()]
+    if kind is bytes:
+        return ["b", value.hex()]
+    if kind in _CONTAINER_TAGS:
+        return [_CONTAINER_TAGS[kind], [encode_value(item, depth + 1) for item in value]]
+    if kind is dict:
+        return ["d", [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]]
+    raise TypeError(f"returned a {kind.__name__}, which is not a plain value (None, bool, int, float, complex, str, bytes, list, tuple, set, dict)")
+
+
+def decode_value(data, depth=0):
+    """The value :func:`encode_value` encoded; ValueError on anything it could not have written."""
+    if data is None or type(data) is bool or type(data) is str:
+        return data
+    if type(data) is not list or not data or depth > _MAX_DEPTH:
+        raise ValueError("not an encoded value")
+    tag, *rest = data
+    if tag == "i" and len(rest) == 1 and type(rest[0]) is str:
+        return int(rest[0], 16)
+    if tag == "f" and len(rest) == 1 and type(rest[0]) is str:
+        return float.fromhex(rest[0])
+    if tag == "c" and len(rest) == 2 and all(type(part) is str for part in rest):
+        return complex(float.fromhex(rest[0]), float.fromhex(rest[1]))
+    if tag == "b" and len(rest) == 1 and type(rest[0]) is str:
+        return bytes.fromhex(rest[0])
+    if tag in _CONTAINER_TYPES and len(rest) == 1 and type(rest[0]) is list:
+        return _CONTAINER_TYPES[tag](decode_value(item, depth + 1) for item in rest[0])
+    if tag == "d" and len(rest) == 1 and type(rest[0]) is list:
+        pairs = rest[0]
+        if not all(type(pair) is list and len(pair) == 2 for pair in pairs):
+            raise ValueError("not an encoded dict")
+        return {decode_value(k, depth + 1): decode_value(v, depth + 1) for k, v in pairs}
+    raise ValueError(f"unknown encoding {str(tag)[:20]!r}")
 
 
 def _remove_leftovers(uid):
@@ -347,7 +492,7 @@ def scratch_base(requested):
     return tempfile.gettempdir()
 
 
-def run_job(job, uid, network, base):
+def run_job(job, uid, network, base, simulate_refusal=False):
     limits = job["limits"]
     scratch = tempfile.mkdtemp(prefix="mathgym-sandbox-", dir=base)
     if uid is not None:
@@ -366,7 +511,7 @@ def run_job(job, uid, network, base):
         shutil.rmtree(scratch, ignore_errors=True)
         return {"infra_error": f"fork failed: {err!r}"}
     if pid == 0:
-        _child(job, (stdin_r, out_w, err_w, res_w), scratch, uid, network)
+        _child(job, (stdin_r, out_w, err_w, res_w), scratch, uid, network, simulate_refusal)
     for fd in (stdin_r, out_w, err_w, res_w):
         os.close(fd)
     os.set_blocking(stdin_w, False)
@@ -384,8 +529,10 @@ def run_job(job, uid, network, base):
         for fd in (out_r, err_r, res_r):
             os.close(fd)
         shutil.rmtree(scratch, ignore_errors=True)
-        _remove_leftovers(uid)
-    return _reply(output, limits, timed_out, wall, status, usage)
+    reply = _reply(output, limits, timed_out, wall, status, usage)
+    if reply.get("tmp") != "private":
+        _remove_leftovers(uid)  # with private tmpfs mounts, they vanished with the job's mount namespace
+    return reply
 
 
 def _reply(output, limits, timed_out, wall, status, usage):
@@ -398,34 +545,45 @@ def _reply(output, limits, timed_out, wall, status, usage):
     signaled = os.WIFSIGNALED(status) and not timed_out
     term_signal = os.WTERMSIG(status) if signaled else None
     cpu_limited = signaled and (term_signal == signal.SIGXCPU or cpu >= int(limits["cpu_seconds"] + 0.999) - 0.05)
-    lines = [json.loads(line) for line in results.decode("utf-8", "replace").splitlines() if _is_json(line)]
-    if not lines or lines[0] != {"harness": "ready"}:
+    # Lines are handed on as text: the caller parses them, treating any it cannot read as
+    # no output; a line crafted to break a JSON parser here must not become an infra error.
+    lines = results.decode("utf-8", "replace").splitlines()
+    ready = _harness_ready(lines[0] if lines else "")
+    if ready is None:
         return {"infra_error": f"the sandboxed process failed before running the code (exit status {status})"}
     return {
+        "tmp": "private" if ready["tmp"] != "shared" else "shared",
+        "tmp_isolation": ready["tmp"],
+        "tmp_reason": ready["tmp_reason"],
         "timed_out": timed_out or cpu_limited,
         "limit": "wall" if timed_out else ("cpu" if cpu_limited else None),
         "exit_code": os.WEXITSTATUS(status) if not timed_out and os.WIFEXITED(status) else None,
         "signal": term_signal,
         "stdout": stdout.decode("utf-8", "replace"),
         "stderr": stderr.decode("utf-8", "replace"),
-        "tests": [line for line in lines[1:] if isinstance(line, dict) and "name" in line],
+        "lines": lines[1:],
         "duration_s": wall,
         "cpu_s": cpu,
         **truncated,
     }
 
 
-def _is_json(line):
+def _harness_ready(line):
+    """The harness's first line (written before the code ran), or ``None``."""
     try:
-        json.loads(line)
-    except ValueError:
-        return False
-    return True
+        ready = json.loads(line)
+    except Exception:  # noqa: BLE001
+        return None
+    if type(ready) is not dict or ready.get("harness") != "ready" or type(ready.get("tmp")) is not str:
+        return None
+    return ready
 
 
 def main():
     extra = sys.argv[1].split(",") if len(sys.argv) > 1 and sys.argv[1] else []
     base = scratch_base(sys.argv[2] if len(sys.argv) > 2 else "")
+    # Tests only: act as if the OS refused mount namespaces, to exercise the fallback.
+    simulate_refusal = len(sys.argv) > 3 and sys.argv[3] == "simulate-no-mount-namespace"
     _preload(extra)
     network = _isolate_network()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -439,7 +597,7 @@ def main():
     print(json.dumps(hello), flush=True)
     for line in sys.stdin:
         try:
-            reply = run_job(json.loads(line), uid, network, base)
+            reply = run_job(json.loads(line), uid, network, base, simulate_refusal)
         except Exception as err:  # noqa: BLE001 - reported as an infrastructure failure
             reply = {"infra_error": f"{type(err).__name__}: {err}"[:500]}
         reply.update(network=network, nproc_enforced=hello["nproc_enforced"], uid=uid, scratch_base=base)

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ from typing import Any, Literal
 
 from mathgym.errors import ConfigError
 from mathgym.rewards._procpool import ProcessPool, WorkerCrashed, WorkerTimeout
+from mathgym.rewards._test_plan import OutputMissing, TestPlan, plan_tests, read_outputs, run_checks
 from mathgym.rewards.base import Status
 
 _WORKER_SCRIPT = str(Path(__file__).with_name("_sandbox_worker.py"))
@@ -168,7 +170,10 @@ class CodeSandbox:
             raise ConfigError(f"workers={workers!r} must be a positive integer.")
         self.limits = limits
         self.workers = workers
-        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload), scratch_dir or ""])
+        # Tests only: MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE=1 makes the workers act as if
+        # the OS refused mount namespaces, to exercise (and show) the fallback.
+        simulate = "simulate-no-mount-namespace" if os.environ.get("MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE") == "1" else ""
+        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload), scratch_dir or "", simulate])
 
     def __enter__(self) -> CodeSandbox:
         return self
@@ -216,10 +221,18 @@ class CodeSandbox:
         asserts = [t for t in tests if t.kind == "assert"]
         outcomes: dict[str, TestOutcome] = {}
         first: ExecutionResult | None = None
+        verdict: dict[str, str] = {"verdict": "outputs-compared"}
         if asserts:
-            payload = [{"name": t.name, "source": t.source} for t in asserts]
-            reply, retried = self._submit({"mode": "assert", "code": code, "stdin": "", "tests": payload}, limits)
-            first = _assert_result(reply, retried, asserts)
+            plan, reason = plan_tests([(t.name, t.source) for t in asserts])
+            if plan is not None:
+                calls = [call.payload() for call in plan.calls]
+                reply, retried = self._submit({"mode": "calls", "code": code, "stdin": "", "calls": calls}, limits)
+                first = _compared_result(reply, retried, asserts, plan)
+            else:
+                verdict = {"verdict": "in-process", "verdict_reason": reason}
+                payload = [{"name": t.name, "source": t.source} for t in asserts]
+                reply, retried = self._submit({"mode": "assert", "code": code, "stdin": "", "tests": payload}, limits)
+                first = _assert_result(reply, retried, asserts)
             outcomes.update((o.name, o) for o in first.tests)
         for test in tests:
             if test.kind == "io":
@@ -228,7 +241,8 @@ class CodeSandbox:
                 first = first or run
         ordered = tuple(outcomes[t.name] for t in tests)
         assert first is not None
-        return ExecutionResult(_overall(ordered), first.stdout, first.stderr, first.exit_code, first.duration_s, ordered, first.details)
+        details = {**first.details, **verdict}
+        return ExecutionResult(_overall(ordered), first.stdout, first.stderr, first.exit_code, first.duration_s, ordered, details)
 
     def _submit(self, job: dict[str, Any], limits: SandboxLimits | None) -> tuple[dict[str, Any], bool]:
         """Send a job to a warm worker; an infrastructure failure is retried once."""
@@ -246,7 +260,7 @@ class CodeSandbox:
 
 
 def _details(reply: Mapping[str, Any], retried: bool) -> dict[str, Any]:
-    keys = ("network", "nproc_enforced", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
+    keys = ("network", "nproc_enforced", "tmp", "tmp_isolation", "tmp_reason", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
     return {"retried": retried, **{k: reply[k] for k in keys if reply.get(k) is not None}}
 
 
@@ -259,26 +273,67 @@ def _infra_result(reply: Mapping[str, Any], retried: bool, tests: tuple[TestOutc
     return ExecutionResult(Status.SANDBOX_ERROR, "", "", None, 0.0, tests, details)
 
 
+def _missing(reply: Mapping[str, Any]) -> tuple[Status, str]:
+    """Status and message of a test the child never finished."""
+    if reply["timed_out"]:
+        return Status.TIMEOUT, f"not finished: the {reply.get('limit') or 'time'} limit was reached"
+    return Status.WRONG, f"not finished: the process ended (exit code {reply['exit_code']}, signal {reply['signal']})"
+
+
+def _compared_result(reply: Mapping[str, Any], retried: bool, tests: Sequence[TestCase], plan: TestPlan) -> ExecutionResult:
+    """Per-test outcomes decided here from the child's outputs (its exit code and claims play no part)."""
+    if "infra_error" in reply:
+        outcomes = tuple(TestOutcome(t.name, False, Status.SANDBOX_ERROR, "sandbox error") for t in tests)
+        return _infra_result(reply, retried, outcomes)
+    outputs, load_error = read_outputs(reply["lines"], len(plan.calls))
+    missing_status, missing_message = _missing(reply)
+    results: list[TestOutcome] = []
+    ended = False
+    for name, checks in plan.tests:
+        if load_error is not None:
+            results.append(TestOutcome(name, False, Status.WRONG, f"the program raised {load_error}"[:_MESSAGE_CAP]))
+            continue
+        if not ended:
+            try:
+                passed, message = run_checks(checks, outputs)
+                results.append(TestOutcome(name, passed, Status.CORRECT if passed else Status.WRONG, message[:_MESSAGE_CAP]))
+                continue
+            except OutputMissing:
+                ended = True  # as in one process: once it stopped, no later test ran
+        results.append(TestOutcome(name, False, missing_status, missing_message))
+    ordered = tuple(results)
+    return _result(_overall(ordered), reply, retried, ordered)
+
+
 def _assert_result(reply: Mapping[str, Any], retried: bool, tests: Sequence[TestCase]) -> ExecutionResult:
     if "infra_error" in reply:
         outcomes = tuple(TestOutcome(t.name, False, Status.SANDBOX_ERROR, "sandbox error") for t in tests)
         return _infra_result(reply, retried, outcomes)
-    reported = {r["name"]: r for r in reply["tests"]}
-    missing_status = Status.TIMEOUT if reply["timed_out"] else Status.WRONG
-    if reply["timed_out"]:
-        missing_message = f"not finished: the {reply.get('limit') or 'time'} limit was reached"
-    else:
-        missing_message = f"not finished: the process ended (exit code {reply['exit_code']}, signal {reply['signal']})"
+    reported = _reported_tests(reply["lines"])
+    missing_status, missing_message = _missing(reply)
     outcomes = []
     for test in tests:
         found = reported.get(test.name)
         if found is None:
             outcomes.append(TestOutcome(test.name, False, missing_status, missing_message))
         else:
-            passed = found["passed"] is True
-            outcomes.append(TestOutcome(test.name, passed, Status.CORRECT if passed else Status.WRONG, str(found["message"])[:_MESSAGE_CAP]))
+            passed = found.get("passed") is True
+            outcomes.append(TestOutcome(test.name, passed, Status.CORRECT if passed else Status.WRONG, str(found.get("message"))[:_MESSAGE_CAP]))
     ordered = tuple(outcomes)
     return _result(_overall(ordered), reply, retried, ordered)
+
+
+def _reported_tests(lines: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """In-process verdicts: the child's own ``{"name", "passed", "message"}`` lines (it could forge them)."""
+    reported: dict[str, Mapping[str, Any]] = {}
+    for line in lines:
+        try:
+            message = json.loads(line)
+        except Exception:  # noqa: BLE001
+            continue
+        if type(message) is dict and type(message.get("name")) is str and message["name"] not in reported:
+            reported[message["name"]] = message
+    return reported
 
 
 def _io_outcome(test: TestCase, run: ExecutionResult) -> TestOutcome:
