@@ -306,8 +306,8 @@ def evaluate(node: ast.AST, env: dict[str, Any], calls: dict[int, int], outputs:
         return _UNARY[type(node.op)](ev(node.operand))
     if isinstance(node, ast.BinOp):
         left, right = ev(node.left), ev(node.right)
-        if isinstance(node.op, ast.Mult):
-            _check_product(left, right)
+        if isinstance(node.op, (ast.Mult, ast.Pow)):
+            _check_size(node.op, left, right)
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.BoolOp):
         result = None
@@ -344,7 +344,12 @@ def evaluate(node: ast.AST, env: dict[str, Any], calls: dict[int, int], outputs:
     return ev(node.func)(*[ev(a) for a in node.args], **{kw.arg: ev(kw.value) for kw in node.keywords})
 
 
-def _check_product(left: Any, right: Any) -> None:
+def _check_size(op: ast.operator, left: Any, right: Any) -> None:
+    """Refuse a product or power that would take this process minutes or gigabytes (an output is in it)."""
+    if isinstance(op, ast.Pow):
+        if type(left) is int and type(right) is int and left.bit_length() * abs(right) > 64 * _MAX_BUILT:
+            raise MemoryError("the power is too large to compute")
+        return
     for sequence, count in ((left, right), (right, left)):
         if isinstance(sequence, (str, bytes, list, tuple)) and type(count) is int and len(sequence) * count > _MAX_BUILT:
             raise MemoryError("the product is too large to build")
