@@ -9,9 +9,13 @@ under ``/root``), moves itself into a fresh network namespace where the OS allow
 becomes a child subreaper so that no descendant of a job can escape the final sweep.
 
 Per job, the forked child: starts a new session (its own process group), takes the job's
-pipes as fds 0-3 and closes every other fd, enters a fresh scratch dir, drops to an
+pipes as fds 0-3 and closes every other fd, mounts fresh tmpfs on /tmp, /var/tmp and
+/dev/shm in a mount namespace of its own (where allowed; before the privilege drop, as
+mounting needs the capability the drop removes), enters a fresh scratch dir, drops to an
 unprivileged uid when root (BEFORE ``RLIMIT_NPROC``, which root ignores), sets rlimits,
-replaces the environment, then executes the code. This process enforces the wall clock,
+replaces the environment, then executes the code: as a program, with the tests
+(``"assert"`` mode, the child reports them), or as calls on given inputs (``"calls"``
+mode: the child writes the returned values and never sees a test). This process enforces the wall clock,
 caps the output, kills the process group and every remaining descendant, and removes
 the scratch dir.
 
@@ -255,7 +259,13 @@ def _execute_calls(job):
     """
     import builtins
 
-    calls = [(call["function"], decode_value(call["args"]), decode_value(call["kwargs"])) for call in job["calls"]]
+    # Inputs first, while builtins are pristine: literals and pure builtins from the test,
+    # evaluated as the test would have (a bad input fails the code's load, as it would).
+    try:
+        calls = [(call["function"], [_input(a) for a in call["args"]], {k: _input(v) for k, v in call["kwargs"].items()}) for call in job["calls"]]
+    except BaseException as err:  # noqa: BLE001
+        _write_line({"load_error": f"an input of the tests raised {_describe(err)}"})
+        return 0
     namespace = {"__name__": "solution", "__builtins__": builtins}
     try:
         exec(compile(job["code"], "main.py", "exec"), namespace)  # noqa: S102 - this IS the sandboxed child
@@ -276,6 +286,14 @@ def _execute_calls(job):
     return 0
 
 
+def _input(spec):
+    import builtins
+
+    if "src" in spec:
+        return eval(compile(spec["src"], "<test input>", "eval"), {"__builtins__": builtins})  # noqa: S307 - test text, in the child
+    return decode_value(spec["value"])
+
+
 def _describe(err):
     try:
         return f"{type(err).__name__}: {err}"[:500]
@@ -283,59 +301,73 @@ def _describe(err):
         return type(err).__name__
 
 
-_CONTAINER_TAGS = {list: "l", tuple: "t", set: "s", frozenset: "fs"}
-_CONTAINER_TYPES = {tag: kind for kind, tag in _CONTAINER_TAGS.items()}
+_SCALARS = (type(None), bool, str, float)
+_TAGGED = {tuple: "t", set: "s", frozenset: "fs"}
+_UNTAGGED = {tag: kind for kind, tag in _TAGGED.items()}
 _MAX_DEPTH = 100
+_RAW_INT = 1 << 256  # larger ints travel as hex (JSON's decimal digits are capped by Python)
+
+
+def _is_raw(value):
+    kind = type(value)
+    return kind in _SCALARS or (kind is int and -_RAW_INT < value < _RAW_INT)
 
 
 def encode_value(value, depth=0):
-    """A plain value (None, bool, int, float, complex, str, bytes, list, tuple, set, frozenset,
-    dict, nested) as JSON-ready data that keeps its exact type; anything else raises TypeError.
+    """A plain value as JSON-ready data that keeps its exact type; anything else raises TypeError.
 
-    Subclasses are refused too (an ``int`` subclass could redefine ``==``).
+    Plain: None, bool, int, float, complex, str, bytes, and list, tuple, set, frozenset,
+    dict of plain values. Subclasses are refused (an ``int`` subclass could redefine
+    ``==``). JSON's own types travel as themselves (Python writes a float with a point or
+    exponent, so ``1`` and ``1.0`` stay apart); a list is a JSON array; everything else
+    is a one-key object: ``{"t": [...]}`` tuple, ``{"s": ...}`` set, ``{"fs": ...}``,
+    ``{"d": [[k, v], ...]}`` dict, ``{"i": hex}`` big int, ``{"c": [re, im]}``, ``{"b": hex}``.
     """
-    kind = type(value)
-    if value is None or kind is bool or kind is str:
+    if _is_raw(value):
         return value
+    kind = type(value)
     if depth > _MAX_DEPTH:
         raise ValueError("the value is nested too deeply")
     if kind is int:
-        return ["i", hex(value)]
-    if kind is float:
-        return ["f", value.hex()]
-    if kind is complex:
-        return ["c", value.real.hex(), value.imag.hex()]
-    if kind is bytes:
-        return ["b", value.hex()]
-    if kind in _CONTAINER_TAGS:
-        return [_CONTAINER_TAGS[kind], [encode_value(item, depth + 1) for item in value]]
+        return {"i": hex(value)}
+    if kind is list:
+        return list(value) if all(map(_is_raw, value)) else [encode_value(item, depth + 1) for item in value]
+    if kind in _TAGGED:
+        return {_TAGGED[kind]: encode_value(list(value), depth + 1)}
     if kind is dict:
-        return ["d", [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]]
+        return {"d": [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]}
+    if kind is complex:
+        return {"c": [value.real, value.imag]}
+    if kind is bytes:
+        return {"b": value.hex()}
     raise TypeError(f"returned a {kind.__name__}, which is not a plain value (None, bool, int, float, complex, str, bytes, list, tuple, set, dict)")
+
+
+def _is_scalar(data):
+    return type(data) in _SCALARS or type(data) is int
 
 
 def decode_value(data, depth=0):
     """The value :func:`encode_value` encoded; ValueError on anything it could not have written."""
-    if data is None or type(data) is bool or type(data) is str:
+    if _is_scalar(data):
         return data
-    if type(data) is not list or not data or depth > _MAX_DEPTH:
+    if depth > _MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    if type(data) is list:
+        return data if all(map(_is_scalar, data)) else [decode_value(item, depth + 1) for item in data]
+    if type(data) is not dict or len(data) != 1:
         raise ValueError("not an encoded value")
-    tag, *rest = data
-    if tag == "i" and len(rest) == 1 and type(rest[0]) is str:
-        return int(rest[0], 16)
-    if tag == "f" and len(rest) == 1 and type(rest[0]) is str:
-        return float.fromhex(rest[0])
-    if tag == "c" and len(rest) == 2 and all(type(part) is str for part in rest):
-        return complex(float.fromhex(rest[0]), float.fromhex(rest[1]))
-    if tag == "b" and len(rest) == 1 and type(rest[0]) is str:
-        return bytes.fromhex(rest[0])
-    if tag in _CONTAINER_TYPES and len(rest) == 1 and type(rest[0]) is list:
-        return _CONTAINER_TYPES[tag](decode_value(item, depth + 1) for item in rest[0])
-    if tag == "d" and len(rest) == 1 and type(rest[0]) is list:
-        pairs = rest[0]
-        if not all(type(pair) is list and len(pair) == 2 for pair in pairs):
-            raise ValueError("not an encoded dict")
-        return {decode_value(k, depth + 1): decode_value(v, depth + 1) for k, v in pairs}
+    ((tag, body),) = data.items()
+    if tag in _UNTAGGED and type(body) is list:
+        return _UNTAGGED[tag](decode_value(body, depth + 1))
+    if tag == "d" and type(body) is list and all(type(pair) is list and len(pair) == 2 for pair in body):
+        return {decode_value(k, depth + 1): decode_value(v, depth + 1) for k, v in body}
+    if tag == "i" and type(body) is str:
+        return int(body, 16)
+    if tag == "c" and type(body) is list and len(body) == 2 and all(type(part) in (int, float) for part in body):
+        return complex(*body)
+    if tag == "b" and type(body) is str:
+        return bytes.fromhex(body)
     raise ValueError(f"unknown encoding {str(tag)[:20]!r}")
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import json
 import math
 import operator
@@ -72,15 +73,20 @@ class OutputMissing(Exception):
 
 @dataclass(frozen=True)
 class Call:
-    """One call the child makes: ``function(*args, **kwargs)`` with plain-value inputs."""
+    """One call the child makes: ``function(*args, **kwargs)``.
+
+    Each input is ``{"src": expression}`` (built from literals and pure builtins only; the
+    child evaluates it before the code is loaded, as the test would have) or
+    ``{"value": encoded}`` (computed here from names the test bound).
+    """
 
     function: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
+    args: tuple[dict[str, Any], ...]
+    kwargs: dict[str, dict[str, Any]]
 
     def payload(self) -> dict[str, Any]:
         """The call as the worker receives it."""
-        return {"function": self.function, "args": encode_value(list(self.args)), "kwargs": encode_value(self.kwargs)}
+        return {"function": self.function, "args": list(self.args), "kwargs": self.kwargs}
 
 
 @dataclass(frozen=True)
@@ -101,10 +107,19 @@ class TestPlan:
 
     calls: list[Call] = field(default_factory=list)
     tests: list[tuple[str, list[Check]]] = field(default_factory=list)
+    payload: list[dict[str, Any]] = field(default_factory=list)  # the calls as the worker receives them
 
 
 def plan_tests(tests: Sequence[tuple[str, str]]) -> tuple[TestPlan | None, str]:
-    """Plan ``(name, source)`` assert tests; ``(None, reason)`` when one does not convert."""
+    """Plan ``(name, source)`` assert tests; ``(None, reason)`` when one does not convert.
+
+    Plans are cached (a batch scores many samples of one task); a plan is only read.
+    """
+    return _plan_cached(tuple((str(name), str(source)) for name, source in tests))
+
+
+@functools.lru_cache(maxsize=512)
+def _plan_cached(tests: tuple[tuple[str, str], ...]) -> tuple[TestPlan | None, str]:
     plan = TestPlan()
     for name, source in tests:
         planner = _Planner(plan)
@@ -115,6 +130,7 @@ def plan_tests(tests: Sequence[tuple[str, str]]) -> tuple[TestPlan | None, str]:
         except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
             return None, f"test {name!r}: {type(err).__name__}"
         plan.tests.append((name, planner.checks))
+    plan.payload = [call.payload() for call in plan.calls]
     return plan, ""
 
 
@@ -203,6 +219,14 @@ class _Planner:
             raise NotConvertible(f"line {node.lineno}: {ast.unparse(node)[:80]} is not a plain value ({type(err).__name__})") from None
         return value
 
+    def input(self, node: ast.expr) -> dict[str, Any]:
+        """An input of a call: its source when it needs no name the test bound, else its value."""
+        self.validate(node, None)
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        if names <= SAFE_FUNCTIONS.keys() and not names & self.env.keys() and not any(isinstance(n, ast.Attribute) for n in ast.walk(node)):
+            return {"src": ast.unparse(node)}
+        return {"value": encode_value(self.evaluate_now(node))}
+
     def validate(self, node: ast.expr, calls: dict[int, int] | None) -> bool:  # noqa: C901, PLR0911, PLR0912
         """Raise :class:`NotConvertible` unless ``node`` is supported; True when it reads an output.
 
@@ -256,8 +280,8 @@ class _Planner:
         if function is not None:
             if calls is None:
                 raise NotConvertible(f"line {node.lineno}: the code's function called inside another call's input")
-            args = tuple(self.evaluate_now(arg) for arg in node.args)
-            kwargs = {kw.arg: self.evaluate_now(kw.value) for kw in node.keywords if kw.arg is not None}
+            args = tuple(self.input(arg) for arg in node.args)
+            kwargs = {kw.arg: self.input(kw.value) for kw in node.keywords if kw.arg is not None}
             calls[id(node)] = len(self.plan.calls)
             self.plan.calls.append(Call(function, args, kwargs))
             return True

@@ -3,11 +3,18 @@
 Containment (details in ``docs/rewards.md``): each job is forked from a warm worker
 process into its own session, with rlimits (CPU seconds, address space, processes, file
 size, open files), a wall clock that SIGKILLs the process group and every remaining
-descendant, a fresh scratch directory removed afterwards, a replaced environment, and no
+descendant, a fresh scratch directory removed afterwards, private tmpfs mounts on /tmp,
+/var/tmp and /dev/shm (a mount namespace where the OS allows it; ``details["tmp"]`` says
+whether it held and ``details["tmp_reason"]`` why not), a replaced environment, and no
 network (a network namespace where the OS allows it, else Python-level socket blocking;
 ``details["network"]`` says which held). As root, the child drops to an unprivileged uid
 before ``RLIMIT_NPROC`` is set; ``details["nproc_enforced"]`` reports whether a fork
 limit was measured to hold on this machine.
+
+Verdicts: assert tests of the ``assert f(args) == expected`` kind run as calls whose
+outputs are compared here, outside the sandbox (``details["verdict"] == "outputs-compared"``);
+other assert tests run in the child, which then reports them (``"in-process"``, a verdict
+the program could forge). See :mod:`mathgym.rewards._test_plan`.
 
 Example:
     >>> with CodeSandbox() as box:
@@ -74,9 +81,11 @@ class TestCase:
 
     Attributes:
         name: Shown in the per-test results.
-        kind: ``"assert"``: ``source`` runs after the code, in the same namespace, and
-            passes when it raises nothing (the code runs as module ``solution``, so its
-            ``if __name__ == "__main__":`` block is skipped). ``"io"``: the program runs with ``stdin`` and
+        kind: ``"assert"``: ``source`` checks the code's functions and passes when it
+            raises nothing. Where its shape allows (``assert f(x) == y`` and the like),
+            the child only calls the functions and the checks run in the caller;
+            otherwise ``source`` runs after the code, in the same namespace (the code runs
+            as module ``solution``, so its ``if __name__ == "__main__":`` block is skipped). ``"io"``: the program runs with ``stdin`` and
             passes when it exits 0 and its output equals ``expected_stdout`` (trailing
             whitespace of each line and trailing blank lines ignored).
         source: Python for an ``assert`` test (asserts, ``check(fn)`` ...).
@@ -122,8 +131,11 @@ class ExecutionResult:
         exit_code: Exit code, or ``None`` when killed by a signal or the wall clock.
         duration_s: Wall-clock seconds.
         tests: Per-test outcomes (``run_tests`` only).
-        details: Facts about the run: ``network``, ``nproc_enforced``, ``retried``,
-            ``limit`` (``"wall"``/``"cpu"`` on a timeout), ``signal``, ``cpu_s``, truncation flags.
+        details: Facts about the run: ``network``, ``nproc_enforced``, ``tmp``
+            (``"private"``/``"shared"``), ``tmp_isolation``, ``tmp_reason``, ``retried``,
+            ``limit`` (``"wall"``/``"cpu"`` on a timeout), ``signal``, ``cpu_s``, truncation
+            flags; for ``run_tests`` also ``verdict`` (``"outputs-compared"`` or
+            ``"in-process"``) and ``verdict_reason``.
     """
 
     status: Status
@@ -210,8 +222,9 @@ class CodeSandbox:
     def run_tests(self, code: str, tests: Sequence[TestCase], *, limits: SandboxLimits | None = None) -> ExecutionResult:
         """Run ``code`` against ``tests``; per-test outcomes in ``result.tests``.
 
-        Assert tests share one process (in order, one namespace); each io test is a
-        separate run of the program.
+        Assert tests share one process (in order); each io test is a separate run of the
+        program. ``result.details["verdict"]`` says whether the outputs were compared
+        here (``"outputs-compared"``) or the child reported the tests (``"in-process"``).
         """
         if not tests:
             raise ConfigError("run_tests() needs at least one TestCase; use run() to just execute code.")
@@ -225,8 +238,7 @@ class CodeSandbox:
         if asserts:
             plan, reason = plan_tests([(t.name, t.source) for t in asserts])
             if plan is not None:
-                calls = [call.payload() for call in plan.calls]
-                reply, retried = self._submit({"mode": "calls", "code": code, "stdin": "", "calls": calls}, limits)
+                reply, retried = self._submit({"mode": "calls", "code": code, "stdin": "", "calls": plan.payload}, limits)
                 first = _compared_result(reply, retried, asserts, plan)
             else:
                 verdict = {"verdict": "in-process", "verdict_reason": reason}
