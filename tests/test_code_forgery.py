@@ -7,11 +7,13 @@ the child (``details["verdict"] == "in-process"``), so these tests can fail.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import pytest
 
-import mathgym  # noqa: F401 - registers the envs
-from mathgym.rewards import CodeTestsReward, SandboxLimits, Status, TestCase
+import mathgym.envs.code_task_set  # noqa: F401 - importing mathgym registers the envs
+from mathgym.rewards import CodeSandbox, CodeTestsReward, SandboxLimits, Status, TestCase
 
 ENTRY = "sum_of_evens"  # the built-in task 0 (CodeSandbox-v0, level 0)
 
@@ -43,7 +45,24 @@ _FRAME_WALK = (
     "    return None\n"
 )
 
+_READ_THE_TASKS = (
+    "import ast\n"
+    "TABLE = {{}}\n"
+    "try:\n"
+    "    tree = ast.parse(open({path!r}).read())\n"
+    "except OSError:\n"
+    "    tree = ast.parse('')\n"
+    "for node in ast.walk(tree):\n"
+    "    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith('{entry}(') and ' == ' in node.value:\n"
+    "        call, want = node.value.split(' == ', 1)\n"
+    "        TABLE[call] = ast.literal_eval(want)\n"
+    "def {entry}(*args):\n"
+    "    return TABLE.get('{entry}(' + ', '.join(map(repr, args)) + ')')\n"
+)
+TASK_SOURCE = str(Path(mathgym.envs.code_task_set.__file__).resolve())
+
 FORGERIES = {
+    "read_the_task_source": _READ_THE_TASKS.format(path=TASK_SOURCE, entry=ENTRY),
     "fd3_lines_then_exit": f"{_FORGE_LINES}_forge()\nos._exit(0)\n",
     "fd3_lines_in_the_function": f"{_FORGE_LINES}def {ENTRY}(*args, **kwargs):\n    _forge()\n    os._exit(0)\n",
     "frame_walk_to_the_tests": f"{_FRAME_WALK}def {ENTRY}(*args):\n    return _expected(args)\n",
@@ -115,6 +134,19 @@ def test_in_process_verdict_is_labelled_and_forgeable():
     json_patch = FORGERIES["patch_builtins_and_modules"].split("builtins.isinstance")[0] + f"def {ENTRY}(*args):\n    return None\n"
     forged = [worker.score(_answer(code), looped) for code in (FORGERIES["fd3_lines_then_exit"], json_patch)]
     assert [r.score for r in forged] == [1.0, 1.0]  # what "in-process" trusts: see docs/rewards.md
+
+
+def test_task_data_is_hidden_from_the_program():
+    """The program cannot read its expected values from the task files (control: it can when they are not hidden)."""
+    code = FORGERIES["read_the_task_source"]
+    task_tests = [TestCase(name, "assert", source) for name, source in mathgym.envs.code_task_set.builtin_tasks()[0].tests]
+    with CodeSandbox(LIMITS, workers=1) as box:
+        result = box.run_tests(code, task_tests)
+        if result.details["tmp"] != "private":
+            pytest.skip(f"no mount namespace on this machine: {result.details.get('tmp_reason')}")
+        assert result.status == Status.WRONG and result.details["hidden_paths"] >= 1
+    with CodeSandbox(LIMITS, workers=1, hidden_paths=()) as exposed:
+        assert exposed.run_tests(code, task_tests).status == Status.CORRECT
 
 
 def test_outputs_compare_like_python_equality():

@@ -41,7 +41,7 @@ PRELOAD = (
     "traceback typing unicodedata uuid weakref zlib secrets socket string re"
 ).split()
 CLONE_NEWNET, CLONE_NEWUSER, CLONE_NEWNS, PR_SET_CHILD_SUBREAPER = 0x40000000, 0x10000000, 0x00020000, 36
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x1000, 0x4000, 0x40000
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 #: Files one private tmpfs may hold (a cap on inodes, so a job cannot exhaust them).
@@ -112,6 +112,28 @@ def _private_tmp(size_mb, simulate_refusal):
     return how, None
 
 
+def _hide(paths):
+    """Cover each path (the task data: its tests and expected values) with an empty read-only
+    tmpfs (a directory) or /dev/null (a file), inside the job's mount namespace.
+
+    Returns how many were hidden and, when some could not be, why.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    hidden, failures = 0, []
+    for path in paths:
+        if os.path.isdir(path):
+            done = libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, b"size=4k,mode=0555") == 0
+        elif os.path.exists(path):
+            done = libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None) == 0
+        else:
+            continue
+        if done:
+            hidden += 1
+        else:
+            failures.append(f"{path}: {os.strerror(ctypes.get_errno())}")
+    return hidden, "; ".join(failures)[:500] or None
+
+
 def _drop_privileges(uid):
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -175,6 +197,7 @@ def _child(job, fds, scratch, uid, network, simulate_refusal):
         os.closerange(4, 1 << 16)
         # Before the privilege drop: mounting needs the capability the drop takes away.
         tmp, tmp_reason = _private_tmp(4 * job["limits"]["max_file_mb"], simulate_refusal)
+        hidden, hide_reason = _hide(job.get("hide", ())) if tmp != "shared" else (0, tmp_reason)
         if not os.path.isdir(scratch):  # it lived in a dir now covered by a fresh tmpfs
             os.mkdir(scratch, 0o700)
             if uid is not None:
@@ -195,7 +218,7 @@ def _child(job, fds, scratch, uid, network, simulate_refusal):
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
         sys.argv = ["main.py"]
         sys.setrecursionlimit(1000)
-        _write_line({"harness": "ready", "tmp": tmp, "tmp_reason": tmp_reason})
+        _write_line({"harness": "ready", "tmp": tmp, "tmp_reason": tmp_reason, "hidden": hidden, "hide_reason": hide_reason})
         code = _execute_calls(job) if job["mode"] == "calls" else _execute(job)
     except BaseException:  # noqa: BLE001 - the harness failing before the code ran
         code = 70
@@ -587,6 +610,8 @@ def _reply(output, limits, timed_out, wall, status, usage):
         "tmp": "private" if ready["tmp"] != "shared" else "shared",
         "tmp_isolation": ready["tmp"],
         "tmp_reason": ready["tmp_reason"],
+        "hidden_paths": ready.get("hidden"),
+        "hide_reason": ready.get("hide_reason"),
         "timed_out": timed_out or cpu_limited,
         "limit": "wall" if timed_out else ("cpu" if cpu_limited else None),
         "exit_code": os.WEXITSTATUS(status) if not timed_out and os.WIFEXITED(status) else None,

