@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mathgym.rewards._sandbox_worker import decode_value, encode_value
+from mathgym.rewards._sandbox_child import decode_value, encode_value
 
 #: Builtins a check may apply to outputs (pure, bounded by their input's size).
 SAFE_FUNCTIONS: dict[str, Callable[..., Any]] = {
