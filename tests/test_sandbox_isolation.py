@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -133,3 +137,34 @@ def test_sandboxed_code_cannot_reach_a_listener_on_this_host(box):
     assert result.details["network"] in ("netns", "netns-userns", "socket-blocked")
     if os.geteuid() == 0:
         assert result.details["network"] == "netns"  # DESIGN.md: unshare -n works here as root
+
+
+_AS_NON_ROOT = """
+import json, os, sys
+sys.path.insert(0, {tests!r})
+from test_sandbox_isolation import LIMITS, _writer_and_reader
+from mathgym.rewards.sandbox import CodeSandbox
+with CodeSandbox(LIMITS, workers=2) as box:
+    box.warm_up()
+    probe = box.run("print(1)")
+    seen_by_host, _, seen, left = _writer_and_reader(box)
+print(json.dumps({{"euid": os.geteuid(), "seen": seen, "left": left, **probe.details}}))
+"""
+
+
+def test_a_non_root_user_gets_the_same_isolation_through_user_namespaces():
+    """Run as uid 1000 (a user namespace without root mapping): what a user's machine does."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1) to become a non-root user")
+    command = [unshare, "--user", "--map-user=1000", "--map-group=1000", sys.executable, "-c", _AS_NON_ROOT.format(tests=os.path.dirname(__file__))]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 and not proc.stdout:
+        pytest.skip(f"cannot become a non-root user here: {proc.stderr.strip()[-200:]}")
+    facts = json.loads(proc.stdout.splitlines()[-1])
+    assert facts["euid"] == 1000
+    if facts["tmp"] != "private":  # a machine that refuses user namespaces: the fallback, with its reason
+        assert facts["tmp_reason"] and facts["seen"] != "[]"
+        return
+    assert facts["network"] == "netns-userns"
+    assert facts["seen"] == "[]" and facts["left"] == [] and facts["hidden_paths"] >= 1

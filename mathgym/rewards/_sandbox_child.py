@@ -60,7 +60,7 @@ def _private_tmp(size_mb, simulate_refusal):
             return "shared", f"unshare(CLONE_NEWNS) refused: {refused}; user namespace id maps: {err.strerror}"
         how = "private-tmpfs-userns"
     # Our mounts must not propagate back to the host's namespace (systemd makes / shared).
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+    if not _own_mount_namespace() or libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         return "shared", f"mount --make-rprivate / refused: {os.strerror(ctypes.get_errno())}"
     options = f"size={size_mb}m,nr_inodes={TMPFS_INODES},mode=1777".encode()
     for folder in SHARED_WRITABLE:
@@ -69,12 +69,24 @@ def _private_tmp(size_mb, simulate_refusal):
     return how, None
 
 
+def _own_mount_namespace():
+    """Whether this process's mount namespace differs from its parent's (the warm worker's)."""
+    try:
+        return os.stat("/proc/self/ns/mnt").st_ino != os.stat(f"/proc/{os.getppid()}/ns/mnt").st_ino
+    except OSError:
+        return False
+
+
 def _hide(paths):
     """Cover each path (the task data: its tests and expected values) with an empty read-only
     tmpfs (a directory) or /dev/null (a file), inside the job's mount namespace.
 
     Returns how many were hidden and, when some could not be, why.
     """
+    if not paths:
+        return 0, None
+    if not _own_mount_namespace():
+        return 0, "not in a mount namespace of its own: nothing hidden"  # never mount over the host's paths
     libc = ctypes.CDLL(None, use_errno=True)
     hidden, failures = 0, []
     for path in paths:
