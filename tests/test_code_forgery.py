@@ -161,6 +161,8 @@ def test_outputs_compare_like_python_equality():
         "assert not f(0)": "def f(x):\n    return []\n",
         "assert f(10**30) == 10**30 + 1": "def f(x):\n    return x + 1\n",
         "import math\nassert math.isclose(f(2), 1.4142135, rel_tol=1e-6)": "def f(x):\n    return x ** 0.5\n",
+        "assert list(f(3)) == [0, 1, 4]": "def f(n):\n    return (i * i for i in range(n))\n",  # list() applied in the child
+        "assert f(list(range(0, 10**6, 2)), x=3) == 500000": "def f(xs, x):\n    return len(xs)\n",
     }
     worker = CodeTestsReward(limits=LIMITS)
     for source, code in cases.items():
@@ -172,6 +174,7 @@ def test_outputs_compare_like_python_equality():
         "assert f(0) is True": "def f(x):\n    return 1\n",
         "assert f(0) == 'x'": "class S(str):\n    pass\ndef f(x):\n    return S('x')\n",  # not a plain value
         "assert f(0) == 1": "def f(x):\n    raise ValueError('no')\n",
+        "assert f(3) == [0, 1, 2]": "def f(n):\n    return (i for i in range(n))\n",  # a generator is not a list
     }
     for source, code in wrong.items():
         result = worker.score(_answer(code), [TestCase("t", "assert", source)])

@@ -14,6 +14,7 @@ reports them: a verdict it could forge), or as calls on given inputs (``"calls"`
 it writes the returned values and never sees a test).
 """
 
+import builtins
 import ctypes
 import json
 import os
@@ -180,7 +181,6 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
 
 
 def _execute(job):
-    import builtins
     import traceback
 
     # As a program, the code is __main__; under assert tests it is a module being tested,
@@ -228,12 +228,14 @@ def _execute_calls(job):
     The job holds no test and no expected value (the caller compares the outputs), so
     nothing this process can reach tells it what a test wants.
     """
-    import builtins
 
     # Inputs first, while builtins are pristine: literals and pure builtins from the test,
     # evaluated as the test would have (a bad input fails the code's load, as it would).
     try:
-        calls = [(call["function"], [_input(a) for a in call["args"]], {k: _input(v) for k, v in call["kwargs"].items()}) for call in job["calls"]]
+        calls = [
+            (call["function"], [_input(a) for a in call["args"]], {k: _input(v) for k, v in call["kwargs"].items()}, _WRAPPERS.get(call.get("wrap")))
+            for call in job["calls"]
+        ]
     except BaseException as err:  # noqa: BLE001
         _write_line({"load_error": f"an input of the tests raised {_describe(err)}"})
         return 0
@@ -243,22 +245,28 @@ def _execute_calls(job):
     except BaseException as err:  # noqa: BLE001 - SystemExit included: the code did not load
         _write_line({"load_error": _describe(err)})
         return 0
-    for index, (name, args, kwargs) in enumerate(calls):
+    for index, (name, args, kwargs, wrap) in enumerate(calls):
         try:
             function = namespace[name] if name in namespace else getattr(builtins, name)
         except AttributeError:
             _write_line({"i": index, "error": f"NameError: name {name!r} is not defined"})
             continue
         try:
-            line = {"i": index, "ok": encode_value(function(*args, **kwargs))}
+            value = function(*args, **kwargs)
+            line = {"i": index, "ok": encode_value(value if wrap is None else wrap(value))}
         except BaseException as err:  # noqa: BLE001 - SystemExit in a call is a failed call too
             line = {"i": index, "error": _describe(err)}
         _write_line(line)
     return 0
 
 
+# Taken when this module loads (before any code runs), so a program that patches builtins
+# changes only its own results.
+WRAPPER_NAMES = "list tuple set frozenset sorted dict len sum min max any all str int float bool abs round".split()
+_WRAPPERS = {name: getattr(builtins, name) for name in WRAPPER_NAMES}
+
+
 def _input(spec):
-    import builtins
 
     if "src" in spec:
         return eval(compile(spec["src"], "<test input>", "eval"), {"__builtins__": builtins})  # noqa: S307 - test text, in the child

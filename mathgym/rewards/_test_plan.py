@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mathgym.rewards._sandbox_child import decode_value, encode_value
+from mathgym.rewards._sandbox_child import WRAPPER_NAMES, decode_value, encode_value
 
 #: Builtins a check may apply to outputs (pure, bounded by their input's size).
 SAFE_FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -42,6 +42,9 @@ SAFE_FUNCTIONS: dict[str, Callable[..., Any]] = {
         "range repr reversed round set sorted str sum tuple type zip"
     ).split()
 }
+#: Builtins that, wrapped around a call of the code's function, the child applies itself, so
+#: ``list(f(x))`` works when ``f`` returns a generator (its result is then a plain value).
+WRAPPERS = frozenset(WRAPPER_NAMES)
 MATH_NAMES = frozenset("isclose fabs sqrt floor ceil isnan isinf isfinite log exp pi e inf nan".split())
 _MAX_BUILT = 10**7  # longest sequence a check may build with ``*``
 _SINGLETONS = (None, True, False)
@@ -83,10 +86,11 @@ class Call:
     function: str
     args: tuple[dict[str, Any], ...]
     kwargs: dict[str, dict[str, Any]]
+    wrap: str | None = None  # a builtin the child applies to the result: list(f(x)) of a generator
 
     def payload(self) -> dict[str, Any]:
         """The call as the worker receives it."""
-        return {"function": self.function, "args": list(self.args), "kwargs": self.kwargs}
+        return {"function": self.function, "args": list(self.args), "kwargs": self.kwargs, "wrap": self.wrap}
 
 
 @dataclass(frozen=True)
@@ -278,13 +282,13 @@ class _Planner:
             raise NotConvertible(f"line {node.lineno}: a call with * or ** arguments")
         function = self.solution_function(node.func)
         if function is not None:
-            if calls is None:
-                raise NotConvertible(f"line {node.lineno}: the code's function called inside another call's input")
-            args = tuple(self.input(arg) for arg in node.args)
-            kwargs = {kw.arg: self.input(kw.value) for kw in node.keywords if kw.arg is not None}
-            calls[id(node)] = len(self.plan.calls)
-            self.plan.calls.append(Call(function, args, kwargs))
-            return True
+            return self.plan_call(node, node, function, None, calls)
+        safe = isinstance(node.func, ast.Name) and node.func.id in SAFE_FUNCTIONS and node.func.id not in self.env
+        inner = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        if safe and node.func.id in WRAPPERS and isinstance(inner, ast.Call):  # list(f(x)): the child applies list()
+            function = self.solution_function(inner.func)
+            if function is not None:
+                return self.plan_call(node, inner, function, node.func.id, calls)
         safe = isinstance(node.func, ast.Name) and node.func.id in SAFE_FUNCTIONS and node.func.id not in self.env
         if not (safe or (isinstance(node.func, ast.Attribute) and self.is_math(node.func))):
             raise NotConvertible(f"line {node.lineno}: a call of {ast.unparse(node.func)[:40]}")
@@ -292,6 +296,18 @@ class _Planner:
         if any(reads) and isinstance(node.func, ast.Name) and node.func.id == "range":
             raise NotConvertible(f"line {node.lineno}: range() over an output")
         return any(reads)
+
+    def plan_call(self, node: ast.Call, call: ast.Call, function: str, wrap: str | None, calls: dict[int, int] | None) -> bool:
+        """Record ``call`` (the code's ``function``; ``wrap`` applied to its result in the child) as ``node``'s output."""
+        if calls is None:
+            raise NotConvertible(f"line {node.lineno}: the code's function called inside another call's input")
+        if any(isinstance(arg, ast.Starred) for arg in call.args) or any(kw.arg is None for kw in call.keywords):
+            raise NotConvertible(f"line {node.lineno}: a call with * or ** arguments")
+        args = tuple(self.input(arg) for arg in call.args)
+        kwargs = {kw.arg: self.input(kw.value) for kw in call.keywords if kw.arg is not None}
+        calls[id(node)] = len(self.plan.calls)
+        self.plan.calls.append(Call(function, args, kwargs, wrap))
+        return True
 
     def is_math(self, node: ast.Attribute) -> bool:
         if not (isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in MATH_NAMES):
