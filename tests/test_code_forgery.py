@@ -92,6 +92,11 @@ TESTS = [TestCase(f"test_{i}", "assert", f"assert {ENTRY}({args!r}) == {want!r}"
 REFERENCE = f"def {ENTRY}(nums):\n    return sum(n for n in nums if n % 2 == 0)\n"
 
 
+def _skip_unless_hidden(name: str, info: dict) -> None:
+    if name == "read_the_task_source" and not info["sandbox"].get("hidden_paths"):
+        pytest.skip(f"task data cannot be hidden here (no mount namespace): {info['sandbox'].get('hide_reason')}")
+
+
 def _answer(code: str) -> str:
     return f"Here is my solution.\n```python\n{code}```\n"
 
@@ -101,6 +106,7 @@ def test_forgery_scores_wrong_in_code_sandbox_env(name):
     env = gym.make("CodeSandbox-v0", level=0, cpu_seconds=2, wall_seconds=4)
     env.reset(seed=0, options={"task_index": 0})
     _, reward, _, _, info = env.step(_answer(FORGERIES[name]))
+    _skip_unless_hidden(name, info)
     assert (reward, info["status"]) == (0.0, Status.WRONG), (name, info)
     assert info["sandbox"]["verdict"] == "outputs-compared"
 
@@ -110,6 +116,7 @@ def test_forgery_scores_wrong_in_code_repair_env(name):
     env = gym.make("CodeRepair-v0", max_turns=2, cpu_seconds=2, wall_seconds=4, level=0)
     env.reset(seed=0, options={"task_index": 0})
     _, reward, terminated, _, info = env.step(_answer(FORGERIES[name]))
+    _skip_unless_hidden(name, info)
     assert (reward, terminated, info["attempt_status"]) == (0.0, False, Status.WRONG), (name, info)
     _, reward, terminated, _, info = env.step(_answer(REFERENCE))  # the honest fix still passes
     assert (reward, terminated, info["status"]) == (1.0, True, Status.CORRECT)

