@@ -86,8 +86,8 @@ class TestCase:
             raises nothing. Where its shape allows (``assert f(x) == y`` and the like),
             the child only calls the functions and the checks run in the caller;
             otherwise ``source`` runs after the code, in the same namespace (the code runs
-            as module ``solution``, so its ``if __name__ == "__main__":`` block is skipped). ``"io"``: the program runs with ``stdin`` and
-            passes when it exits 0 and its output equals ``expected_stdout`` (trailing
+            as module ``solution``, so its ``if __name__ == "__main__":`` block is
+            skipped). ``"io"``: the program runs with ``stdin`` and passes when it exits 0 and its output equals ``expected_stdout`` (trailing
             whitespace of each line and trailing blank lines ignored).
         source: Python for an ``assert`` test (asserts, ``check(fn)`` ...).
         stdin: Input of an ``io`` test.
@@ -133,7 +133,8 @@ class ExecutionResult:
         duration_s: Wall-clock seconds.
         tests: Per-test outcomes (``run_tests`` only).
         details: Facts about the run: ``network``, ``nproc_enforced``, ``tmp``
-            (``"private"``/``"shared"``), ``tmp_isolation``, ``tmp_reason``, ``retried``,
+            (``"private"``/``"shared"``), ``tmp_isolation``, ``tmp_reason``, ``hidden_paths``
+            (task-data paths covered), ``hide_reason``, ``retried``,
             ``limit`` (``"wall"``/``"cpu"`` on a timeout), ``signal``, ``cpu_s``, truncation
             flags; for ``run_tests`` also ``verdict`` (``"outputs-compared"`` or
             ``"in-process"``) and ``verdict_reason``.
