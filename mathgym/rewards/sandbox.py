@@ -87,8 +87,9 @@ class TestCase:
             the child only calls the functions and the checks run in the caller;
             otherwise ``source`` runs after the code, in the same namespace (the code runs
             as module ``solution``, so its ``if __name__ == "__main__":`` block is
-            skipped). ``"io"``: the program runs with ``stdin`` and passes when it exits 0 and its output equals ``expected_stdout`` (trailing
-            whitespace of each line and trailing blank lines ignored).
+            skipped). ``"io"``: the program runs with ``stdin`` and passes when it exits
+            0 and its output equals ``expected_stdout`` (trailing whitespace of each line
+            and trailing blank lines ignored).
         source: Python for an ``assert`` test (asserts, ``check(fn)`` ...).
         stdin: Input of an ``io`` test.
         expected_stdout: Expected output of an ``io`` test.
