@@ -48,6 +48,8 @@ def _writer_and_reader(box: CodeSandbox) -> tuple[list[float], float, str, list[
     read_at, seen = float(reader.stdout.splitlines()[0]), reader.stdout.splitlines()[1]
     assert times[0] < read_at < times[1], "the reader must run while the writer's files exist"
     left = [d for d in dirs if os.path.exists(f"{d}/{token}")]
+    for folder in left:  # not root and shared dirs: nothing removed the job's files
+        os.unlink(f"{folder}/{token}")
     return seen_by_host, read_at, seen, left
 
 
