@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -88,12 +91,23 @@ def test_100mb_of_output_is_capped(box):
 
 
 def test_writing_outside_the_scratch_dir_fails(box, tmp_path):
-    target = tmp_path / "escaped.txt"
-    result = _run(box, f"open({str(target)!r}, 'w').write('pwned')\n")
-    if os.geteuid() != 0:
-        pytest.skip("without root there is no unprivileged uid to drop to; see docs/rewards.md")
-    assert result.status == Status.WRONG and "PermissionError" in result.stderr
-    assert not target.exists()
+    # Outside the private /tmp, /var/tmp, /dev/shm (pytest's tmp_path is under /tmp, which
+    # the job sees as its own empty tmpfs): a directory beside the tests.
+    outside = Path(tempfile.mkdtemp(prefix=".escape-", dir=Path(__file__).parent))
+    try:
+        hidden = tmp_path / "escaped.txt"
+        result = _run(box, f"open({str(hidden)!r}, 'w').write('pwned')\n")
+        if result.details["tmp"] == "private":
+            assert result.status == Status.WRONG and "FileNotFoundError" in result.stderr
+        assert not hidden.exists()
+        if os.geteuid() != 0:
+            pytest.skip("without root there is no unprivileged uid to drop to; see docs/rewards.md")
+        target = outside / "escaped.txt"
+        result = _run(box, f"open({str(target)!r}, 'w').write('pwned')\n")
+        assert result.status == Status.WRONG and "PermissionError" in result.stderr
+        assert not target.exists()
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 def test_scratch_dir_is_fresh_and_removed(box):
@@ -122,15 +136,6 @@ def test_parent_environment_is_invisible(monkeypatch):
                 assert b"hunter2-secret-value" not in handle.read()
     assert "hunter2-secret-value" not in result.stdout + result.stderr
     assert "'PATH'" in result.stdout and result.status == Status.CORRECT
-
-
-def test_no_network_to_localhost(box):
-    code = "import socket\ns = socket.socket()\ns.settimeout(1)\ns.connect(('127.0.0.1', 22))\nprint('connected')\n"
-    result = _run(box, code)
-    assert result.status == Status.WRONG and "connected" not in result.stdout
-    assert result.details["network"] in ("netns", "netns-userns", "socket-blocked")
-    if os.geteuid() == 0:
-        assert result.details["network"] == "netns"  # DESIGN.md: unshare -n works here as root
 
 
 def test_fork_limit_is_enforced_when_detected(box):

@@ -22,8 +22,11 @@ DEFAULT_SYSTEM_PROMPT = "You are an expert Python programmer. Answer with the co
 STDERR_EXCERPT = 1500
 
 
-def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = None) -> Judgement:
-    """Run the program in ``action`` against ``task``'s tests in the sandbox; a single-turn verdict."""
+def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = None, hidden_paths: tuple[str, ...] = ()) -> Judgement:
+    """Run the program in ``action`` against ``task``'s tests in the sandbox; a single-turn verdict.
+
+    ``hidden_paths`` (the data set file) are kept from the program, besides the sandbox's own.
+    """
     code = extract_code(action, task.entry_point)
     if not code.strip():
         return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"tests": 0.0}, info={"tests": [], "passed": 0, "total": len(task.tests)})
@@ -36,7 +39,7 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
     from mathgym.rewards.sandbox import TestCase, default_sandbox  # noqa: PLC0415 - starts workers lazily
 
     cases = [TestCase(name, "assert", source) for name, source in task.tests]
-    result = default_sandbox().run_tests(program, cases, limits=limits)
+    result = default_sandbox().run_tests(program, cases, limits=limits, hidden_paths=hidden_paths)
     tests = [{"name": t.name, "passed": t.passed, "status": str(t.status), "message": t.message} for t in result.tests]
     info = {
         "tests": tests,
@@ -126,7 +129,8 @@ class CodeSandboxEnv(TextEnv):
         return Task(code_task.task_id, code_task.prompt, code_task.reference, {"code_task": code_task, "index": index})
 
     def _judge(self, action: str) -> Judgement:
-        return grade(self.task.metadata["code_task"], action, self.reward_mode, self._limits())
+        data_file = () if self.dataset in ("builtin", "humaneval") else (self.dataset,)
+        return grade(self.task.metadata["code_task"], action, self.reward_mode, self._limits(), data_file)
 
     def expert_action(self) -> str:
         """The task's reference solution in a fenced block."""

@@ -8,18 +8,16 @@ root the child runs under an unprivileged uid that cannot read an interpreter in
 under ``/root``), moves itself into a fresh network namespace where the OS allows it, and
 becomes a child subreaper so that no descendant of a job can escape the final sweep.
 
-Per job, the forked child: starts a new session (its own process group), takes the job's
-pipes as fds 0-3 and closes every other fd, enters a fresh scratch dir, drops to an
-unprivileged uid when root (BEFORE ``RLIMIT_NPROC``, which root ignores), sets rlimits,
-replaces the environment, then executes the code. This process enforces the wall clock,
-caps the output, kills the process group and every remaining descendant, and removes
-the scratch dir.
+Per job it forks a child that seals and runs the job (:mod:`_sandbox_child`, loaded
+before any fork); this process feeds stdin, enforces the wall clock, caps the output,
+kills the process group and every remaining descendant, and removes the scratch dir.
 
 Protocol: JSON lines; first line out ``{"ready": true, ...}``; then one reply per job.
 """
 
 import ctypes
 import gc
+import importlib.util
 import json
 import os
 import resource
@@ -30,6 +28,18 @@ import sys
 import tempfile
 import time
 
+
+def _load_sibling(name):
+    """Import ``name``.py from this script's directory without putting that directory on
+    ``sys.path`` (it holds modules named like standard ones: ``math.py``, ``code.py``)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sandbox_child = _load_sibling("_sandbox_child")
+
 PRELOAD = (
     "abc array ast base64 binascii bisect builtins calendar cmath collections collections.abc contextlib copy "
     "csv dataclasses datetime decimal difflib enum fractions functools gc hashlib heapq hmac io itertools json "
@@ -37,7 +47,7 @@ PRELOAD = (
     "traceback typing unicodedata uuid weakref zlib secrets socket string re"
 ).split()
 CLONE_NEWNET, CLONE_NEWUSER, PR_SET_CHILD_SUBREAPER = 0x40000000, 0x10000000, 36
-SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+SHARED_WRITABLE = sandbox_child.SHARED_WRITABLE
 
 
 def _preload(extra):
@@ -56,33 +66,11 @@ def _isolate_network():
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
         try:
-            for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"), ("/proc/self/gid_map", f"{gid} {gid} 1")):
-                with open(path, "w") as handle:
-                    handle.write(text)
+            sandbox_child.write_id_maps(uid, gid)
             return "netns-userns"
         except OSError:
             pass
     return "socket-blocked"
-
-
-def _drop_privileges(uid):
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-
-
-def _set_limits(limits):
-    cpu = max(1, int(limits["cpu_seconds"] + 0.999))
-    memory = limits["memory_mb"] << 20
-    for which, soft, hard in (
-        (resource.RLIMIT_CPU, cpu, cpu + 1),
-        (resource.RLIMIT_AS, memory, memory),
-        (resource.RLIMIT_NPROC, limits["max_processes"], limits["max_processes"]),
-        (resource.RLIMIT_FSIZE, limits["max_file_mb"] << 20, limits["max_file_mb"] << 20),
-        (resource.RLIMIT_NOFILE, limits["max_open_files"], limits["max_open_files"]),
-        (resource.RLIMIT_CORE, 0, 0),
-    ):
-        resource.setrlimit(which, (soft, hard))
 
 
 def _nproc_self_test(uid):
@@ -91,7 +79,7 @@ def _nproc_self_test(uid):
     if pid == 0:
         try:
             if uid is not None:
-                _drop_privileges(uid)
+                sandbox_child.drop_privileges(uid)
             resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
             try:
                 grandchild = os.fork()
@@ -105,93 +93,6 @@ def _nproc_self_test(uid):
             os._exit(2)
     return os.waitpid(pid, 0)[1] == 0
 
-
-def _block_sockets():
-    import _socket
-    import socket
-
-    class BlockedSocket:
-        def __init__(self, *args, **kwargs):
-            raise PermissionError(1, "network access is disabled in the mathgym sandbox")
-
-    socket.socket = _socket.socket = BlockedSocket  # Python-level only: see docs/rewards.md
-    socket.create_connection = socket.socket
-
-
-def _child(job, fds, scratch, uid, network):
-    """The sandboxed process: never returns."""
-    code = 70
-    try:
-        os.setsid()
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-        os.closerange(4, 1 << 16)
-        os.chdir(scratch)
-        if uid is not None:
-            _drop_privileges(uid)
-        _set_limits(job["limits"])
-        os.environ.clear()
-        os.environ.update({"PATH": SAFE_PATH, "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
-        tempfile.tempdir = scratch
-        if network == "socket-blocked":
-            _block_sockets()
-        for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGXFSZ else signal.SIG_IGN)
-        sys.stdin = open(0, "r", encoding="utf-8", errors="replace", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
-        sys.argv = ["main.py"]
-        sys.setrecursionlimit(1000)
-        os.write(3, b'{"harness": "ready"}\n')
-        code = _execute(job)
-    except BaseException:  # noqa: BLE001 - the harness failing before the code ran
-        code = 70
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:  # noqa: BLE001
-                pass
-        os._exit(code)
-
-
-def _execute(job):
-    import builtins
-    import traceback
-
-    # As a program, the code is __main__; under assert tests it is a module being tested,
-    # so an ``if __name__ == "__main__":`` block (reading stdin, say) does not run.
-    namespace = {"__name__": "__main__" if job["mode"] == "run" else "solution", "__builtins__": builtins}
-    try:
-        exec(compile(job["code"], "main.py", "exec"), namespace)  # noqa: S102 - this IS the sandboxed child
-    except SystemExit as stop:
-        if job["mode"] == "run":
-            return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        _report_all(job["tests"], f"the program called sys.exit({stop.code!r}) before the tests ran")
-        return 0
-    except BaseException as err:  # noqa: BLE001
-        traceback.print_exception(type(err), err, err.__traceback__.tb_next)  # from the code's own frame
-        if job["mode"] == "run":
-            return 1
-        _report_all(job["tests"], f"the program raised {type(err).__name__}: {err}"[:500])
-        return 0
-    for test in job["tests"] if job["mode"] == "assert" else ():
-        try:
-            exec(compile(test["source"], f"test_{test['name']}", "exec"), namespace)  # noqa: S102
-            outcome = {"name": test["name"], "passed": True, "message": ""}
-        except BaseException as err:  # noqa: BLE001 - SystemExit in a test is a failure too
-            text = "".join(traceback.format_exception_only(type(err), err)).strip()
-            outcome = {"name": test["name"], "passed": False, "message": text[-500:] or type(err).__name__}
-        os.write(3, (json.dumps(outcome) + "\n").encode())
-    return 0
-
-
-def _report_all(tests, message):
-    for test in tests:
-        os.write(3, (json.dumps({"name": test["name"], "passed": False, "message": message}) + "\n").encode())
-
-
-SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def _remove_leftovers(uid):
@@ -347,7 +248,7 @@ def scratch_base(requested):
     return tempfile.gettempdir()
 
 
-def run_job(job, uid, network, base):
+def run_job(job, uid, network, base, simulate_refusal=False):
     limits = job["limits"]
     scratch = tempfile.mkdtemp(prefix="mathgym-sandbox-", dir=base)
     if uid is not None:
@@ -366,7 +267,7 @@ def run_job(job, uid, network, base):
         shutil.rmtree(scratch, ignore_errors=True)
         return {"infra_error": f"fork failed: {err!r}"}
     if pid == 0:
-        _child(job, (stdin_r, out_w, err_w, res_w), scratch, uid, network)
+        sandbox_child.child(job, (stdin_r, out_w, err_w, res_w), scratch, uid, network, simulate_refusal)
     for fd in (stdin_r, out_w, err_w, res_w):
         os.close(fd)
     os.set_blocking(stdin_w, False)
@@ -384,8 +285,10 @@ def run_job(job, uid, network, base):
         for fd in (out_r, err_r, res_r):
             os.close(fd)
         shutil.rmtree(scratch, ignore_errors=True)
-        _remove_leftovers(uid)
-    return _reply(output, limits, timed_out, wall, status, usage)
+    reply = _reply(output, limits, timed_out, wall, status, usage)
+    if reply.get("tmp") != "private":
+        _remove_leftovers(uid)  # with private tmpfs mounts, they vanished with the job's mount namespace
+    return reply
 
 
 def _reply(output, limits, timed_out, wall, status, usage):
@@ -398,34 +301,47 @@ def _reply(output, limits, timed_out, wall, status, usage):
     signaled = os.WIFSIGNALED(status) and not timed_out
     term_signal = os.WTERMSIG(status) if signaled else None
     cpu_limited = signaled and (term_signal == signal.SIGXCPU or cpu >= int(limits["cpu_seconds"] + 0.999) - 0.05)
-    lines = [json.loads(line) for line in results.decode("utf-8", "replace").splitlines() if _is_json(line)]
-    if not lines or lines[0] != {"harness": "ready"}:
+    # Lines are handed on as text: the caller parses them, treating any it cannot read as
+    # no output; a line crafted to break a JSON parser here must not become an infra error.
+    lines = results.decode("utf-8", "replace").splitlines()
+    ready = _harness_ready(lines[0] if lines else "")
+    if ready is None:
         return {"infra_error": f"the sandboxed process failed before running the code (exit status {status})"}
     return {
+        "tmp": "private" if ready["tmp"] != "shared" else "shared",
+        "tmp_isolation": ready["tmp"],
+        "tmp_reason": ready["tmp_reason"],
+        "hidden_paths": ready.get("hidden"),
+        "hide_reason": ready.get("hide_reason"),
         "timed_out": timed_out or cpu_limited,
         "limit": "wall" if timed_out else ("cpu" if cpu_limited else None),
         "exit_code": os.WEXITSTATUS(status) if not timed_out and os.WIFEXITED(status) else None,
         "signal": term_signal,
         "stdout": stdout.decode("utf-8", "replace"),
         "stderr": stderr.decode("utf-8", "replace"),
-        "tests": [line for line in lines[1:] if isinstance(line, dict) and "name" in line],
+        "lines": lines[1:],
         "duration_s": wall,
         "cpu_s": cpu,
         **truncated,
     }
 
 
-def _is_json(line):
+def _harness_ready(line):
+    """The harness's first line (written before the code ran), or ``None``."""
     try:
-        json.loads(line)
-    except ValueError:
-        return False
-    return True
+        ready = json.loads(line)
+    except Exception:  # noqa: BLE001
+        return None
+    if type(ready) is not dict or ready.get("harness") != "ready" or type(ready.get("tmp")) is not str:
+        return None
+    return ready
 
 
 def main():
     extra = sys.argv[1].split(",") if len(sys.argv) > 1 and sys.argv[1] else []
     base = scratch_base(sys.argv[2] if len(sys.argv) > 2 else "")
+    # Tests only: act as if the OS refused mount namespaces, to exercise the fallback.
+    simulate_refusal = len(sys.argv) > 3 and sys.argv[3] == "simulate-no-mount-namespace"
     _preload(extra)
     network = _isolate_network()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -439,7 +355,7 @@ def main():
     print(json.dumps(hello), flush=True)
     for line in sys.stdin:
         try:
-            reply = run_job(json.loads(line), uid, network, base)
+            reply = run_job(json.loads(line), uid, network, base, simulate_refusal)
         except Exception as err:  # noqa: BLE001 - reported as an infrastructure failure
             reply = {"infra_error": f"{type(err).__name__}: {err}"[:500]}
         reply.update(network=network, nproc_enforced=hello["nproc_enforced"], uid=uid, scratch_base=base)

