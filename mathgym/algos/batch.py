@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 #: Statuses that are infrastructure failures, not model failures: kept out of the loss.
-INFRA_STATUSES = frozenset({"error", "sandbox_error"})
+INFRA_STATUSES = frozenset({"error", "sandbox_error", "actor_error"})
 
 
 @dataclass
