@@ -290,6 +290,8 @@ class RayVectorEnv(gym.vector.VectorEnv):
             pending = {i: job for i, job in pending.items() if i not in done}
             if not pending:
                 break
+            for actor in self._stale:
+                wait_for_actor(self.executor.actors[actor])
         if pending:
             raise ActorFailureError(f"Ray actors failed {_RESET_ATTEMPTS} times resetting sub-envs {sorted(pending)}; see the Ray logs.")
         self._autoreset_envs[mask] = False
