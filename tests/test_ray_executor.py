@@ -235,7 +235,7 @@ def test_train_cli_runs_with_executor_ray(model_path, tmp_path):
     from mathgym.train_cli import run_train
 
     run_dir = tmp_path / "cli"
-    argv = ["--env", "GuessNumber-v0", "--model", str(model_path), "--executor", "ray", "--steps", "1", "--num-tasks", "1",
+    argv = ["--env", "GuessNumber-v0", "--env-kwargs", "{system_prompt: ''}", "--model", str(model_path), "--executor", "ray", "--steps", "1", "--num-tasks", "1",
             "--group-size", "2", "--max-new-tokens", "4", "--eval-tasks", "0", "--progress", "false", "--run-dir", str(run_dir)]
     assert run_train(argv) == 0
     (record,) = [r for r in read_metrics(run_dir) if "loss/policy" in r]
