@@ -24,7 +24,7 @@ import mathgym  # noqa: E402,F401
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
 from mathgym.config import TrainConfig, build_config, split_overrides, vector_env_factory  # noqa: E402
-from mathgym.errors import ConfigError  # noqa: E402
+from mathgym.errors import ConfigError, InvalidActionError  # noqa: E402
 from mathgym.integrations.ray import RayExecutor, RayRewardPool, RayVectorEnv, wait_for_actor  # noqa: E402
 from mathgym.rewards import CodeTestsReward, MathVerifier, TestCase, score_in_parallel  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
@@ -105,6 +105,22 @@ def test_vector_env_matches_sync_mode_on_code_sandbox(executor):
         envs.close()
     assert local[1][1][1] == ("float64", [1.0, 1.0, 0.0, 0.0])  # real sandbox verdicts
     assert remote == local
+
+
+def test_user_errors_raise_as_in_sync_mode(executor):
+    with pytest.raises(ConfigError, match="low < high"):
+        executor("GuessNumber-v0", 2, {"low": 5, "high": 1})
+    envs = executor("GuessNumber-v0", 2, {})
+    try:
+        envs.reset(seed=0)
+        with pytest.raises(InvalidActionError, match="as a str, got int"):
+            envs.step((1, 2))
+    finally:
+        envs.close()
+    closed = RayExecutor(num_actors=1)
+    closed.close()
+    with pytest.raises(ConfigError, match="closed"):
+        closed("GuessNumber-v0", 2, {})
 
 
 def _killing_generate(policy, executor, at_call):

@@ -180,6 +180,16 @@ class RayExecutor:
         self.close()
 
 
+def _get(ref: Any, timeout: float | None = None) -> Any:
+    """``ray.get``, raising a mathgym error from an actor as itself (its message says what to do)."""
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray.exceptions.RayTaskError as err:
+        if isinstance(err.cause, MathgymError):
+            raise err.cause from None
+        raise
+
+
 def _is_lost(outcome: Any) -> bool:
     return isinstance(outcome, str) and outcome == _LOST
 
@@ -214,6 +224,8 @@ class RayVectorEnv(gym.vector.VectorEnv):
         super().__init__()
         if num_envs < 1:
             raise ConfigError(f"num_envs={num_envs!r} must be at least 1.")
+        if executor is not None and not executor.actors:
+            raise ConfigError("this RayExecutor is closed (no actors); make the vector env with an open one.")
         self._owns_executor = executor is None
         self.executor = executor or RayExecutor(num_actors=min(int(num_envs), cluster_cpus()))
         self._id = os.urandom(8).hex()
@@ -222,6 +234,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
         self.num_envs = int(num_envs)
         self._actor_of = [i % len(self.executor.actors) for i in range(self.num_envs)]
         self._stale: set[int] = set()  # actors whose sub-envs must be rebuilt before the next call
+        self._lost: set[int] = set()  # sub-envs whose episode died with their actor (until reset)
         spaces = [self._make(a) for a in sorted(set(self._actor_of))][0]  # every actor builds its sub-envs now
         self.single_observation_space, self.single_action_space, metadata, self.render_mode = spaces
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -236,12 +249,14 @@ class RayVectorEnv(gym.vector.VectorEnv):
         return [(self._id, i) for i in range(self.num_envs) if self._actor_of[i] == actor]
 
     def _make(self, actor: int) -> tuple[Any, ...]:
-        return ray.get(self.executor.actors[actor].make.remote(self._slots(actor), self._spec, self._kwargs))
+        return _get(self.executor.actors[actor].make.remote(self._slots(actor), self._spec, self._kwargs))
 
     def _run(self, jobs: dict[int, tuple[str, Any]]) -> dict[int, Any]:
-        """Run ``{env index: (op, arg)}`` on the actors in parallel; ``_LOST`` for envs whose actor failed."""
+        """Run ``{env index: (op, arg)}`` on the actors in parallel; ``_LOST`` for envs whose actor failed
+        (and for steps of envs whose episode was lost earlier, e.g. outside a masked reset)."""
+        results: dict[int, Any] = {i: _LOST for i, (op, _) in jobs.items() if op == "step" and i in self._lost}
         by_actor: dict[int, list[int]] = {}
-        for i in sorted(jobs):
+        for i in sorted(set(jobs) - set(results)):
             by_actor.setdefault(self._actor_of[i], []).append(i)
         refs = {}
         for actor, envs in by_actor.items():
@@ -253,10 +268,9 @@ class RayVectorEnv(gym.vector.VectorEnv):
                     pass  # still down: the run below fails too and is counted there
             payload = [((self._id, i), *jobs[i]) for i in envs]
             refs[actor] = self.executor.actors[actor].run.remote(payload)
-        results: dict[int, Any] = {}
         for actor, ref in refs.items():
             try:
-                outcomes = ray.get(ref, timeout=self.executor.step_timeout_s)
+                outcomes = _get(ref, timeout=self.executor.step_timeout_s)
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
                 if isinstance(err, ray.exceptions.GetTimeoutError):
                     ray.kill(self.executor.actors[actor], no_restart=False)  # Ray restarts it
@@ -264,7 +278,10 @@ class RayVectorEnv(gym.vector.VectorEnv):
             if any(_is_lost(o) for o in outcomes):
                 self.executor.failed_calls += 1
                 self._stale.add(actor)
+                self._lost.update(i for i in range(self.num_envs) if self._actor_of[i] == actor)
                 outcomes = [_LOST] * len(outcomes)  # a restarted actor lost every sub-env it held
+            else:
+                self._lost.difference_update(by_actor[actor])  # jobs that ran there were resets or live steps
             results.update(zip(by_actor[actor], outcomes))
         return results
 
@@ -330,7 +347,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
         """``sub_env.<name>(*args, **kwargs)`` on every sub-env (an attribute's value if not callable)."""
         actors = sorted(set(self._actor_of))
         refs = [self.executor.actors[a].call.remote(self._slots(a), name, args, kwargs) for a in actors]
-        by_slot = {slot: value for a, ref in zip(actors, refs) for slot, value in zip(self._slots(a), ray.get(ref))}
+        by_slot = {slot: value for a, ref in zip(actors, refs) for slot, value in zip(self._slots(a), _get(ref))}
         return tuple(by_slot[(self._id, i)] for i in range(self.num_envs))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
