@@ -35,6 +35,7 @@ import math
 import os
 import platform
 import time
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -81,7 +82,7 @@ def _reward_jobs(n: int) -> tuple[list[str], list[list[TestCase]]]:
     return programs, tests
 
 
-def _ray_costs(executor, envs: int, rounds: int) -> tuple[float, float]:
+def _ray_costs(executor: Any, envs: int, rounds: int) -> tuple[float, float]:
     """(o_call, d_env): empty actor round trip; learner-side cost per sub-env step with Ray."""
     import ray
 
@@ -92,11 +93,10 @@ def _ray_costs(executor, envs: int, rounds: int) -> tuple[float, float]:
         ray.get(actor.pid.remote())
     o_call = (time.perf_counter() - start) / 50
     timings = []
-    for make in (lambda: gym.make_vec("GuessNumber-v0", envs, vectorization_mode="sync"), lambda: executor("GuessNumber-v0", envs, {})):
-        vec = make()
+    for vec in (gym.make_vec("GuessNumber-v0", envs, vectorization_mode="sync"), executor("GuessNumber-v0", envs, {})):
         vec.reset(seed=list(range(envs)))
         start = time.perf_counter()
-        for _ in range(rounds * 4):
+        for _ in range(rounds * 4):  # a trivial step: what is left is the cost of getting there and back
             vec.step(np.array(["50"] * envs, dtype=object))
         timings.append((time.perf_counter() - start) / (rounds * 4))
         vec.close()
@@ -104,7 +104,51 @@ def _ray_costs(executor, envs: int, rounds: int) -> tuple[float, float]:
 
 
 def _row(name: str, jobs: int, seconds: float, correct: int) -> str:
-    return f"| {name} | {jobs} | {seconds:.2f} | {jobs / seconds:.1f} | {1000 * seconds / jobs:.1f} | {correct}/{jobs} |"
+    per_job = 1000 * seconds / jobs
+    return f"| {name} | {jobs} | {seconds:.2f} | {jobs / seconds:.1f} | {per_job:.1f} | {correct}/{jobs} |"
+
+
+def _vector_env_rows(args: argparse.Namespace, executor: Any) -> tuple[list[str], float]:
+    """Rows of the three vector envs; also the seconds per job of the sync env (c_job)."""
+    seeds, jobs = list(range(args.envs)), args.envs * args.rounds
+    _answers_for([s + 1000 * r for r in range(args.rounds) for s in seeds])
+    makers = (
+        ("local sync (`--executor local`)", lambda: gym.make_vec("CodeSandbox-v0", args.envs, vectorization_mode="sync")),
+        (f"local async ({args.envs} processes)", lambda: gym.make_vec("CodeSandbox-v0", args.envs, vectorization_mode="async")),
+        (f"ray vector env (`--executor ray`, {executor.num_actors} actors)", lambda: executor("CodeSandbox-v0", args.envs, {})),
+    )
+    rows, c_job = [], 0.0
+    for name, make in makers:
+        envs = make()
+        _run_envs(envs, seeds, 1)  # warm the sandboxes
+        seconds, correct = _run_envs(envs, seeds, args.rounds)
+        envs.close()
+        c_job = c_job or seconds / jobs
+        rows.append(_row(name, jobs, seconds, correct))
+    return rows, c_job
+
+
+def _reward_pool_rows(jobs: int) -> list[str]:
+    """Rows of the reward worker outside envs: a local thread pool over one sandbox vs Ray tasks."""
+    from mathgym.integrations.ray import RayRewardPool, cluster_cpus
+
+    programs, tests = _reward_jobs(jobs)
+    cpus, local_cpus = cluster_cpus(), os.cpu_count() or 1
+    local = CodeTestsReward(sandbox=CodeSandbox(workers=local_cpus))
+    pools = (
+        (f"local reward pool ({local_cpus} threads, {local_cpus} sandbox workers)", ThreadExecutor(local_cpus), local),
+        (f"ray reward pool ({cpus} actors)", RayRewardPool(), CodeTestsReward()),
+    )
+    rows = []
+    for name, pool, worker in pools:
+        score_in_parallel(worker, programs[:cpus], tests[:cpus], executor=pool, chunk_size=1)  # warm up
+        start = time.perf_counter()
+        results = score_in_parallel(worker, programs, tests, executor=pool, chunk_size=2)
+        seconds = time.perf_counter() - start
+        rows.append(_row(name, jobs, seconds, sum(r.status is Status.CORRECT for r in results)))
+        pool.close()
+    local.sandbox.close()
+    return rows
 
 
 def main() -> None:
@@ -112,57 +156,29 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=8, help="sub-envs per vector env (jobs per step)")
     parser.add_argument("--rounds", type=int, default=4, help="reset+step rounds per row")
     parser.add_argument("--actors", type=int, default=0, help="Ray env-host actors (0: one per cluster CPU)")
-    parser.add_argument("--learner-s", type=float, default=0.0, help="learner seconds per step (generation + update) for the estimate")
+    parser.add_argument("--learner-s", type=float, default=0.0, help="learner s/step (generation + update), estimate")
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="cluster sizes of the estimate")
     parser.add_argument("--cores", type=int, default=16, help="cores per node in the estimate")
-    parser.add_argument("--batch", type=int, default=128, help="sandbox jobs per step in the estimate (default: 16 tasks x G = 8)")
-    parser.add_argument("--job-ms", type=float, default=0.0, help="per-job cost for the estimate instead of the measured c_job (heavier tests)")
+    parser.add_argument("--batch", type=int, default=128, help="sandbox jobs per step in the estimate (16 tasks x G = 8)")
+    parser.add_argument("--job-ms", type=float, default=0.0, help="per-job cost for the estimate instead of the measured c_job")
     args = parser.parse_args()
-    from mathgym.integrations.ray import RayExecutor, RayRewardPool, cluster_cpus
+    from mathgym.integrations.ray import RayExecutor, cluster_cpus
 
-    seeds = list(range(args.envs))
-    _answers_for([s + 1000 * r for r in range(args.rounds) for s in seeds])
-    jobs = args.envs * args.rounds
-    rows, stats = [], {}
-    for name, make in (
-        ("local sync (`--executor local`)", lambda: gym.make_vec("CodeSandbox-v0", args.envs, vectorization_mode="sync")),
-        (f"local async ({args.envs} processes)", lambda: gym.make_vec("CodeSandbox-v0", args.envs, vectorization_mode="async")),
-    ):
-        envs = make()
-        _run_envs(envs, seeds, 1)  # warm the sandboxes
-        seconds, correct = _run_envs(envs, seeds, args.rounds)
-        envs.close()
-        stats[name] = seconds
-        rows.append(_row(name, jobs, seconds, correct))
     executor = RayExecutor(num_actors=args.actors or None)
-    envs = executor("CodeSandbox-v0", args.envs, {})
-    _run_envs(envs, seeds, 1)
-    seconds, correct = _run_envs(envs, seeds, args.rounds)
-    envs.close()
-    rows.append(_row(f"ray vector env (`--executor ray`, {executor.num_actors} actors)", jobs, seconds, correct))
+    rows, c_job = _vector_env_rows(args, executor)
     o_call, d_env = _ray_costs(executor, args.envs, args.rounds)
     executor.close()
-    programs, tests = _reward_jobs(jobs)
-    cpus = cluster_cpus()
-    worker = CodeTestsReward(sandbox=CodeSandbox(workers=os.cpu_count() or 1))
-    for name, pool in (
-        (f"local reward pool ({os.cpu_count()} threads, {os.cpu_count()} sandbox workers)", ThreadExecutor(os.cpu_count() or 1)),
-        (f"ray reward pool ({cpus} CPUs)", RayRewardPool()),
-    ):
-        score_in_parallel(worker if "local" in name else CodeTestsReward(), programs[:cpus], tests[:cpus], executor=pool, chunk_size=1)
-        start = time.perf_counter()
-        results = score_in_parallel(worker if "local" in name else CodeTestsReward(), programs, tests, executor=pool, chunk_size=2)
-        seconds = time.perf_counter() - start
-        rows.append(_row(name, jobs, seconds, sum(r.status is Status.CORRECT for r in results)))
-        pool.close()
-    worker.sandbox.close()
-
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; Ray cluster CPUs: {cpus}")
+    rows += _reward_pool_rows(args.envs * args.rounds)
+    load = os.getloadavg()[0]
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {load:.2f}; Ray cluster CPUs: {cluster_cpus()}")
     print("\n| CodeSandbox-v0 jobs | jobs | seconds | jobs/s | ms/job | correct |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
-    c_job = args.job_ms / 1000 if args.job_ms else stats["local sync (`--executor local`)"] / jobs
-    print(f"\nmeasured: c_job = {1000 * c_job:.1f} ms (one sandbox job alone), o_call = {1000 * o_call:.2f} ms (empty Ray actor call), "
-          f"d_env = {1000 * d_env:.2f} ms (learner-side cost per sub-env step with Ray)")
+    print(f"\nmeasured: c_job = {1000 * c_job:.1f} ms (one sandbox job alone, local sync), "
+          f"o_call = {1000 * o_call:.2f} ms (empty Ray actor call), d_env = {1000 * d_env:.2f} ms (learner-side cost "
+          "per sub-env step with Ray)")
+    if args.job_ms:
+        c_job = args.job_ms / 1000
+        print(f"estimate with c_job = {args.job_ms:.1f} ms (--job-ms)")
     _print_estimate(args, c_job, o_call, d_env)
 
 

@@ -6,6 +6,7 @@ One local Ray session (2 CPUs) serves the whole module.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -212,15 +213,29 @@ def test_actor_killed_during_a_step_and_reset_retried(executor):
         envs.close()
 
 
+ADD_TESTS = [TestCase("t", "assert", "assert add(2, 3) == 5")]
+ADD = "```python\ndef add(a, b):\n    return a + b\n```"
+
+
 def test_reward_pool_scores_like_inline():
-    tests = [TestCase("t", "assert", "assert add(2, 3) == 5")]
-    completions = ["```python\ndef add(a, b):\n    return a + b\n```", "```python\ndef add(a, b):\n    return a - b\n```", "nothing"]
-    pool = RayRewardPool()
-    code = score_in_parallel(CodeTestsReward(), completions, [tests] * 3, executor=pool, chunk_size=1)
+    completions = [ADD, ADD.replace("a + b", "a - b"), "nothing"]
+    with contextlib.closing(RayRewardPool()) as pool:
+        code = score_in_parallel(CodeTestsReward(), completions, [ADD_TESTS] * 3, executor=pool, chunk_size=1)
+        answers, golds = ["\\boxed{4}", "\\boxed{5}", "four"], ["4", "4", "4"]
+        math = score_in_parallel(MathVerifier(), answers, golds, executor=pool, chunk_size=1)
     assert [(r.score, str(r.status)) for r in code] == [(1.0, "correct"), (0.0, "wrong"), (0.0, "wrong")]
-    math = score_in_parallel(MathVerifier(), ["\\boxed{4}", "\\boxed{5}", "four"], ["4", "4", "4"], executor=pool, chunk_size=1)
-    inline = score_in_parallel(MathVerifier(), ["\\boxed{4}", "\\boxed{5}", "four"], ["4", "4", "4"])
+    inline = score_in_parallel(MathVerifier(), answers, golds)
     assert [(r.score, r.status) for r in math] == [(r.score, r.status) for r in inline]
+
+
+def test_reward_pool_reruns_an_item_whose_actor_died():
+    slow = ADD.replace("def add", "import time\ntime.sleep(1.5)\ndef add")
+    with contextlib.closing(RayRewardPool(num_actors=1)) as pool:
+        pid = pool.actor_pids()[0]
+        threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
+        (result,) = score_in_parallel(CodeTestsReward(), [slow], [ADD_TESTS], executor=pool)
+        assert (result.score, str(result.status)) == (1.0, "correct")
+        assert pool.hosts.failed_calls >= 1 and pool.actor_pids()[0] != pid
 
 
 def test_executor_option_from_cli_and_yaml(tmp_path, monkeypatch):

@@ -9,17 +9,13 @@ Two pieces, in Ray's own vocabulary (actors and tasks):
   verifier or sandbox) runs on an actor. Results are those of ``gym.make_vec(...,
   vectorization_mode="sync")``, string for string, including the next-step autoreset.
 * :class:`RayRewardPool`: an :class:`~mathgym.rewards.workers.Executor` whose ``map``
-  runs each item as a Ray task, for scoring outside envs
+  runs items on Ray actors, for scoring outside envs
   (:func:`~mathgym.rewards.workers.score_in_parallel`,
   :func:`~mathgym.rewards.workers.trl_reward_function`).
 
-Faults: an env host that dies is restarted by Ray (``max_restarts``); the sub-envs it held
-lose their episode, which ends with ``truncated=True`` and ``info["status"] ==
-"actor_error"`` (an infrastructure status: kept out of the loss, counted in metrics); the
-next step resets them on the restarted actor. A reset never fails this way: it is
-retried on the restarted actor (a seeded reset gives the same task again).
-
-Ray is imported only in this module (``pip install "mathgym[ray]"``).
+Faults: a dead actor is restarted by Ray; the episodes it held end with ``truncated=True``
+and status ``actor_error`` (infrastructure: out of the loss, counted in ``infra/`` metrics).
+See ``docs/scaling.md``. Ray is imported only in this module (``pip install "mathgym[ray]"``).
 """
 
 from __future__ import annotations
@@ -68,9 +64,9 @@ def init_ray(num_cpus: int | None = None) -> None:
 
 
 class _EnvHost:
-    """A Ray actor holding sub-envs under slot keys ``(vector_env_id, index)``.
+    """A Ray actor holding sub-envs under slot keys ``(vector_env_id, index)``; also runs reward jobs.
 
-    Every method takes a batch of slots so that one round trip serves them all.
+    Every env method takes a batch of slots so that one round trip serves them all.
     """
 
     def __init__(self) -> None:
@@ -112,6 +108,10 @@ class _EnvHost:
             out.append(value(*args, **kwargs) if callable(value) else value)
         return out
 
+    def apply(self, fn: Callable[[Any], Any], item: Any) -> Any:
+        """``fn(item)`` (the reward pool's jobs)."""
+        return fn(item)
+
     def drop(self, vector_id: str) -> None:
         """Close and forget the sub-envs of one vector env."""
         for slot in [s for s in self._envs if s[0] == vector_id]:
@@ -152,7 +152,10 @@ class RayExecutor:
             raise ConfigError(f"num_cpus_per_actor={num_cpus_per_actor!r} must be 0 or more.")
         self.num_actors = num_actors or cluster_cpus()
         self.step_timeout_s = step_timeout_s
-        options = {"num_cpus": num_cpus_per_actor, "max_restarts": max_restarts, "max_task_retries": 0, "scheduling_strategy": "SPREAD"}
+        options = {
+            "num_cpus": num_cpus_per_actor, "max_restarts": max_restarts, "max_task_retries": 0,
+            "scheduling_strategy": "SPREAD",
+        }
         self.actors = [_EnvHostActor.options(**options).remote() for _ in range(self.num_actors)]
         self.failed_calls = 0  # actor calls lost to a dead or hung actor (cumulative)
 
@@ -220,7 +223,13 @@ class RayVectorEnv(gym.vector.VectorEnv):
         executor: The actor pool (default: a new :class:`RayExecutor`, closed with the env).
     """
 
-    def __init__(self, env_id: str, num_envs: int, env_kwargs: Mapping[str, Any] | None = None, executor: RayExecutor | None = None):
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        env_kwargs: Mapping[str, Any] | None = None,
+        executor: RayExecutor | None = None,
+    ):
         super().__init__()
         if num_envs < 1:
             raise ConfigError(f"num_envs={num_envs!r} must be at least 1.")
@@ -287,18 +296,23 @@ class RayVectorEnv(gym.vector.VectorEnv):
 
     # -- the gymnasium API ----------------------------------------------------------------------
 
-    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        """Reset sub-envs (all, or ``options["reset_mask"]``); seeds as ``SyncVectorEnv`` takes them."""
-        if seed is None:
-            seed = [None] * self.num_envs
-        elif isinstance(seed, int):
-            seed = [seed + i for i in range(self.num_envs)]
-        if len(seed) != self.num_envs:
-            raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} but got length={len(seed)}.")
+    def _seeds_and_mask(self, seed: Any, options: dict[str, Any] | None) -> tuple[list[Any], np.ndarray, dict | None]:
+        """``reset``'s arguments as ``SyncVectorEnv`` reads them (the caller's ``options`` left unchanged)."""
+        n = self.num_envs
+        seeds = [None] * n if seed is None else [seed + i for i in range(n)] if isinstance(seed, int) else list(seed)
+        if len(seeds) != n:
+            raise ValueError(f"reset(seed=...) needs one seed per sub-env: num_envs={n}, got {len(seeds)} seeds.")
         options = dict(options) if options is not None else None
-        mask = options.pop("reset_mask") if options is not None and "reset_mask" in options else np.ones(self.num_envs, dtype=np.bool_)
-        if not isinstance(mask, np.ndarray) or mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
-            raise ValueError(f"options['reset_mask'] must be a numpy bool array of shape ({self.num_envs},) with at least one True value.")
+        mask = options.pop("reset_mask") if options and "reset_mask" in options else np.ones(n, dtype=np.bool_)
+        if not isinstance(mask, np.ndarray) or mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
+            raise ValueError(f"options['reset_mask'] must be a numpy bool array of shape ({n},) with a True value.")
+        return seeds, mask, options
+
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset sub-envs (all, or ``options["reset_mask"]``); seeds as ``SyncVectorEnv`` takes them."""
+        seed, mask, options = self._seeds_and_mask(seed, options)
         pending = {int(i): ("reset", (seed[i], options)) for i in np.flatnonzero(mask)}
         done: dict[int, Any] = {}
         for _ in range(_RESET_ATTEMPTS):
@@ -310,7 +324,9 @@ class RayVectorEnv(gym.vector.VectorEnv):
             for actor in self._stale:
                 wait_for_actor(self.executor.actors[actor])
         if pending:
-            raise ActorFailureError(f"Ray actors failed {_RESET_ATTEMPTS} times resetting sub-envs {sorted(pending)}; see the Ray logs.")
+            raise ActorFailureError(
+                f"Ray actors failed {_RESET_ATTEMPTS} times resetting sub-envs {sorted(pending)}; see the Ray logs."
+            )
         self._autoreset_envs[mask] = False
         env_obs = list(self._observations) if not mask.all() else [None] * self.num_envs
         infos: dict[str, Any] = {}
@@ -323,7 +339,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every sub-env (a sub-env that ended on the previous step is reset instead)."""
         actions = list(iterate(self.action_space, actions))
-        jobs = {i: ("reset", (None, None)) if self._autoreset_envs[i] else ("step", actions[i]) for i in range(self.num_envs)}
+        jobs = {i: ("reset", (None, None)) if self._autoreset_envs[i] else ("step", a) for i, a in enumerate(actions)}
         results = self._run(jobs)
         env_obs: list[Any] = [None] * self.num_envs
         rewards = np.zeros(self.num_envs, dtype=np.float64)
@@ -367,30 +383,20 @@ class RayVectorEnv(gym.vector.VectorEnv):
             except (ray.exceptions.RayActorError, IndexError):
                 pass  # a dead actor holds nothing any more
 
-    def infra_metrics(self) -> dict[str, float]:
-        """``infra/`` counters of the actor pool."""
-        return self.executor.metrics()
-
-
-@ray.remote(max_retries=3)
-def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
-    return fn(item)
-
 
 class RayRewardPool:
-    """Reward workers on Ray: each ``map`` item becomes a Ray task (retried if its worker dies).
+    """Reward workers on Ray actors: ``map`` spreads items over them, retrying an item whose actor died.
 
     An :class:`~mathgym.rewards.workers.Executor`: pass it to
     :func:`~mathgym.rewards.workers.score_in_parallel` or
     :func:`~mathgym.rewards.workers.trl_reward_function`; each chunk of samples is scored
-    in a Ray worker process (with its own warm sandbox or math-verify helpers), on any
-    node of the cluster. Scoring is a pure function of (completion, reference), so a
-    retried task gives the same result.
+    on an actor (item ``i`` on actor ``i % num_actors``), which keeps its warm sandbox and
+    math-verify helpers between calls, on any node of the cluster. Scoring is a pure
+    function of (completion, reference), so a retried item gives the same result.
 
     Args:
-        num_cpus_per_task: CPUs Ray reserves for each task (1: as many chunks at once as
-            the cluster has CPUs).
-        max_retries: Times a task whose worker process died is run again.
+        num_actors: Worker actors (default: one per CPU of the Ray cluster).
+        max_retries: Times an item whose actor died is run again (on the restarted actor).
 
     Example:
         >>> from mathgym.rewards import MathVerifier, score_in_parallel
@@ -399,16 +405,34 @@ class RayRewardPool:
         1.0
     """
 
-    def __init__(self, num_cpus_per_task: float = 1.0, max_retries: int = 3):
-        init_ray()
-        self._task = _apply.options(num_cpus=num_cpus_per_task, max_retries=max_retries)
+    def __init__(self, num_actors: int | None = None, max_retries: int = 3):
+        self.hosts = RayExecutor(num_actors=num_actors)
+        self.max_retries = max_retries
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        fn_ref = ray.put(fn)
-        return ray.get([self._task.remote(fn_ref, item) for item in items])
+        actors, fn_ref = self.hosts.actors, ray.put(fn)
+        refs = [actors[i % len(actors)].apply.remote(fn_ref, item) for i, item in enumerate(items)]
+        out = []
+        for i, ref in enumerate(refs):
+            for attempt in range(self.max_retries + 1):
+                try:
+                    out.append(_get(ref))
+                    break
+                except ray.exceptions.RayActorError:
+                    self.hosts.failed_calls += 1
+                    if attempt == self.max_retries:
+                        raise ActorFailureError(f"item {i} failed {attempt + 1} times on its Ray actor; see the Ray logs.") from None
+                    wait_for_actor(actors[i % len(actors)])
+                    ref = actors[i % len(actors)].apply.remote(fn_ref, items[i])
+        return out
+
+    def actor_pids(self) -> list[int]:
+        """Process id of each actor."""
+        return self.hosts.actor_pids()
 
     def close(self) -> None:
-        """Nothing to release (Ray keeps its worker processes for the next call)."""
+        """Kill the actors; safe to call twice."""
+        self.hosts.close()
 
 
 def wait_for_actor(actor: Any, timeout_s: float = 60.0) -> int:
