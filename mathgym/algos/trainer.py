@@ -26,7 +26,7 @@ from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state, trainable_state
 from mathgym.algos.evaluate import EvalResult, evaluate_policy
 from mathgym.algos.metrics import MetricsLogger, plot_reward_curve, rollout_metrics
-from mathgym.algos.rollout import RolloutCollector, RolloutSettings
+from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory
 from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs, save_config, vector_env_factory
 
 
@@ -137,7 +137,7 @@ class Trainer:
         return SamplingParams(cfg.temperature, cfg.top_p, cfg.max_new_tokens)
 
     @property
-    def make_envs(self) -> Any:
+    def make_envs(self) -> VectorEnvFactory | None:
         """The vector-env factory of ``config.executor`` (``None``: ``gym.make_vec``)."""
         if self._executor is None and self.config.executor != "local":
             self._executor = vector_env_factory(self.config)
