@@ -1,6 +1,6 @@
 """Ray executor: env steps (and the rewards scored inside them) on Ray actors.
 
-Two pieces, in Ray's own vocabulary (actors and tasks):
+Two pieces, both on Ray actors:
 
 * :class:`RayExecutor` builds :class:`RayVectorEnv` s: gymnasium vector envs whose
   sub-envs live on a pool of Ray actors (*env hosts*), stepped in parallel. It is what
@@ -44,7 +44,7 @@ _RESET_ATTEMPTS = 3
 
 
 class ActorFailureError(MathgymError, RuntimeError):
-    """An env host kept failing: a reset could not be completed after restarts."""
+    """A Ray actor kept failing: a reset (or a reward item) could not be completed after restarts."""
 
 
 def init_ray(num_cpus: int | None = None) -> None:
