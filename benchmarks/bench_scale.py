@@ -141,7 +141,7 @@ def _reward_pool_rows(jobs: int) -> list[str]:
     )
     rows = []
     for name, pool, worker in pools:
-        score_in_parallel(worker, programs[:cpus], tests[:cpus], executor=pool, chunk_size=1)  # warm up
+        score_in_parallel(worker, programs, tests, executor=pool, chunk_size=2)  # warm up every sandbox worker
         start = time.perf_counter()
         results = score_in_parallel(worker, programs, tests, executor=pool, chunk_size=2)
         seconds = time.perf_counter() - start
