@@ -63,7 +63,13 @@ class TrainConfig:
     max_episode_tokens: int = option(1024, "token budget of a whole episode (prompt + every turn)")
     max_turns: int = option(0, "collector cap on turns per episode (0: the env's own budget)")
     backend: Literal["native", "hf", "vllm"] = option("native", "generation backend")
-    vectorization_mode: Literal["sync", "async"] = option("sync", "gymnasium vector env mode")
+    vectorization_mode: Literal["sync", "async"] = option("sync", "gymnasium vector env mode (executor local)")
+    executor: Literal["local", "ray"] = option(
+        "local",
+        "where env steps and their rewards run: 'local' (gym.make_vec in this process) or 'ray' (Ray actors; "
+        "joins the cluster at RAY_ADDRESS, else starts a local one; same results; needs mathgym[ray])",
+    )
+    ray_actors: int = option(0, "executor ray: env-host actors (0: one per CPU of the Ray cluster)")
     lora_r: int = option(0, "LoRA rank (0: full fine-tuning)")
     lora_alpha: int = option(16, "LoRA alpha")
     lora_target_modules: str = option("all-linear", "LoRA target modules: 'all-linear' or comma-separated names")
@@ -88,7 +94,7 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least 1.")
-        for name in ("warm_start_steps", "warmup_steps", "save_every", "eval_every", "eval_tasks", "lora_r", "max_turns", "threads"):
+        for name in ("warm_start_steps", "warmup_steps", "save_every", "eval_every", "eval_tasks", "lora_r", "max_turns", "threads", "ray_actors"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be 0 or more.")
         if self.learning_rate <= 0:
@@ -142,6 +148,18 @@ def resolved_env_kwargs(config: TrainConfig, evaluation: bool = False) -> dict[s
     if evaluation:
         kwargs.update({k: v for k, v in config.eval_env_kwargs.items() if env_accepts(config.env, k)})
     return kwargs
+
+
+def vector_env_factory(config: TrainConfig) -> Any:
+    """The vector-env factory of ``config.executor``: ``None`` for ``local`` (``gym.make_vec``),
+    a :class:`mathgym.integrations.ray.RayExecutor` for ``ray`` (the caller closes it)."""
+    if config.executor != "ray":
+        return None
+    try:
+        from mathgym.integrations.ray import RayExecutor
+    except ImportError as err:
+        raise ConfigError(f"executor='ray' needs Ray ({err}); install it with: pip install 'mathgym[ray]'") from None
+    return RayExecutor(num_actors=config.ray_actors or None)
 
 
 def field_type(cls: type, name: str) -> Any:

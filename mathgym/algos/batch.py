@@ -18,8 +18,10 @@ from typing import Any
 
 import torch
 
+from mathgym.rewards.base import INFRA_STATUSES as REWARD_INFRA_STATUSES
+
 #: Statuses that are infrastructure failures, not model failures: kept out of the loss.
-INFRA_STATUSES = frozenset({"error", "sandbox_error"})
+INFRA_STATUSES = frozenset(str(s) for s in REWARD_INFRA_STATUSES)
 
 
 @dataclass

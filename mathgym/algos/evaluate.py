@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from mathgym.agents.policy import LLMPolicy, SamplingParams
-from mathgym.algos.rollout import RolloutCollector, RolloutSettings
+from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory
 
 
 @dataclass
@@ -52,11 +52,13 @@ def evaluate_policy(
     max_episode_tokens: int = 1024,
     max_turns: int | None = None,
     chunk: int = 100,
+    make_envs: VectorEnvFactory | None = None,
 ) -> EvalResult:
     """Evaluate on tasks ``seed .. seed + num_tasks - 1``.
 
     With ``k == 1`` decoding is greedy; with ``k > 1`` each task gets k samples at
-    ``temperature`` (seeded, so the result is reproducible).
+    ``temperature`` (seeded, so the result is reproducible). ``make_envs`` builds the
+    vector envs (default ``gym.make_vec``; the trainer passes its executor's).
     """
     greedy = k == 1
     params = SamplingParams(0.0 if greedy else temperature, 1.0, max_new_tokens)
@@ -66,7 +68,7 @@ def evaluate_policy(
     per_chunk = max(1, chunk // k)
     for start in range(0, num_tasks, per_chunk):
         seeds = list(range(seed + start, seed + min(start + per_chunk, num_tasks)))
-        collector = RolloutCollector(env_id, env_kwargs, policy, len(seeds), settings)
+        collector = RolloutCollector(env_id, env_kwargs, policy, len(seeds), settings, make_envs)
         try:
             episodes = collector.collect_episodes(seeds, generator)
         finally:

@@ -2,7 +2,8 @@
 and the reward-curve PNG.
 
 Metric names use fixed prefixes: ``rollout/`` (what the policy did), ``loss/`` (the
-update), ``eval/`` (held-out evaluation), ``perf/`` (timings and throughput).
+update), ``eval/`` (held-out evaluation), ``perf/`` (timings and throughput), ``infra/``
+(infrastructure failures: episodes lost to a crashed sandbox, verifier or actor).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
         "rollout/turns": sum(len(s) for s in batch.step_rewards) / n,
         "rollout/truncated": float(batch.truncated.float().mean()),
         "rollout/infra_failures": float(batch.infra_failure.sum()),
+        "infra/failed_episodes": float(batch.infra_failure.sum()),
     }
     for status, count in sorted(Counter(batch.statuses).items()):
         out[f"rollout/status/{status}"] = count / n

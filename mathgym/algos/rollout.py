@@ -11,7 +11,7 @@ re-tokenising the history). Only action tokens enter the loss.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,6 +21,10 @@ import torch
 
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.algos.batch import Episode, RolloutBatch
+
+#: Builds a collector's vector env: ``(env_id, num_envs, env_kwargs) -> VectorEnv`` with the
+#: results of ``gym.make_vec(..., vectorization_mode="sync")`` (e.g. the Ray executor's).
+VectorEnvFactory = Callable[[str, int, Mapping[str, Any]], gym.vector.VectorEnv]
 
 
 @dataclass
@@ -61,6 +65,8 @@ class RolloutCollector:
         policy: The policy that acts.
         num_tasks: Tasks per batch (the vector env has ``num_tasks * group_size`` copies).
         settings: Group size, sampling and budgets.
+        make_envs: Where the vector env comes from (default: ``gym.make_vec`` in
+            ``settings.vectorization_mode``).
     """
 
     def __init__(
@@ -70,13 +76,17 @@ class RolloutCollector:
         policy: LLMPolicy,
         num_tasks: int,
         settings: RolloutSettings,
+        make_envs: VectorEnvFactory | None = None,
     ):
         self.env_id = env_id
         self.policy = policy
         self.settings = settings
         self.num_tasks = int(num_tasks)
         num_envs = self.num_tasks * settings.group_size
-        self.envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=settings.vectorization_mode, **dict(env_kwargs))
+        if make_envs is not None:
+            self.envs = make_envs(env_id, num_envs, dict(env_kwargs))
+        else:
+            self.envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=settings.vectorization_mode, **dict(env_kwargs))
 
     def close(self) -> None:
         self.envs.close()

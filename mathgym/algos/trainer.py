@@ -32,8 +32,8 @@ from mathgym.algos.checkpoint import latest_checkpoint, load_checkpoint, rng_sta
 from mathgym.algos.distributed import Distributed, NullLogger
 from mathgym.algos.evaluate import EvalResult, evaluate_policy
 from mathgym.algos.metrics import MetricsLogger, plot_reward_curve, rollout_metrics
-from mathgym.algos.rollout import RolloutCollector, RolloutSettings
-from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs, save_config
+from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory
+from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs, save_config, vector_env_factory
 from mathgym.errors import ConfigError
 
 
@@ -110,6 +110,7 @@ class Trainer:
         self.step = 0
         self.eval_before: EvalResult | None = None
         self._collector: RolloutCollector | None = None
+        self._executor: Any = None  # config.executor's vector-env factory, made on first use
         self.logger: MetricsLogger | NullLogger = NullLogger(self.run_dir)
         if self.dist.is_main:
             save_config(config, self.run_dir / "config.yaml", {"algo": self.algo_name})
@@ -158,6 +159,13 @@ class Trainer:
         return SamplingParams(cfg.temperature, cfg.top_p, cfg.max_new_tokens)
 
     @property
+    def make_envs(self) -> VectorEnvFactory | None:
+        """The vector-env factory of ``config.executor`` (``None``: ``gym.make_vec``)."""
+        if self._executor is None and self.config.executor != "local":
+            self._executor = vector_env_factory(self.config)
+        return self._executor
+
+    @property
     def collector(self) -> RolloutCollector:
         if self._collector is None:
             cfg = self.config
@@ -165,7 +173,9 @@ class Trainer:
                 cfg.group_size, self.sampling, cfg.max_episode_tokens, cfg.max_turns or None, cfg.vectorization_mode
             )
             num_tasks = cfg.num_tasks // self.dist.world_size  # this rank's share (see make_batch)
-            self._collector = RolloutCollector(cfg.env, resolved_env_kwargs(cfg), self.policy, num_tasks, settings)
+            self._collector = RolloutCollector(
+                cfg.env, resolved_env_kwargs(cfg), self.policy, num_tasks, settings, self.make_envs
+            )
         return self._collector
 
     def task_seeds(self, step: int) -> list[int]:
@@ -219,7 +229,7 @@ class Trainer:
         return evaluate_policy(
             self.policy, cfg.env, resolved_env_kwargs(cfg, evaluation=True), num_tasks=cfg.eval_tasks,
             seed=cfg.eval_seed, k=cfg.eval_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-            max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None,
+            max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None, make_envs=self.make_envs,
         )
 
     # -- checkpoints -------------------------------------------------------------------------------
@@ -340,10 +350,14 @@ class Trainer:
             "perf/step_s": t2 - t0,
             "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
             "optim/lr": float(self.scheduler.get_last_lr()[0]),
+            **(self._executor.metrics() if hasattr(self._executor, "metrics") else {}),
         }
 
     def close(self) -> None:
         if self._collector is not None:
             self._collector.close()
             self._collector = None
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
         self.dist.close()

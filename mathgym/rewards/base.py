@@ -26,6 +26,8 @@ class Status(enum.StrEnum):
 
     * ``error`` — the verifier itself crashed.
     * ``sandbox_error`` — the code sandbox could not run the sample.
+    * ``actor_error`` — the process running the env (a Ray actor) died or hung mid-episode;
+      the episode was cut short (``truncated``) and the actor restarted.
     """
 
     CORRECT = "correct"
@@ -37,6 +39,7 @@ class Status(enum.StrEnum):
     IN_PROGRESS = "in_progress"
     ERROR = "error"
     SANDBOX_ERROR = "sandbox_error"
+    ACTOR_ERROR = "actor_error"
 
     @property
     def is_infra_failure(self) -> bool:
@@ -44,7 +47,7 @@ class Status(enum.StrEnum):
         return self in INFRA_STATUSES
 
 
-INFRA_STATUSES = frozenset({Status.ERROR, Status.SANDBOX_ERROR})
+INFRA_STATUSES = frozenset({Status.ERROR, Status.SANDBOX_ERROR, Status.ACTOR_ERROR})
 
 
 @dataclass(frozen=True)
