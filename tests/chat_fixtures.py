@@ -194,3 +194,39 @@ def build_chat_model(style: str, path: Path, arch: Arch = "qwen2", seed: int = 0
     except OSError:  # built concurrently by another process
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def cached_chat_model(tmp_path_factory: Any, style: str, arch: Arch = "qwen2") -> Path:
+    """``build_chat_model`` into the pytest session's base temp dir (built once per session)."""
+    return build_chat_model(style, Path(tmp_path_factory.getbasetemp()) / "chat-models" / f"{style}-{arch}", arch)
+
+
+#: The end-of-turn token each style's template writes after an assistant message.
+END_OF_TURN = {"chatml": "<|im_end|>", "chatml-base": "<|im_end|>", "llama3": "<|eot_id|>", "qwen3": "<|im_end|>", "gemma": "<end_of_turn>"}
+
+
+def assert_episode_text(tokenizer: Any, token_ids: list[int], messages: list[dict[str, Any]], stop_ids: tuple[int, ...]) -> None:
+    """Assert that an episode's tokens decode to the template's rendering of its final ``messages``.
+
+    The episode ends right after its last action, so the rendering is cut there: the chat
+    before the last assistant message with its generation prompt, the message, and the stop
+    token the model sampled (if it sampled one). A stop token the model sampled that is not
+    the template's end-of-turn token (EOS of a Qwen-base-style tokenizer) stays in the token
+    sequence, before the end-of-turn token the template inserts; it is the one allowed difference.
+    Env replies after the last action (an episode cut by the turn cap) are not in the tokens.
+    """
+    while messages and messages[-1]["role"] != "assistant":  # env replies after the last action (turn cap)
+        messages = messages[:-1]
+    decoded = tokenizer.decode(token_ids, skip_special_tokens=False)
+    stops = [tokenizer.convert_ids_to_tokens(i) for i in stop_ids]
+    body = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True) + messages[-1]["content"]
+    last = token_ids[-1] if token_ids else None
+    expected = body + (tokenizer.convert_ids_to_tokens(last) if last in stop_ids else "")
+    full = tokenizer.apply_chat_template(messages, tokenize=False)
+    assert full.startswith(body), "the template is not prefix-preserving on this chat"
+    eot = next((t for t in stops if full.startswith(t, len(body))), None)
+    if eot is not None:  # a sampled non-end-of-turn stop token directly before the template's end of turn
+        for stop in stops:
+            if stop != eot:
+                decoded = decoded.replace(stop + eot, eot)
+    assert decoded == expected, f"tokens decode to\n{decoded!r}\nthe template renders\n{expected!r}"
