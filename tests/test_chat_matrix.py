@@ -90,3 +90,29 @@ def test_train_and_eval_any_registered_env_with_a_chat_model(tmp_path_factory, t
     assert (run / "final" / "config.json").is_file()
     code = train_cli.main("eval", ["--model", str(run / "final"), "--env", env_id, "--env-kwargs", kwargs, "--tasks", "1", "--device", "cpu"])
     assert code == 0 and f"{env_id} (1 tasks" in capsys.readouterr().out
+
+
+def eval_line(capsys, model: Path, *args: str) -> str:
+    capsys.readouterr()
+    assert train_cli.main("eval", ["--model", str(model), "--tasks", "16", "--device", "cpu", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_eval_of_a_run_final_model_reproduces_the_runs_final_accuracy(tmp_path, monkeypatch, capsys):
+    """The embedded tiny model's short prompt (its mathgym.json) and the run's evaluation budget
+    travel with RUN/final: `mathgym eval --model RUN/final` reports what the run reported."""
+    monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    args = ["--algo", "sft", "--warm-start-steps", "0", "--steps", "30", "--batch-size", "64", "--num-demonstrations", "512",
+            "--learning-rate", "1e-2", "--eval-tasks", "16", "--max-new-tokens", "4", "--run-dir", str(run),
+            "--progress", "false", "--save-every", "0", "--device", "cpu", "--threads", "1"]
+    assert train_cli.main("train", args) == 0
+    after = json.loads((run / "eval.json").read_text())["after"]
+    settings = read_model_settings(run / "final")
+    assert settings["env_kwargs"] == {"system_prompt": ""} and settings["generation"]["max_new_tokens"] == 4
+    statuses = ", ".join(f"{k}={v}" for k, v in sorted(after["statuses"].items()))
+    expected = f"pass@1 = {after['pass_at_1']:.1%} (greedy)\nstatuses: {statuses}\n"
+    assert eval_line(capsys, run / "final").endswith(expected)
+    # Without the file the model is prompted and budgeted differently, and scores differently.
+    (run / "final" / MODEL_SETTINGS_FILE).unlink()
+    assert not eval_line(capsys, run / "final").endswith(expected)
