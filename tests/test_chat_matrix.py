@@ -116,3 +116,18 @@ def test_eval_of_a_run_final_model_reproduces_the_runs_final_accuracy(tmp_path, 
     # Without the file the model is prompted and budgeted differently, and scores differently.
     (run / "final" / MODEL_SETTINGS_FILE).unlink()
     assert not eval_line(capsys, run / "final").endswith(expected)
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-0.5b-gsm8k.yaml", "qwen2.5-0.5b-gsm8k-lora.yaml"])
+def test_real_model_recipe_configs_validate(name):
+    import yaml
+
+    from mathgym.algos.registry import get_algorithm
+    from mathgym.config import build_config, env_accepts
+
+    path = Path(__file__).resolve().parents[1] / "examples" / name
+    _, config_cls = get_algorithm(yaml.safe_load(path.read_text())["algo"])
+    config = build_config(config_cls, path)
+    assert config.model == "Qwen/Qwen2.5-0.5B-Instruct" and config.env == "MathReason-v0"
+    assert all(env_accepts(config.env, key) for key in {**config.env_kwargs, **config.eval_env_kwargs})
+    assert (config.lora_r > 0) == name.endswith("-lora.yaml")
