@@ -89,7 +89,11 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least 1.")
-        for name in ("warm_start_steps", "warmup_steps", "save_every", "eval_every", "eval_tasks", "lora_r", "max_turns", "threads", "log_samples"):
+        non_negative = (
+            "warm_start_steps", "warmup_steps", "save_every", "eval_every", "eval_tasks", "lora_r", "max_turns", "threads",
+            "log_samples",
+        )
+        for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be 0 or more.")
         if self.learning_rate <= 0:
@@ -178,6 +182,13 @@ def model_env_kwargs(env_id: str, settings: Mapping[str, Any]) -> dict[str, Any]
     same_env = settings.get("env") in (None, env_id)
     saved = settings.get("env_kwargs", {})
     return {k: v for k, v in saved.items() if (same_env or k in PROMPT_KEYS) and env_accepts(env_id, k)}
+
+
+def model_generation_defaults(model: str | Path, explicit: set[str] = frozenset()) -> dict[str, Any]:
+    """The budgets (``max_new_tokens``, ``max_episode_tokens``, ``max_turns``) saved in ``model``'s
+    ``mathgym.json``, less the options in ``explicit`` (set by the user, which win)."""
+    saved = read_model_settings(model).get("generation", {})
+    return {k: v for k, v in saved.items() if k in ("max_new_tokens", "max_episode_tokens", "max_turns") and k not in explicit}
 
 
 def resolved_env_kwargs(config: TrainConfig, evaluation: bool = False, model_dir: str | Path | None = None) -> dict[str, Any]:

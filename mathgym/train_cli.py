@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from mathgym.config import build_config, config_help, split_overrides
+from mathgym.config import build_config, config_help, model_generation_defaults, split_overrides
 from mathgym.errors import ConfigError, MathgymError
 
 
@@ -66,6 +66,9 @@ def run_train(argv: Sequence[str]) -> int:
         config = build_config(config_cls, None, {**saved, **overrides, "run_dir": known.resume})
     else:
         config = build_config(config_cls, known.config, overrides)
+        budgets = model_generation_defaults(config.model, set(overrides) | _yaml_keys(known.config))
+        if budgets:  # the model's mathgym.json: the budgets it was trained and evaluated with
+            config = build_config(config_cls, known.config, {**budgets, **overrides})
     trainer = trainer_cls(config)
     if known.resume:
         if not trainer.resume():
@@ -75,6 +78,13 @@ def run_train(argv: Sequence[str]) -> int:
     result = trainer.train()
     print(result.summary(config.env))
     return 0
+
+
+def _yaml_keys(path: str | None) -> set[str]:
+    """Option names a YAML config file sets."""
+    if not path or not Path(path).is_file():
+        return set()
+    return {str(k).replace("-", "_") for k in (yaml.safe_load(Path(path).read_text()) or {})}
 
 
 def run_eval(argv: Sequence[str]) -> int:

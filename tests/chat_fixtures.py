@@ -202,7 +202,9 @@ def cached_chat_model(tmp_path_factory: Any, style: str, arch: Arch = "qwen2") -
 
 
 #: The end-of-turn token each style's template writes after an assistant message.
-END_OF_TURN = {"chatml": "<|im_end|>", "chatml-base": "<|im_end|>", "llama3": "<|eot_id|>", "qwen3": "<|im_end|>", "gemma": "<end_of_turn>"}
+END_OF_TURN = {
+    "chatml": "<|im_end|>", "chatml-base": "<|im_end|>", "llama3": "<|eot_id|>", "qwen3": "<|im_end|>", "gemma": "<end_of_turn>",
+}
 
 
 def assert_episode_text(tokenizer: Any, token_ids: list[int], messages: list[dict[str, Any]], stop_ids: tuple[int, ...]) -> None:

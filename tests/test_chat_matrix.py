@@ -88,7 +88,8 @@ def test_train_and_eval_any_registered_env_with_a_chat_model(tmp_path_factory, t
     kwargs = json.dumps(CONTRACT_KWARGS.get(env_id, {}))
     run = train(model, tmp_path / "run", "--env", env_id, "--env-kwargs", kwargs, "--num-tasks", "1")
     assert (run / "final" / "config.json").is_file()
-    code = train_cli.main("eval", ["--model", str(run / "final"), "--env", env_id, "--env-kwargs", kwargs, "--tasks", "1", "--device", "cpu"])
+    args = ["--model", str(run / "final"), "--env", env_id, "--env-kwargs", kwargs, "--tasks", "1", "--device", "cpu"]
+    code = train_cli.main("eval", args)
     assert code == 0 and f"{env_id} (1 tasks" in capsys.readouterr().out
 
 
@@ -113,6 +114,12 @@ def test_eval_of_a_run_final_model_reproduces_the_runs_final_accuracy(tmp_path, 
     statuses = ", ".join(f"{k}={v}" for k, v in sorted(after["statuses"].items()))
     expected = f"pass@1 = {after['pass_at_1']:.1%} (greedy)\nstatuses: {statuses}\n"
     assert eval_line(capsys, run / "final").endswith(expected)
+    # `mathgym train --model RUN/final` starts from the same accuracy.
+    again = tmp_path / "again"
+    assert train_cli.main("train", ["--model", str(run / "final"), "--steps", "1", "--num-tasks", "1", "--group-size", "2",
+                                    "--eval-tasks", "16", "--run-dir", str(again), "--progress", "false", "--save-every", "0",
+                                    "--device", "cpu", "--threads", "1"]) == 0
+    assert json.loads((again / "eval.json").read_text())["before"] == after
     # Without the file the model is prompted and budgeted differently, and scores differently.
     (run / "final" / MODEL_SETTINGS_FILE).unlink()
     assert not eval_line(capsys, run / "final").endswith(expected)

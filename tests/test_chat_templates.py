@@ -192,7 +192,8 @@ def test_math_tool_runs_the_tool_call_the_chatml_template_renders(policies):
         env.reset(seed=0)
         obs, reward, terminated, _, info = env.step(action)
         assert "42" in obs and not terminated and info["tool_calls"] == 1
-        for bad, why in [("<tool_call>{not json</tool_call>", "not valid JSON"), ('<tool_call>{"name": "shell", "arguments": {}}</tool_call>', "unknown tool")]:
+        bad_calls = {"<tool_call>{not json</tool_call>": "not valid JSON", '<tool_call>{"name": "sh", "arguments": {}}</tool_call>': "unknown tool"}
+        for bad, why in bad_calls.items():
             obs, _, terminated, _, info = env.step(bad)
             assert why in obs and info["status"] == "format_error" and not terminated
     finally:

@@ -74,7 +74,9 @@ def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> tuple[int, 
     return tuple(dict.fromkeys(ids))
 
 
-def turn_suffix(render: Render, chat: Sequence[dict[str, str]], reply: str, template_name: str = "the chat template") -> str:
+def turn_suffix(
+    render: Render, chat: Sequence[dict[str, str]], reply: str, template_name: str = "the chat template"
+) -> str:
     """Text the template inserts after an assistant turn's content when the env replies ``reply``.
 
     Args:

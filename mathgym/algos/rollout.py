@@ -107,7 +107,8 @@ class RolloutCollector:
         encoded: dict[str, list[int]] = {}  # a group's G copies of a prompt: encode once
         for i in range(n):
             messages = [dict(m) for m in _info_value(infos, "messages", i, [])]
-            ep = Episode(self.env_id, str(_info_value(infos, "task_id", i, "")), group_id=i // G, messages=list(messages), sampled=True)
+            task_id = str(_info_value(infos, "task_id", i, ""))
+            ep = Episode(self.env_id, task_id, group_id=i // G, messages=list(messages), sampled=True)
             key = repr(messages)
             if key not in encoded:
                 encoded[key] = self.policy.encode_chat(messages)
