@@ -142,6 +142,7 @@ class LLMPolicy:
     name_or_path: str = ""
     _backend_impl: Any = field(default=None, repr=False)
     _stop_ids: tuple[int, ...] | None = field(default=None, repr=False)
+    _end_of_turn: int | None = field(default=None, repr=False)
 
     @classmethod
     def from_pretrained(
@@ -195,10 +196,12 @@ class LLMPolicy:
     @property
     def end_of_turn_id(self) -> int:
         """The token the chat template closes an assistant turn with (EOS when it names none)."""
-        from mathgym.agents.chat import end_of_turn_id
+        if self._end_of_turn is None:
+            from mathgym.agents.chat import end_of_turn_id
 
-        eot = end_of_turn_id(self.tokenizer)
-        return self.eos_token_id if eot is None else eot
+            eot = end_of_turn_id(self.tokenizer)
+            self._end_of_turn = self.eos_token_id if eot is None else eot
+        return self._end_of_turn
 
     @property
     def template_name(self) -> str:

@@ -320,6 +320,7 @@ class Trainer:
         mismatch = self.logprob_mismatch(batch)
         if self.config.log_samples:
             self.logger.log_samples(self.step + 1, episode_samples(batch, self.config.log_samples))
+        t_check = time.perf_counter()
         stats = self.update(batch)
         t2 = time.perf_counter()
         tokens = float(batch.action_mask.sum())
@@ -328,7 +329,8 @@ class Trainer:
             **mismatch,
             **stats,
             "perf/rollout_s": t1 - t0,
-            "perf/update_s": t2 - t1,
+            "perf/logprob_check_s": t_check - t1,
+            "perf/update_s": t2 - t_check,
             "perf/step_s": t2 - t0,
             "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
             "optim/lr": float(self.scheduler.get_last_lr()[0]),
