@@ -61,8 +61,10 @@ class _GenerationEos:
 @pytest.mark.parametrize("env_id", ["MathReason-v0", "GuessNumber-v0"])
 @pytest.mark.parametrize("style", STYLES)
 def test_grpo_on_every_template_style(tmp_path_factory, tmp_path, style, env_id):
+    """Single-turn runs sample with `model.generate` (hf backend), multi-turn ones with the native loop."""
     model = cached_chat_model(tmp_path_factory, style, ARCH[style])
-    check_run(train(model, tmp_path / "run", "--env", env_id), model)
+    backend = "hf" if env_id == "MathReason-v0" else "native"
+    check_run(train(model, tmp_path / "run", "--env", env_id, "--backend", backend), model)
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dpo", "sft"])
