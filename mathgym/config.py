@@ -154,6 +154,8 @@ def read_model_settings(model: str | Path) -> dict[str, Any]:
     """
     import json
 
+    if not str(model):
+        return {}
     path = Path(str(model)) / MODEL_SETTINGS_FILE
     if not path.is_file():
         return {}
