@@ -140,3 +140,17 @@ def test_real_model_recipe_configs_validate(name):
     assert config.model == "Qwen/Qwen2.5-0.5B-Instruct" and config.env == "MathReason-v0"
     assert all(env_accepts(config.env, key) for key in {**config.env_kwargs, **config.eval_env_kwargs})
     assert (config.lora_r > 0) == name.endswith("-lora.yaml")
+
+
+def test_saved_env_options_apply_to_their_env_and_prompt_options_travel(tmp_path):
+    from mathgym.config import TrainConfig, resolved_env_kwargs, write_model_settings
+
+    write_model_settings(tmp_path, {"env": "MathReason-v0", "env_kwargs": {"system_prompt": "Be brief.", "difficulty": 2}})
+    same = TrainConfig(env="MathReason-v0", model=str(tmp_path))
+    assert resolved_env_kwargs(same) == {"system_prompt": "Be brief.", "difficulty": 2}
+    assert resolved_env_kwargs(TrainConfig(env="MathReason-v0", model=str(tmp_path), env_kwargs={"difficulty": 0})) == {
+        "system_prompt": "Be brief.", "difficulty": 0,
+    }
+    # Another env: only the prompt options travel (GuessNumber-v0 takes system_prompt, not difficulty).
+    assert resolved_env_kwargs(TrainConfig(env="GuessNumber-v0", model=str(tmp_path))) == {"system_prompt": "Be brief."}
+    assert resolved_env_kwargs(TrainConfig(env="MathReason-v0", model="Qwen/Qwen2.5-0.5B-Instruct")) == {}
