@@ -38,7 +38,7 @@ class TrainConfig:
 
     env: str = option("MathReason-v0", "environment id to train on (any registered env)")
     env_kwargs: dict = option(
-        help="env constructor options (YAML mapping); with the tiny model, system_prompt defaults to '' (short prompt)",
+        help="env constructor options (YAML mapping), over those saved with the model in its mathgym.json",
         factory=dict,
     )
     eval_env_kwargs: dict = option(
@@ -80,6 +80,7 @@ class TrainConfig:
     save_every: int = option(20, "checkpoint every N steps (0: only at the end)")
     eval_every: int = option(0, "evaluate every N steps (0: only before and after)")
     eval_tasks: int = option(200, "held-out tasks of the before/after evaluation (0: skip)")
+    log_samples: int = option(4, "episodes per step written to samples.jsonl (0: none)")
     eval_seed: int = option(10_000, "first seed of the fixed evaluation task set")
     eval_samples: int = option(1, "samples per eval task (k of pass@k; 1 = greedy pass@1)")
     log_tensorboard: bool = option(False, "also log to TensorBoard (when installed)")
@@ -94,7 +95,11 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least 1.")
-        for name in ("warm_start_steps", "warmup_steps", "save_every", "eval_every", "eval_tasks", "lora_r", "max_turns", "threads", "ray_actors"):
+        non_negative = (
+            "warm_start_steps", "warmup_steps", "save_every", "eval_every", "eval_tasks", "lora_r", "max_turns", "threads",
+            "log_samples", "ray_actors",
+        )
+        for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be 0 or more.")
         if self.learning_rate <= 0:
@@ -139,12 +144,67 @@ def env_accepts(env_id: str, name: str) -> bool:
     return not isinstance(entry, type)  # a factory taking **kwargs: assume it does
 
 
-def resolved_env_kwargs(config: TrainConfig, evaluation: bool = False) -> dict[str, Any]:
-    """The env options a run uses: ``env_kwargs`` (+ the tiny model's empty system prompt),
-    and for evaluation ``eval_env_kwargs`` on top (keys the env does not take dropped)."""
-    kwargs = dict(config.env_kwargs)
-    if config.model == TINY_MODEL and "system_prompt" not in kwargs and env_accepts(config.env, "system_prompt"):
-        kwargs["system_prompt"] = ""
+#: The file beside a model's weights that holds the env options it was trained with.
+MODEL_SETTINGS_FILE = "mathgym.json"
+
+#: Env options that shape the prompt itself: they travel with a model to any env that takes them.
+PROMPT_KEYS = ("system_prompt",)
+
+
+def read_model_settings(model: str | Path) -> dict[str, Any]:
+    """The ``mathgym.json`` of a model directory (``{}`` for a hub id or a directory without one).
+
+    Keys: ``env_kwargs`` (the env options the model was trained with), and optionally ``env``
+    (the env it was trained on), ``eval_env_kwargs`` and ``generation`` (``max_new_tokens``,
+    ``max_episode_tokens``, ``max_turns`` of its evaluation).
+    """
+    import json
+
+    if not str(model):
+        return {}
+    path = Path(str(model)) / MODEL_SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        settings = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path} is not valid JSON ({err}); fix or delete it.") from None
+    if not isinstance(settings, dict) or not isinstance(settings.get("env_kwargs", {}), dict):
+        raise ConfigError(f"{path} must hold a JSON object whose 'env_kwargs' is an object.")
+    return settings
+
+
+def write_model_settings(path: str | Path, settings: Mapping[str, Any]) -> Path:
+    """Write ``settings`` as the ``mathgym.json`` of model directory ``path``."""
+    import json
+
+    out = Path(path) / MODEL_SETTINGS_FILE
+    out.write_text(json.dumps(dict(settings), indent=2, sort_keys=True, default=str) + "\n")
+    return out
+
+
+def model_env_kwargs(env_id: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The saved env options that apply to ``env_id``: all of them on the env the model was
+    trained on (or when the file names no env), only :data:`PROMPT_KEYS` on another env;
+    in both cases only options the env's constructor takes."""
+    same_env = settings.get("env") in (None, env_id)
+    saved = settings.get("env_kwargs", {})
+    return {k: v for k, v in saved.items() if (same_env or k in PROMPT_KEYS) and env_accepts(env_id, k)}
+
+
+def model_generation_defaults(model: str | Path, explicit: set[str] = frozenset()) -> dict[str, Any]:
+    """The budgets (``max_new_tokens``, ``max_episode_tokens``, ``max_turns``) saved in ``model``'s
+    ``mathgym.json``, less the options in ``explicit`` (set by the user, which win)."""
+    saved = read_model_settings(model).get("generation", {})
+    return {k: v for k, v in saved.items() if k in ("max_new_tokens", "max_episode_tokens", "max_turns") and k not in explicit}
+
+
+def resolved_env_kwargs(config: TrainConfig, evaluation: bool = False, model_dir: str | Path | None = None) -> dict[str, Any]:
+    """The env options a run uses: those saved with the model (``mathgym.json`` in ``model_dir``,
+    default ``config.model``), then ``env_kwargs``, and for evaluation ``eval_env_kwargs`` on top
+    (keys the env does not take dropped)."""
+    kwargs = model_env_kwargs(config.env, read_model_settings(config.model if model_dir is None else model_dir))
+    kwargs.update(config.env_kwargs)
     if evaluation:
         kwargs.update({k: v for k, v in config.eval_env_kwargs.items() if env_accepts(config.env, k)})
     return kwargs

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from mathgym.config import build_config, config_help, split_overrides
+from mathgym.config import build_config, config_help, model_generation_defaults, split_overrides
 from mathgym.errors import ConfigError, MathgymError
 
 
@@ -66,6 +66,9 @@ def run_train(argv: Sequence[str]) -> int:
         config = build_config(config_cls, None, {**saved, **overrides, "run_dir": known.resume})
     else:
         config = build_config(config_cls, known.config, overrides)
+        budgets = model_generation_defaults(config.model, set(overrides) | _yaml_keys(known.config))
+        if budgets:  # the model's mathgym.json: the budgets it was trained and evaluated with
+            config = build_config(config_cls, known.config, {**budgets, **overrides})
     trainer = trainer_cls(config)
     say = print if trainer.dist.is_main else (lambda *_: None)  # one voice under data-parallel training
     if known.resume:
@@ -78,11 +81,18 @@ def run_train(argv: Sequence[str]) -> int:
     return 0
 
 
+def _yaml_keys(path: str | None) -> set[str]:
+    """Option names a YAML config file sets."""
+    if not path or not Path(path).is_file():
+        return set()
+    return {str(k).replace("-", "_") for k in (yaml.safe_load(Path(path).read_text()) or {})}
+
+
 def run_eval(argv: Sequence[str]) -> int:
     from mathgym.agents.policy import LLMPolicy
     from mathgym.algos.evaluate import evaluate_policy
-    from mathgym.algos.sft import tiny_warm_start
-    from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs
+    from mathgym.algos.trainer import pretrained_path
+    from mathgym.config import TINY_MODEL, TrainConfig, read_model_settings, resolved_env_kwargs
 
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(prog="mathgym eval", description="Evaluate a model on an env: pass@1 and pass@k on a fixed seed set.")
@@ -93,20 +103,29 @@ def run_eval(argv: Sequence[str]) -> int:
     parser.add_argument("--seed", type=int, default=defaults.eval_seed, help="first task seed")
     parser.add_argument("--k", type=int, default=1, help="samples per task for pass@k (1: greedy pass@1)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature when k > 1")
-    parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens, help="longest completion per turn")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None,
+        help=f"longest completion per turn [default: the model's mathgym.json, else {defaults.max_new_tokens}]",
+    )
     parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda'")
     args = parser.parse_args(list(argv))
     if args.tasks < 1 or args.k < 1:
         raise ConfigError("--tasks and --k must be at least 1.")
-    config = TrainConfig(env=args.env, model=args.model, env_kwargs=yaml.safe_load(args.env_kwargs) if args.env_kwargs else {})
+    path = pretrained_path(TrainConfig(env=args.env, model=args.model))
+    # The model's mathgym.json: the env options and budgets it was trained and evaluated with.
+    saved = read_model_settings(path)
+    same_env = saved.get("env") == args.env
+    eval_env_kwargs = {**defaults.eval_env_kwargs, **(saved.get("eval_env_kwargs", {}) if same_env else {})}
+    user_kwargs = yaml.safe_load(args.env_kwargs) if args.env_kwargs else {}
+    config = TrainConfig(env=args.env, model=path, env_kwargs=user_kwargs, eval_env_kwargs=eval_env_kwargs)
     env_kwargs = resolved_env_kwargs(config, evaluation=True)
-    path = args.model
-    if path == TINY_MODEL:
-        path = str(tiny_warm_start(args.env, resolved_env_kwargs(config), config.warm_start_steps))
+    generation = {**defaults.to_dict(), **(saved.get("generation", {}) if same_env else {})}
+    max_new_tokens = args.max_new_tokens or int(generation["max_new_tokens"])
     policy = LLMPolicy.from_pretrained(path, device=args.device)
     result = evaluate_policy(
         policy, args.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,
-        max_new_tokens=args.max_new_tokens,
+        max_new_tokens=max_new_tokens, max_episode_tokens=int(generation["max_episode_tokens"]),
+        max_turns=int(generation["max_turns"]) or None,
     )
     print(f"{args.env} ({args.tasks} tasks from seed {args.seed}): pass@1 = {result.pass_at_1:.1%}", end="")
     print(f", pass@{args.k} = {result.pass_at_k:.1%}" if args.k > 1 else " (greedy)")

@@ -81,14 +81,15 @@ def sample_token(
 
 
 def _finish(policy: LLMPolicy, rows: list[list[int]], lps: list[list[float]], params: SamplingParams) -> list[Generation]:
-    """Cut each row at EOS or the first stop string and decode it."""
+    """Cut each row at its first stop token (EOS, end of turn) or stop string and decode it."""
     from mathgym.agents.policy import Generation
 
+    stops = set(policy.stop_token_ids)
     out = []
     for tokens, logprobs in zip(rows, lps):
         reason = "length"
-        if policy.eos_token_id in tokens:
-            cut = tokens.index(policy.eos_token_id) + 1
+        cut = next((n + 1 for n, t in enumerate(tokens) if t in stops), None)
+        if cut is not None:
             tokens, logprobs, reason = tokens[:cut], logprobs[:cut], "stop"
         if params.stop:
             for n in range(1, len(tokens) + 1):
@@ -141,13 +142,14 @@ class NativeBackend:
         tokens_out = torch.zeros((batch, params.max_new_tokens), dtype=torch.long, device=device)
         logps_out = torch.zeros((batch, params.max_new_tokens), device=device)
         done = torch.zeros(batch, dtype=torch.bool, device=device)
+        stops = torch.tensor(policy.stop_token_ids, dtype=torch.long, device=device)
         vocab = logits.shape[-1]
         steps = 0
         for step in range(params.max_new_tokens):
             token, logp = sample_token(logits.index_select(0, row_of), params, generator)
             token = token.masked_fill(done, policy.pad_token_id)
             tokens_out[:, step], logps_out[:, step] = token, logp.masked_fill(done, 0.0)
-            done |= token == policy.eos_token_id
+            done |= torch.isin(token, stops)
             steps = step + 1
             if bool(done.all()) or steps == params.max_new_tokens:
                 break
@@ -186,7 +188,7 @@ class HFGenerateBackend:
             torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
         out = policy.model.generate(
             input_ids=ids, attention_mask=mask, output_logits=True, return_dict_in_generate=True,
-            pad_token_id=policy.pad_token_id, eos_token_id=policy.eos_token_id, **kwargs,
+            pad_token_id=policy.pad_token_id, eos_token_id=list(policy.stop_token_ids), **kwargs,
         )
         new = out.sequences[:, ids.shape[1] :]
         logits = torch.stack(out.logits, dim=1).float()  # (B, N, V)
@@ -230,7 +232,7 @@ class VLLMBackend:
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator)) if generator is not None else None
         sampling = VSampling(
             temperature=max(params.temperature, 0.0), top_p=params.top_p, max_tokens=params.max_new_tokens,
-            stop=list(params.stop) or None, logprobs=0, seed=seed,
+            stop=list(params.stop) or None, stop_token_ids=list(self.policy.stop_token_ids), logprobs=0, seed=seed,
         )
         results = self.engine.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sampling, use_tqdm=False)
         out = []

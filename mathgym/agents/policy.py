@@ -141,6 +141,8 @@ class LLMPolicy:
     backend: str = "native"
     name_or_path: str = ""
     _backend_impl: Any = field(default=None, repr=False)
+    _stop_ids: tuple[int, ...] | None = field(default=None, repr=False)
+    _end_of_turn: int | None = field(default=None, repr=False)
 
     @classmethod
     def from_pretrained(
@@ -181,6 +183,31 @@ class LLMPolicy:
     def pad_token_id(self) -> int:
         return int(self.tokenizer.pad_token_id)
 
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """Tokens that end a turn: EOS, the generation config's EOS ids and the chat template's
+        end-of-turn token (read from the template, see :mod:`mathgym.agents.chat`)."""
+        if self._stop_ids is None:
+            from mathgym.agents.chat import stop_token_ids
+
+            self._stop_ids = stop_token_ids(self.tokenizer, getattr(self.model, "generation_config", None))
+        return self._stop_ids
+
+    @property
+    def end_of_turn_id(self) -> int:
+        """The token the chat template closes an assistant turn with (EOS when it names none)."""
+        if self._end_of_turn is None:
+            from mathgym.agents.chat import end_of_turn_id
+
+            eot = end_of_turn_id(self.tokenizer)
+            self._end_of_turn = self.eos_token_id if eot is None else eot
+        return self._end_of_turn
+
+    @property
+    def template_name(self) -> str:
+        """How error messages name this model's chat template."""
+        return f"the chat template of {self.name_or_path or 'the model'}"
+
     def render_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
         """The chat as text (chat template, or ``role: content`` lines without one)."""
         if getattr(self.tokenizer, "chat_template", None):
@@ -200,6 +227,15 @@ class LLMPolicy:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def action_text(self, token_ids: Sequence[int]) -> str:
+        """The text of an action: its tokens without the stop token that ended it, special
+        tokens inside it kept, so that the chat template's rendering of the env's messages is
+        the decoded token sequence."""
+        ids = list(token_ids)
+        if ids and ids[-1] in self.stop_token_ids:
+            ids = ids[:-1]
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     # -- generation ----------------------------------------------------------------
 

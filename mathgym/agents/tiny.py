@@ -10,6 +10,10 @@ Everything is built offline, in-process, and saved with the ordinary
     policy = LLMPolicy.from_pretrained(str(path))
 
 The cache lives in ``$MATHGYM_CACHE`` (default ``~/.cache/mathgym``).
+
+The model carries its own prompt settings: its ``mathgym.json`` asks for no system prompt
+(:data:`TINY_MODEL_SETTINGS`; a ~1M-parameter model does better on a short prompt), and
+mathgym reads it like any model directory's.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ PHRASE_TOKENS = (
     ". ",
     "the answer is ",
 )
+
+#: Written as the model's ``mathgym.json``: env options that shape its prompt.
+TINY_MODEL_SETTINGS = {"env_kwargs": {"system_prompt": ""}}
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{% endfor %}"
@@ -116,14 +123,19 @@ def tiny_model_path(seed: int = 0) -> Path:
 
     The directory is written atomically, so concurrent first uses are safe.
     """
+    from mathgym.config import MODEL_SETTINGS_FILE, write_model_settings
+
     target = cache_dir() / "models" / f"{TINY_MODEL_VERSION}-seed{seed}"
     if (target / "config.json").is_file():
+        if not (target / MODEL_SETTINGS_FILE).is_file():  # cached by a version that did not write it
+            write_model_settings(target, TINY_MODEL_SETTINGS)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     model, tokenizer = build_tiny_model(seed)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    write_model_settings(tmp, TINY_MODEL_SETTINGS)
     try:
         os.replace(tmp, target)
     except OSError:  # another process won the race

@@ -42,6 +42,8 @@ class Episode:
         truncated_tokens: A completion hit ``max_new_tokens`` or the episode token budget.
         truncated_turns: The env truncated the episode (turn budget) or the collector's turn cap hit.
         completions: The decoded text of each action.
+        messages: The env's chat at the end (``info["messages"]`` of the last step).
+        sampled: The action tokens were sampled by the policy (their ``logprobs`` are the sampler's).
     """
 
     env_id: str
@@ -57,6 +59,8 @@ class Episode:
     truncated_tokens: bool = False
     truncated_turns: bool = False
     completions: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    sampled: bool = False
 
     def extend(self, tokens: Sequence[int], *, action_step: int | None = None, logprobs: Sequence[float] = ()) -> None:
         """Append tokens; ``action_step`` set means they are the policy's action at that step."""
@@ -104,6 +108,8 @@ class RolloutBatch:
         task_ids: Per-episode task id.
         env_ids: Per-episode env id.
         completions: Per-episode list of action texts.
+        messages: Per-episode final chat of the env.
+        sampled: ``(B,)`` bool, the episode's action tokens were sampled by the policy.
     """
 
     input_ids: torch.Tensor
@@ -121,6 +127,8 @@ class RolloutBatch:
     task_ids: list[str]
     env_ids: list[str]
     completions: list[list[str]]
+    messages: list[list[dict[str, Any]]]
+    sampled: torch.Tensor
 
     @classmethod
     def from_episodes(cls, episodes: Sequence[Episode], pad_token_id: int) -> RolloutBatch:
@@ -147,6 +155,8 @@ class RolloutBatch:
             task_ids=[e.task_id for e in episodes],
             env_ids=[e.env_id for e in episodes],
             completions=[list(e.completions) for e in episodes],
+            messages=[list(e.messages) for e in episodes],
+            sampled=torch.tensor([e.sampled for e in episodes], dtype=torch.bool),
         )
 
     def __len__(self) -> int:

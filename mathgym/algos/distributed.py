@@ -268,6 +268,9 @@ class NullLogger:
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Rank 0 logs the reduced metrics; nothing to do here."""
 
+    def log_samples(self, step: int, samples: Any) -> None:
+        """Rank 0 writes ``samples.jsonl`` (its own share of the batch's episodes)."""
+
     def truncate_after(self, step: int) -> None:
         """Rank 0 owns ``metrics.jsonl``."""
 

@@ -4,6 +4,9 @@ and the reward-curve PNG.
 Metric names use fixed prefixes: ``rollout/`` (what the policy did), ``loss/`` (the
 update), ``eval/`` (held-out evaluation), ``perf/`` (timings and throughput), ``infra/``
 (infrastructure failures: episodes lost to a crashed sandbox, verifier or actor).
+
+``samples.jsonl`` holds a few episodes of each step (:func:`episode_samples`): the env's
+final ``messages``, the episode's ``token_ids`` and ``action_mask``, reward and status.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from mathgym.algos.batch import RolloutBatch
 
@@ -39,6 +44,32 @@ def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
     return out
 
 
+def logprob_mismatch(diffs: torch.Tensor) -> dict[str, float]:
+    """``rollout/logprob_diff_max`` and ``_mean`` of ``|sampler - learner|`` per-token log-prob differences."""
+    if diffs.numel() == 0:
+        return {}
+    return {"rollout/logprob_diff_max": float(diffs.max()), "rollout/logprob_diff_mean": float(diffs.mean())}
+
+
+def episode_samples(batch: RolloutBatch, num: int) -> list[dict[str, Any]]:
+    """Up to ``num`` sampled episodes of ``batch``, spread over its groups, as JSON-ready records."""
+    rows = torch.nonzero(batch.sampled).flatten().tolist()
+    if not rows or num <= 0:
+        return []
+    picks = rows[:: max(1, len(rows) // num)][:num]
+    out = []
+    for b in picks:
+        length = int(batch.attention_mask[b].sum())
+        out.append({
+            "env_id": batch.env_ids[b], "task_id": batch.task_ids[b], "group_id": int(batch.group_ids[b]),
+            "reward": float(batch.rewards[b]), "status": batch.statuses[b], "correct": bool(batch.correct[b]),
+            "truncated": bool(batch.truncated[b]), "messages": batch.messages[b],
+            "token_ids": batch.input_ids[b, :length].tolist(),
+            "action_mask": [int(m) for m in batch.action_mask[b, :length].tolist()],
+        })
+    return out
+
+
 class MetricsLogger:
     """Appends step metrics to ``run_dir/metrics.jsonl`` (and TensorBoard / W&B when asked).
 
@@ -52,6 +83,7 @@ class MetricsLogger:
     def __init__(self, run_dir: Path, tensorboard: bool = False, wandb: bool = False, config: Mapping[str, Any] | None = None):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / "metrics.jsonl"
+        self.samples_path = self.run_dir / "samples.jsonl"
         self._tb = None
         self._wandb = None
         if tensorboard:
@@ -83,10 +115,18 @@ class MetricsLogger:
 
             self._tb.close()
             self._tb = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=step + 1)
-        if not self.path.exists():
+        for path in (self.path, self.samples_path):
+            if path.exists():
+                keep = [line for line in path.read_text().splitlines() if line and json.loads(line).get("step", -1) <= step]
+                path.write_text("".join(line + "\n" for line in keep))
+
+    def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
+        """Append ``samples`` (see :func:`episode_samples`) to ``samples.jsonl``, tagged with ``step``."""
+        if not samples:
             return
-        keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line).get("step", -1) <= step]
-        self.path.write_text("".join(line + "\n" for line in keep))
+        with self.samples_path.open("a") as fh:
+            for sample in samples:
+                fh.write(json.dumps({"step": step, **sample}) + "\n")
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         record = {"step": step, **{k: float(v) for k, v in metrics.items()}}

@@ -4,9 +4,16 @@ Groups: ``collect(task_seeds)`` resets the vector env with each seed repeated
 ``group_size`` times, so every group holds G samples of the same task.
 
 Multi-turn episodes stay token-faithful: the policy's next prompt is the episode's
-token sequence so far; the env's reply is appended as the tokens of the chat-template
-text that follows the action (computed as a text difference of rendered chats, never by
-re-tokenising the history). Only action tokens enter the loss.
+token sequence so far, the single source of truth (the history is never re-rendered or
+re-tokenised); the env's reply is appended as the tokens of the text the chat template
+inserts after an assistant turn (:func:`mathgym.agents.chat.turn_suffix`). A completion
+ends at EOS or at the template's end-of-turn token; when the model sampled the token the
+template would insert next, it is not inserted a second time. Only action tokens enter the loss.
+
+With a template that rewrites earlier turns (Qwen3 drops their reasoning), the episode keeps
+what the model actually saw and produced: ``decode(token_ids)`` is the rendering of the
+env's messages *turn by turn* (each turn rendered when it was played), not the template's
+rendering of the finished chat, which would drop the earlier reasoning.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from mathgym.agents.chat import turn_suffix
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.algos.batch import Episode, RolloutBatch
 
@@ -109,7 +117,8 @@ class RolloutCollector:
         encoded: dict[str, list[int]] = {}  # a group's G copies of a prompt: encode once
         for i in range(n):
             messages = [dict(m) for m in _info_value(infos, "messages", i, [])]
-            ep = Episode(self.env_id, str(_info_value(infos, "task_id", i, "")), group_id=i // G)
+            task_id = str(_info_value(infos, "task_id", i, ""))
+            ep = Episode(self.env_id, task_id, group_id=i // G, messages=list(messages), sampled=True)
             key = repr(messages)
             if key not in encoded:
                 encoded[key] = self.policy.encode_chat(messages)
@@ -137,7 +146,7 @@ class RolloutCollector:
         actions = [""] * len(episodes)
         for i, gen, room in zip(idx, gens, budget):
             tokens, logprobs = gen.token_ids[: max(room, 0)], gen.logprobs[: max(room, 0)]
-            text = policy.decode(tokens)
+            text = policy.action_text(tokens)
             episodes[i].extend(tokens, action_step=turn, logprobs=logprobs)
             episodes[i].completions.append(text)
             episodes[i].truncated_tokens |= gen.finish_reason == "length" or len(tokens) < len(gen.token_ids)
@@ -147,6 +156,7 @@ class RolloutCollector:
             ep = episodes[i]
             ep.step_rewards.append(float(rewards[i]))
             ep.status = str(_info_value(infos, "status", i, ep.status))
+            ep.messages = [dict(m) for m in _info_value(infos, "messages", i, ep.messages)]
             ended = bool(terminated[i] or truncated[i])
             ep.truncated_turns |= bool(truncated[i])
             if ended:
@@ -157,8 +167,7 @@ class RolloutCollector:
                 ep.truncated_turns = True
                 active[i] = False
                 continue
-            ends_with_eos = bool(ep.token_ids) and ep.token_ids[-1] == policy.eos_token_id
-            reply = self.env_reply_tokens(chats[i], ep.completions[-1], str(obs[i]), ends_with_eos=ends_with_eos)
+            reply = self.env_reply_tokens(chats[i], str(obs[i]), ep.token_ids[-1] if ep.token_ids else None)
             if len(ep.token_ids) + len(reply) >= settings.max_episode_tokens:  # no room left to act
                 ep.truncated_tokens = True
                 active[i] = False
@@ -166,24 +175,19 @@ class RolloutCollector:
             chats[i] += [{"role": "assistant", "content": ep.completions[-1]}, {"role": "user", "content": str(obs[i])}]
             ep.extend(reply)
 
-    def env_reply_tokens(self, chat: list[dict[str, str]], action: str, reply: str, ends_with_eos: bool) -> list[int]:
-        """Tokens that follow the action's tokens: end of the assistant turn, the env's reply
-        as a user turn, and the next generation prompt.
+    def env_reply_tokens(self, chat: list[dict[str, str]], reply: str, last_token: int | None) -> list[int]:
+        """Tokens that follow an action: the end of the assistant turn, the env's reply as a
+        user turn, and the next generation prompt (what the chat template inserts there).
 
-        Computed as the text the chat template adds after ``prompt + action``; the earlier
-        tokens are never re-tokenised. Falls back to rendering the reply alone when the
-        template rewrites earlier turns (e.g. drops reasoning).
+        Args:
+            chat: The messages before the action.
+            reply: The env's reply.
+            last_token: The action's last token: when it is the stop token the template's
+                text starts with (the end-of-turn marker the model sampled), it is not added again.
         """
         policy = self.policy
-        before = policy.render_chat(chat) + action
-        after = policy.render_chat(chat + [{"role": "assistant", "content": action}, {"role": "user", "content": reply}])
-        if after.startswith(before):
-            suffix = after[len(before) :]
-        else:
-            suffix = policy.render_chat([{"role": "user", "content": reply}])
-        eos = policy.tokenizer.eos_token or ""
-        if ends_with_eos and eos and suffix.startswith(eos):
-            suffix = suffix[len(eos) :]
-        elif not ends_with_eos and eos and not suffix.startswith(eos):
-            suffix = eos + suffix
-        return policy.encode_text(suffix)
+        suffix = turn_suffix(policy.render_chat, chat, reply, policy.template_name)
+        ids = policy.encode_text(suffix)
+        if ids and last_token is not None and ids[0] == last_token and last_token in policy.stop_token_ids:
+            ids = ids[1:]
+        return ids

@@ -28,7 +28,7 @@ import torch
 from mathgym.agents.policy import LLMPolicy
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.trainer import Trainer
-from mathgym.config import TrainConfig, option, resolved_env_kwargs
+from mathgym.config import MODEL_SETTINGS_FILE, TrainConfig, option, write_model_settings
 from mathgym.errors import ConfigError, DatasetError
 
 Chat = list[dict[str, str]]
@@ -49,10 +49,11 @@ def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", group_id: int = 0) -> Episode:
-    """Tokens of a chat; assistant contents (and their end-of-turn token) are action tokens."""
+    """Tokens of a chat; assistant contents (and the template's end-of-turn token) are action tokens."""
     ep = Episode(env_id, "", group_id)
     rendered = ""
-    eos = policy.tokenizer.eos_token or ""
+    eot_id = policy.end_of_turn_id
+    eos = policy.tokenizer.convert_ids_to_tokens(eot_id) if policy.tokenizer.eos_token else ""
     for j, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
@@ -60,7 +61,7 @@ def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", gr
         if not prefix.startswith(rendered):
             raise DatasetError("The chat template rewrites earlier turns; cannot build token-faithful demonstrations.")
         ep.extend(policy.encode_text(prefix[len(rendered) :]))
-        action = policy.encode_text(message["content"]) + ([policy.eos_token_id] if eos else [])
+        action = policy.encode_text(message["content"]) + ([eot_id] if eos else [])
         ep.extend(action, action_step=len(ep.completions), logprobs=[0.0] * len(action))
         ep.completions.append(message["content"])
         rendered = prefix + message["content"] + eos
@@ -147,7 +148,7 @@ class SFTTrainer(Trainer):
 
     def setup(self) -> None:
         cfg = self.config
-        chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, resolved_env_kwargs(cfg), cfg.num_demonstrations, cfg.seed)
+        chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, self.env_kwargs, cfg.num_demonstrations, cfg.seed)
         self.demos = [encode_demonstration(self.policy, c, cfg.env, i) for i, c in enumerate(chats)]
         self.order = torch.randperm(len(self.demos), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
 
@@ -197,7 +198,10 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     settings = {"v": TINY_MODEL_VERSION, "env": env_id, "kwargs": dict(env_kwargs), "steps": steps, "seed": seed, "recipe": 2}
     key = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
     target = cache_dir() / "warm_start" / f"{env_id}-sft{steps}-{key}"
+    model_settings = {"env": env_id, "env_kwargs": dict(env_kwargs)}
     if (target / "config.json").is_file():
+        if not (target / MODEL_SETTINGS_FILE).is_file():  # cached by a version that did not write it
+            write_model_settings(target, model_settings)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
@@ -211,6 +215,7 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     for step in range(steps):
         sft_update(trainer, trainer.make_batch(step))
     trainer.policy.save_pretrained(tmp)
+    write_model_settings(tmp, model_settings)
     shutil.rmtree(tmp / "run", ignore_errors=True)
     try:
         os.replace(tmp, target)

@@ -31,9 +31,11 @@ from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state, trainable_state
 from mathgym.algos.distributed import Distributed, NullLogger
 from mathgym.algos.evaluate import EvalResult, evaluate_policy
-from mathgym.algos.metrics import MetricsLogger, plot_reward_curve, rollout_metrics
+from mathgym.algos.metrics import MetricsLogger, episode_samples, logprob_mismatch, plot_reward_curve, rollout_metrics
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory
-from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs, save_config, vector_env_factory
+from mathgym.config import (
+    TINY_MODEL, TrainConfig, resolved_env_kwargs, save_config, vector_env_factory, write_model_settings,
+)
 from mathgym.errors import ConfigError
 
 
@@ -62,6 +64,18 @@ class TrainResult:
 def default_run_dir(algo: str, env_id: str) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{algo}-{env_id}-{stamp}"
+
+
+def pretrained_path(config: TrainConfig) -> str:
+    """``config.model`` as a loadable path or hub id: ``'tiny'`` builds the embedded model and
+    its cached SFT warm start on ``config.env`` (whose ``mathgym.json`` carries its prompt settings)."""
+    if config.model != TINY_MODEL:
+        return config.model
+    from mathgym.agents.tiny import tiny_model_path
+    from mathgym.algos.sft import tiny_warm_start
+
+    base = tiny_model_path()
+    return str(tiny_warm_start(config.env, resolved_env_kwargs(config, model_dir=base), steps=config.warm_start_steps, seed=0))
 
 
 def seed_everything(seed: int) -> None:
@@ -99,6 +113,9 @@ class Trainer:
             torch.set_num_threads(config.threads)
         seed_everything(config.seed)
         self.policy = policy or self.build_policy()
+        # The env options come from the model's own mathgym.json, then the config (see resolved_env_kwargs).
+        self.env_kwargs = resolved_env_kwargs(config, model_dir=self.policy.name_or_path)
+        self.eval_env_kwargs = resolved_env_kwargs(config, evaluation=True, model_dir=self.policy.name_or_path)
         self.setup()
         self.dist.broadcast_parameters(self._params())
         self.optimizer = torch.optim.AdamW(
@@ -121,12 +138,8 @@ class Trainer:
     def build_policy(self) -> LLMPolicy:
         """Load ``config.model`` ('tiny' → the embedded model after its cached SFT warm start)."""
         cfg = self.config
-        path = cfg.model
-        if cfg.model == TINY_MODEL:
-            from mathgym.algos.sft import tiny_warm_start
-
-            with self.dist.main_first():  # rank 0 builds the cached warm start alone; the others read it
-                path = str(tiny_warm_start(cfg.env, resolved_env_kwargs(cfg), steps=cfg.warm_start_steps, seed=0))
+        with self.dist.main_first():  # rank 0 builds the cached tiny warm start alone; the others read it
+            path = pretrained_path(cfg)
         targets = cfg.lora_target_modules
         lora = LoraSettings(
             r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=targets if targets == "all-linear" else tuple(targets.split(","))
@@ -173,9 +186,7 @@ class Trainer:
                 cfg.group_size, self.sampling, cfg.max_episode_tokens, cfg.max_turns or None, cfg.vectorization_mode
             )
             num_tasks = cfg.num_tasks // self.dist.world_size  # this rank's share (see make_batch)
-            self._collector = RolloutCollector(
-                cfg.env, resolved_env_kwargs(cfg), self.policy, num_tasks, settings, self.make_envs
-            )
+            self._collector = RolloutCollector(cfg.env, self.env_kwargs, self.policy, num_tasks, settings, self.make_envs)
         return self._collector
 
     def task_seeds(self, step: int) -> list[int]:
@@ -227,7 +238,7 @@ class Trainer:
         """Greedy pass@1 (or pass@k) on the fixed held-out task set."""
         cfg = self.config
         return evaluate_policy(
-            self.policy, cfg.env, resolved_env_kwargs(cfg, evaluation=True), num_tasks=cfg.eval_tasks,
+            self.policy, cfg.env, self.eval_env_kwargs, num_tasks=cfg.eval_tasks,
             seed=cfg.eval_seed, k=cfg.eval_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
             max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None, make_envs=self.make_envs,
         )
@@ -328,25 +339,58 @@ class Trainer:
             )
         final = self.run_dir / "final"
         if main:
-            self.policy.save_pretrained(final)
+            self.save_model(final)
             plot_reward_curve(self.run_dir)
         self.logger.close()
         self.close()
         return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final)
+
+    def save_model(self, path: str | Path) -> Path:
+        """Save the policy with its ``mathgym.json`` (the env and generation settings it was
+        trained and evaluated with), so ``eval/train --model PATH`` prompt it the same way."""
+        cfg = self.config
+        self.policy.save_pretrained(path)
+        eval_only = {k: v for k, v in self.eval_env_kwargs.items() if self.env_kwargs.get(k, object()) != v}
+        write_model_settings(path, {
+            "env": cfg.env, "env_kwargs": self.env_kwargs, "eval_env_kwargs": eval_only,
+            "generation": {"max_new_tokens": cfg.max_new_tokens, "max_episode_tokens": cfg.max_episode_tokens, "max_turns": cfg.max_turns},
+        })
+        return Path(path)
+
+    def logprob_mismatch(self, batch: RolloutBatch) -> dict[str, float]:
+        """``rollout/logprob_diff_max`` / ``_mean``: |sampler log-prob - learner log-prob| over the
+        sampled tokens of ``batch``, the learner's recomputation made before the update."""
+        rows = torch.nonzero(batch.sampled & (batch.action_mask.sum(-1) > 0)).flatten().tolist()
+        if not rows:
+            return {}
+        temperature = self.config.temperature or 1.0
+        diffs = []
+        with torch.no_grad():
+            for idx in self.micro_batches(batch, rows):
+                mb = batch.select(idx).to(self.policy.device)
+                logprobs, _ = self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature, mb.group_ids)
+                diffs.append((logprobs - mb.old_logprobs).abs()[mb.action_mask.bool()].float().cpu())
+        return logprob_mismatch(torch.cat(diffs))
 
     def train_step(self) -> dict[str, float]:
         """One step: batch, update; returns the step's metrics."""
         t0 = time.perf_counter()
         batch = self.make_batch(self.step)
         t1 = time.perf_counter()
+        mismatch = self.logprob_mismatch(batch)
+        if self.config.log_samples:
+            self.logger.log_samples(self.step + 1, episode_samples(batch, self.config.log_samples))
+        t_check = time.perf_counter()
         stats = self.update(batch)
         t2 = time.perf_counter()
         tokens = float(batch.action_mask.sum())
         return {
             **rollout_metrics(batch),
+            **mismatch,
             **stats,
             "perf/rollout_s": t1 - t0,
-            "perf/update_s": t2 - t1,
+            "perf/logprob_check_s": t_check - t1,
+            "perf/update_s": t2 - t_check,
             "perf/step_s": t2 - t0,
             "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
             "optim/lr": float(self.scheduler.get_last_lr()[0]),

@@ -1,8 +1,9 @@
 """MathTool-v0: tool-integrated math reasoning; the agent may run Python in the sandbox.
 
-Each turn the agent either runs code (``<python>...</python>`` or a fenced ``python``
-block) and sees its output as the next observation, or gives the final answer in
-``\\boxed{}``, which ends the episode. Problems, data options and the verifier are
+Each turn the agent either runs code (``<python>...</python>``, a fenced ``python``
+block, or a Qwen2.5 / Hermes tool call ``<tool_call>{"name": "python", "arguments":
+{"code": ...}}</tool_call>`` as chat templates render it) and sees its output as the next
+observation, or gives the final answer in ``\\boxed{}``, which ends the episode. Problems, data options and the verifier are
 MathReason-v0's. Tool errors (exceptions, timeouts, a tool budget spent) are observations.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from mathgym.core import Judgement, Task
 from mathgym.envs.code_tasks import syntax_error
 from mathgym.envs.math_reason import MathReasonEnv
+from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import extract_answer
@@ -31,6 +33,42 @@ _TAGGED = re.compile(r"<python>(.*?)</python>", re.DOTALL)
 _FENCED = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
+def _code_blocks(action: str) -> list[tuple[int, int, str | None, str]]:
+    """``(start, end, code, error)`` of every code block: house tags, fences and tool calls."""
+    blocks: list[tuple[int, int, str | None, str]] = [
+        (m.start(), m.end(), m.group(1), "") for pattern in (_TAGGED, _FENCED) for m in pattern.finditer(action)
+    ]
+    for call in find_tool_calls(action):
+        code, error = call.arguments.get("code"), call.error
+        if not error and call.name != PYTHON_TOOL["function"]["name"]:
+            error = f"unknown tool {call.name[:40]!r}; the only tool is 'python'"
+        elif not error and not isinstance(code, str):
+            error = 'the python tool takes {"code": "..."}'
+        blocks.append((call.start, call.end, None if error else code, error))
+    return sorted(blocks, key=lambda b: (b[0], b[1]))
+
+
+def parse_tool_call(action: str) -> tuple[str | None, str, str]:
+    """``(code, prose, error)``: the code of the last tool call in ``action`` (``None`` when
+    there is none or it is malformed), the text outside the calls, and what was wrong with a
+    malformed last call (``""`` otherwise).
+
+    Example:
+        >>> parse_tool_call('Let me see.<tool_call>{"name": "python", "arguments": {"code": "print(1)"}}</tool_call>')
+        ('print(1)', 'Let me see.', '')
+    """
+    blocks = _code_blocks(action)
+    if not blocks:
+        return None, action, ""
+    prose, last = [], 0
+    for start, end, _, _ in blocks:
+        if start >= last:
+            prose.append(action[last:start])
+            last = end
+    prose.append(action[last:])
+    return blocks[-1][2], "".join(prose), blocks[-1][3]
+
+
 def split_tool_call(action: str) -> tuple[str | None, str]:
     """The code of the last tool call in ``action`` (or ``None``) and the text outside code.
 
@@ -38,17 +76,8 @@ def split_tool_call(action: str) -> tuple[str | None, str]:
         >>> split_tool_call("Let me compute.<python>print(6*7)</python>")
         ('print(6*7)', 'Let me compute.')
     """
-    blocks = [(m.start(), m.end(), m.group(1)) for pattern in (_TAGGED, _FENCED) for m in pattern.finditer(action)]
-    if not blocks:
-        return None, action
-    blocks.sort()
-    prose, last = [], 0
-    for start, end, _ in blocks:
-        if start >= last:
-            prose.append(action[last:start])
-            last = end
-    prose.append(action[last:])
-    return blocks[-1][2], "".join(prose)
+    code, prose, _ = parse_tool_call(action)
+    return code, prose
 
 
 class MathToolEnv(MathReasonEnv):
@@ -108,13 +137,16 @@ class MathToolEnv(MathReasonEnv):
         return super()._sample_task(options)
 
     def _judge(self, action: str) -> Judgement:
-        code, prose = split_tool_call(action)
+        code, prose, call_error = parse_tool_call(action)
         info: dict[str, Any] = {"tool_calls": self._tool_calls}
         if extract_answer(prose, self.verifier.formats) is not None:
             result = self.verifier.score(prose, self.task.answer)
             info["extracted_answer"] = result.details.get("extracted")
             return Judgement(result.score, result.status, True, "", {"correctness": result.score}, result.score >= 1.0, info)
         left = self.max_turns - self.turn
+        if code is None and call_error:
+            text = f"Tool call not run: {call_error}. ({left} turns left)"
+            return Judgement(0.0, Status.FORMAT_ERROR, False, text, {"correctness": 0.0}, info=info)
         if code is None:
             text = f"No code and no final answer. Run Python in <python></python>, or give the final answer in \\boxed{{}}. ({left} turns left)"
             return Judgement(0.0, Status.FORMAT_ERROR, False, text, {"correctness": 0.0}, info=info)

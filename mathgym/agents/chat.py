@@ -1,0 +1,102 @@
+"""What a chat template says about turns: its end-of-turn token, and the text it inserts
+between the end of an assistant turn and the next generation prompt.
+
+Both are read from the template itself (rendering a probe chat), never from a model's name:
+
+- :func:`end_of_turn_id`: the special token the template writes right after an assistant
+  message's content (``<|im_end|>``, ``<|eot_id|>``, ``<end_of_turn>``...). It can differ from
+  the tokenizer's EOS (Qwen base: EOS ``<|endoftext|>``, end of turn ``<|im_end|>``).
+- :func:`turn_suffix`: the text that follows an assistant turn's content when an env replies:
+  the end-of-turn marker, the reply as a user turn, the next generation prompt. The rollout
+  appends its tokens to the episode's token sequence, which stays the single source of truth:
+  the history is never re-rendered. The suffix is measured on a copy of the chat whose
+  assistant contents are a placeholder, so templates that rewrite earlier assistant turns
+  (Qwen3 drops their ``<think>`` reasoning) still give the text they would insert, and
+  templates that inject a default system prompt into a chat without one do not inject it
+  mid-episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mathgym.errors import ConfigError
+
+Chat = list[dict[str, str]]
+Render = Callable[[Sequence[dict[str, str]], bool], str]
+
+#: Stands for an assistant message's content when probing a template.
+PLACEHOLDER = "MATHGYMPLACEHOLDER"
+
+
+def _added_token_ids(tokenizer: Any) -> set[int]:
+    """Ids of the tokenizer's added tokens (special or not)."""
+    decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return {int(i) for i in decoder}
+
+
+def end_of_turn_id(tokenizer: Any) -> int | None:
+    """The token the chat template writes right after an assistant message (``None``: none found).
+
+    Example:
+        >>> from mathgym.agents.tiny import build_tokenizer
+        >>> tok = build_tokenizer()
+        >>> tok.convert_ids_to_tokens(end_of_turn_id(tok))
+        '<|end|>'
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    probe = [{"role": "user", "content": "1"}, {"role": "assistant", "content": PLACEHOLDER}]
+    try:
+        text = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=False)
+    except Exception:  # noqa: BLE001 - a template that cannot render the probe: no end-of-turn token known
+        return None
+    if PLACEHOLDER not in text:
+        return None
+    tail = text[text.rindex(PLACEHOLDER) + len(PLACEHOLDER) :]
+    ids = tokenizer(tail, add_special_tokens=False)["input_ids"] if tail else []
+    return int(ids[0]) if ids and int(ids[0]) in _added_token_ids(tokenizer) else None
+
+
+def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> tuple[int, ...]:
+    """Tokens that end a completion: the tokenizer's EOS, the generation config's EOS ids and
+    the template's end-of-turn token (in that order, without repeats)."""
+    ids: list[int] = []
+    if tokenizer.eos_token_id is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    configured = getattr(generation_config, "eos_token_id", None)
+    if configured is not None:
+        ids += [int(i) for i in (configured if isinstance(configured, (list, tuple)) else [configured])]
+    eot = end_of_turn_id(tokenizer)
+    if eot is not None:
+        ids.append(eot)
+    return tuple(dict.fromkeys(ids))
+
+
+def turn_suffix(
+    render: Render, chat: Sequence[dict[str, str]], reply: str, template_name: str = "the chat template"
+) -> str:
+    """Text the template inserts after an assistant turn's content when the env replies ``reply``.
+
+    Args:
+        render: ``render(messages, add_generation_prompt) -> str`` (the policy's chat renderer).
+        chat: The messages so far (ending with a generation prompt's turn: system/user/...).
+        reply: The env's reply, sent as a user message.
+        template_name: Named in the error message.
+
+    Raises:
+        ConfigError: The template renders ``chat + [assistant, user]`` so that it does not
+            start with the rendering of ``chat`` followed by the assistant's content, even with
+            placeholder contents: its turns cannot be appended token-faithfully.
+    """
+    history = [{**m, "content": PLACEHOLDER} if m["role"] == "assistant" else dict(m) for m in chat]
+    before = render(history, True) + PLACEHOLDER
+    after = render(history + [{"role": "assistant", "content": PLACEHOLDER}, {"role": "user", "content": reply}], True)
+    if not after.startswith(before):
+        raise ConfigError(
+            f"{template_name} rewrites earlier turns when a turn is added (its rendering of a longer chat does not "
+            "start with the shorter one), so a multi-turn episode cannot be kept token-faithful. Use a template "
+            "that only appends (edit tokenizer_config.json's chat_template), or a single-turn env."
+        )
+    return after[len(before) :]

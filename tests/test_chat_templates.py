@@ -1,0 +1,200 @@
+"""Chat templates end to end: end-of-turn tokens, env reply tokens, token faithfulness per
+template, the sampler/learner log-prob difference, and tool calls in the model's format."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gymnasium as gym  # noqa: E402
+
+from mathgym.agents.chat import end_of_turn_id, turn_suffix  # noqa: E402
+from mathgym.agents.policy import LLMPolicy, SamplingParams  # noqa: E402
+from mathgym.algos.batch import RolloutBatch  # noqa: E402
+from mathgym.algos.rollout import RolloutCollector, RolloutSettings  # noqa: E402
+from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls  # noqa: E402
+from mathgym.errors import ConfigError  # noqa: E402
+from tests.chat_fixtures import DEFAULT_SYSTEM, END_OF_TURN, STYLES, assert_episode_text, cached_chat_model  # noqa: E402
+
+ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama"}
+
+
+@pytest.fixture(scope="module")
+def policies(tmp_path_factory):
+    cache: dict[str, LLMPolicy] = {}
+
+    def get(style: str) -> LLMPolicy:
+        if style not in cache:
+            path = cached_chat_model(tmp_path_factory, style, ARCH[style])
+            cache[style] = LLMPolicy.from_pretrained(str(path), device="cpu", dtype="float32")
+        return cache[style]
+
+    return get
+
+
+class RecordingPolicy(LLMPolicy):
+    """The real policy, keeping every prompt it was given and every generation it returned."""
+
+    calls: list
+
+    def generate(self, prompts, params, generator=None):
+        out = super().generate(prompts, params, generator)
+        self.calls.append(([list(p) for p in prompts], out))
+        return out
+
+
+def recording(policy: LLMPolicy) -> RecordingPolicy:
+    rec = RecordingPolicy(model=policy.model, tokenizer=policy.tokenizer, device=policy.device, name_or_path=policy.name_or_path)
+    rec.set_backend("native")
+    rec.calls = []
+    return rec
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_end_of_turn_comes_from_the_template(policies, style):
+    policy = policies(style)
+    tok = policy.tokenizer
+    assert tok.convert_ids_to_tokens(end_of_turn_id(tok)) == END_OF_TURN[style]
+    assert policy.end_of_turn_id == tok.convert_tokens_to_ids(END_OF_TURN[style])
+    assert {policy.eos_token_id, policy.end_of_turn_id} <= set(policy.stop_token_ids)
+
+
+@pytest.mark.parametrize("backend", ["native", "hf"])
+def test_generation_stops_at_end_of_turn_that_is_not_eos(policies, backend):
+    """chatml-base: EOS is <|endoftext|>, the turn ends with <|im_end|>; a model that says
+    <|im_end|> first stops there. The output row is steered to it through the (untied) LM head."""
+    base = policies("chatml-base")
+    model = __import__("copy").deepcopy(base.model)
+    policy = LLMPolicy(model=model, tokenizer=base.tokenizer, device=base.device, name_or_path=base.name_or_path)
+    policy.set_backend(backend)
+    eot, eos = policy.end_of_turn_id, policy.eos_token_id
+    assert eot != eos
+    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    with torch.no_grad():
+        hidden = model(input_ids=torch.tensor([prompt]), output_hidden_states=True).hidden_states[-1][0, -1]
+        head = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+        head[eot] = hidden * (50.0 / hidden.norm() ** 2) + head[eot] * 0
+        model.lm_head.weight = head
+    out = policy.generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=6))[0]
+    assert out.token_ids == [eot] and out.finish_reason == "stop"
+    assert policy.action_text(out.token_ids) == ""
+
+
+@pytest.mark.parametrize("ended_with", ["end_of_turn", "length"])
+def test_reply_tokens_add_no_extra_eos_before_the_end_of_turn(policies, ended_with):
+    """The reported bug: `5<eos><|end|>` where the template renders `5<|end|>`."""
+    policy = policies("chatml-base")
+    collector = RolloutCollector.__new__(RolloutCollector)
+    collector.policy = policy
+    chat = [{"role": "system", "content": "S"}, {"role": "user", "content": "Guess."}]
+    action = policy.encode_text("5") + ([policy.end_of_turn_id] if ended_with == "end_of_turn" else [])
+    reply = collector.env_reply_tokens(chat, "higher", action[-1])
+    tokens = policy.encode_chat(chat) + action + reply
+    rendered = policy.render_chat(chat + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "higher"}])
+    assert policy.tokenizer.decode(tokens, skip_special_tokens=False) == rendered
+    assert policy.eos_token_id not in tokens
+
+
+def test_reply_tokens_never_inject_a_second_system_prompt(policies):
+    """A ChatML template that adds a default system prompt to a chat without one must not add it mid-episode."""
+    policy = policies("chatml")
+    chat = [{"role": "user", "content": "Guess my number."}]
+    suffix = turn_suffix(policy.render_chat, chat, "higher")
+    assert suffix == "<|im_end|>\n<|im_start|>user\nhigher<|im_end|>\n<|im_start|>assistant\n"
+    assert policy.render_chat(chat).count(DEFAULT_SYSTEM) == 1 and "system" not in suffix
+
+
+def test_qwen3_style_keeps_the_sampled_reasoning_in_the_token_sequence(policies):
+    """Qwen3 drops earlier turns' reasoning when re-rendering: the token sequence stays the
+    single source of truth, so it keeps the reasoning the model saw; the template's rendering
+    of the finished chat differs from it by exactly those reasoning blocks."""
+    policy = policies("qwen3")
+    chat = [{"role": "user", "content": "Guess my number."}]
+    action_text = "<think>try 5</think>\n5"
+    action = policy.encode_text(action_text) + [policy.end_of_turn_id]
+    collector = RolloutCollector.__new__(RolloutCollector)
+    collector.policy = policy
+    reply = collector.env_reply_tokens(chat, "higher", action[-1])
+    tokens = policy.encode_chat(chat) + action + reply
+    decoded = policy.tokenizer.decode(tokens, skip_special_tokens=False)
+    final = chat + [{"role": "assistant", "content": action_text}, {"role": "user", "content": "higher"}]
+    rendered = policy.render_chat(final)
+    assert decoded == policy.render_chat(chat) + action_text + "<|im_end|>\n<|im_start|>user\nhigher<|im_end|>\n<|im_start|>assistant\n"
+    assert rendered == decoded.replace("<think>try 5</think>\n", "")  # what re-rendering would have trained on
+    assert decoded.count("<|im_start|>") == 4  # no second system prompt, no re-rendered turn
+
+
+def test_a_template_that_rewrites_history_is_refused_with_its_name():
+    def rewriting(messages, add_generation_prompt):  # numbers each turn by the total count: nothing is a prefix
+        return "".join(f"[{len(messages)}:{m['role']}]{m['content']}" for m in messages) + ("[a]" if add_generation_prompt else "")
+
+    with pytest.raises(ConfigError, match="my-template rewrites earlier turns"):
+        turn_suffix(rewriting, [{"role": "user", "content": "q"}], "r", "my-template")
+
+
+ENVS = {"single": ("MathReason-v0", {"system_prompt": ""}), "multi": ("GuessNumber-v0", {})}
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("turns", ["single", "multi"])
+def test_rollouts_are_token_faithful(policies, style, turns):
+    """The ids the learner trains on are the sampler's ids, turn after turn; env tokens are the
+    template's; every episode decodes to the template's rendering of the env's messages; the
+    learner's log-probs match the sampler's."""
+    policy = recording(policies(style))
+    env_id, kwargs = ENVS[turns]
+    settings = RolloutSettings(group_size=2, sampling=SamplingParams(max_new_tokens=6), max_turns=3)
+    collector = RolloutCollector(env_id, kwargs, policy, num_tasks=2, settings=settings)
+    try:
+        episodes = collector.collect_episodes([3, 4], torch.Generator().manual_seed(0))
+    finally:
+        collector.close()
+    if turns == "multi":
+        assert any(len(e.step_rewards) > 1 for e in episodes)
+    turns_of: list[list] = [[] for _ in episodes]  # (prompt, generation) of each turn of each episode
+    for turn, (prompts, gens) in enumerate(policy.calls):
+        active = [i for i, e in enumerate(episodes) if len(e.step_rewards) > turn]
+        assert len(active) == len(prompts)
+        for j, i in enumerate(active):
+            turns_of[i].append((prompts[j], gens[j]))
+    for ep, seen in zip(episodes, turns_of):
+        position = 0
+        for step, (prompt, gen) in enumerate(seen):
+            assert prompt == ep.token_ids[: len(prompt)]  # the prompt of each turn is the episode so far
+            start = len(prompt)
+            actions = [t for t, m, s in zip(ep.token_ids, ep.action_mask, ep.step_index) if m and s == step]
+            assert actions == gen.token_ids and ep.token_ids[start : start + len(actions)] == gen.token_ids
+            assert ep.logprobs[start : start + len(actions)] == pytest.approx(gen.logprobs)
+            position = start + len(actions)
+        assert position == len(ep.token_ids)
+        assert_episode_text(policy.tokenizer, ep.token_ids, ep.messages, policy.stop_token_ids)
+    batch = RolloutBatch.from_episodes(episodes, policy.pad_token_id)
+    with torch.no_grad():
+        logprobs, _ = policy.token_logprobs(batch.input_ids, batch.attention_mask)
+    mask = batch.action_mask.bool()
+    assert float((logprobs - batch.old_logprobs).abs()[mask].max()) <= 1e-3
+
+
+def test_math_tool_runs_the_tool_call_the_chatml_template_renders(policies):
+    policy = policies("chatml")
+    call = {"type": "function", "function": {"name": "python", "arguments": {"code": "print(6 * 7)"}}}
+    chat = [{"role": "user", "content": "What is 6 * 7?"}]
+    rendered = policy.tokenizer.apply_chat_template(
+        chat + [{"role": "assistant", "content": "Let me run it.", "tool_calls": [call]}], tools=[PYTHON_TOOL], tokenize=False
+    )
+    assert '"name": "python"' in rendered.split("<|im_end|>")[0]  # the tool schema is in the system prompt
+    action = rendered[len(policy.tokenizer.apply_chat_template(chat, tools=[PYTHON_TOOL], tokenize=False, add_generation_prompt=True)) :]
+    action = action[: action.index("<|im_end|>")]
+    assert [c.arguments for c in find_tool_calls(action)] == [{"code": "print(6 * 7)"}]
+    env = gym.make("MathTool-v0")
+    try:
+        env.reset(seed=0)
+        obs, reward, terminated, _, info = env.step(action)
+        assert "42" in obs and not terminated and info["tool_calls"] == 1
+        bad_calls = {"<tool_call>{not json</tool_call>": "not valid JSON", '<tool_call>{"name": "sh", "arguments": {}}</tool_call>': "unknown tool"}
+        for bad, why in bad_calls.items():
+            obs, _, terminated, _, info = env.step(bad)
+            assert why in obs and info["status"] == "format_error" and not terminated
+    finally:
+        env.close()
