@@ -28,7 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
-from mathgym.errors import ConfigError
+from mathgym.errors import ConfigError, require_option
 from mathgym.rewards._procpool import WorkerTimeout, pool_for
 from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
@@ -141,8 +141,7 @@ class MathVerifier:
     max_completion_chars: int = 100_000
 
     def __post_init__(self) -> None:
-        if self.answer_extraction not in ANSWER_EXTRACTIONS:
-            raise ConfigError(f"answer_extraction={self.answer_extraction!r} is not allowed; choose one of {ANSWER_EXTRACTIONS}.")
+        require_option("answer_extraction", self.answer_extraction, ANSWER_EXTRACTIONS)
         if not self.timeout > 0:
             raise ConfigError(f"timeout={self.timeout!r} must be a positive number of seconds.")
         if not isinstance(self.workers, int) or self.workers < 1:
