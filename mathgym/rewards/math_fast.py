@@ -7,16 +7,23 @@ priority, the match that *ends* rightmost first (``math_verify/parser.py``, vers
 The fast path decides in-process only completions whose shape pins down what those rules
 extract, without running them:
 
-* **boxed**: exactly one ``\\boxed{N}`` (no ``\\fbox``), alone or as the whole of a
-  ``$…$``, ``$$…$$``, ``\\[…\\]``, ``\\(…\\)``; no "final answer" anywhere; after it no
-  character that could close a LaTeX environment or a box (``{}$\\[]``) and no percent
-  sign or word. Then the rightmost-ending match of priority 50 is that box.
-* **answer**: "answer" occurs exactly once, no box, and the text ends with
-  ``answer is N`` / ``answer: N`` (``final answer`` too) followed only by spaces and
-  full stops: the match of priority 50, 100 or 200 ends at ``N``.
-* **gsm8k**: no "answer", no box, and the text ends with ``#### N`` (space before ``N``),
-  followed only by spaces and full stops: the rightmost match of priority 300 is ``N``.
+* **boxed**: exactly one ``\\boxed{N}`` (no ``\\fbox``) and no percent sign or word after
+  it. Every match of the boxed patterns (priority 50) then holds that box and reads ``N``:
+  math-verify keeps only the contents of the boxes it finds
+  (``latex2sympy2_extended.math_normalization.extract_boxed_content``). Where "final
+  answer" occurs (its patterns share priority 50), no digit or LaTeX delimiter may stand
+  between it and the box (bar the box's own ``$…$``, ``\\[…\\]``) nor after the box,
+  and no "I hope" (priority 0).
+* **answer**: "answer" occurs exactly once, no box, and it reads ``answer is N`` /
+  ``answer: N`` (``final answer`` too; ``N`` bare or as ``$N$``): the match of priority
+  50, 100 or 200 ends at ``N``.
+* **gsm8k**: no "answer", no box, and the last ``####`` is followed by a space and ``N``
+  (or ``$N``): the rightmost match of priority 300 is ``N``.
 * **bare**: the whole text is ``N``.
+
+In the answer and gsm8k shapes, nothing after ``N`` may start another number,
+expression, equation, LaTeX environment or percentage (no digit, ``=``, ``$``, ``\\``,
+brackets, braces, parentheses, operators, ``%``, "percent"): words and full stops only.
 
 ``N`` is an integer or decimal (thousands commas in groups of three outside a box; a
 ``\\frac{a}{b}`` of integers inside a box) and the gold is such a number or such a
@@ -43,10 +50,12 @@ _PLAIN = re.compile(rf"{_DECIMAL}|{_THOUSANDS}")
 _GOLD = re.compile(rf"{_DECIMAL}|{_THOUSANDS}|{_FRACTION}")
 _BOX = re.compile(rf"\\boxed\{{({_DECIMAL}|{_FRACTION})\}}")
 _FRACTION_PARTS = re.compile(r"(-?)\\frac\{(\d+)\}\{(\d+)\}")
-_ANSWER_TAIL = re.compile(rf"answer(?: is:?|:)[ \t]+({_DECIMAL}|{_THOUSANDS})[\s.]*", re.IGNORECASE)
-_GSM8K_TAIL = re.compile(rf"####[ \t]+({_DECIMAL}|{_THOUSANDS})[\s.]*")
+_ANSWER_TAIL = re.compile(rf"answer(?: is:?|:)[ \t]+(\$?)({_THOUSANDS}|{_DECIMAL})\1", re.IGNORECASE)
+_GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})")
+#: After the number: nothing that could start another number, expression, equation, LaTeX or percentage.
+_TAIL_BLOCKERS = re.compile(r"[\d=$\\\[\]{}%()+\-*/^×÷]")
 _DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
-_CLOSERS = frozenset("{}$\\[]%")
+_DIGIT_OR_LATEX = re.compile(r"[\d$\\\[\]{}]")
 
 
 class Numeric(NamedTuple):
@@ -66,8 +75,10 @@ def numeric_verdict(gold: Numeric, answer: Numeric) -> bool | None:
 
     math-verify compares two integers (percent or not) by their written values (``25%``
     equals ``25``) or by value (``100%`` equals ``1``), otherwise by value (``25%`` equals
-    ``0.25`` and ``1/4``); a float is compared after rounding to 6 decimals, which is
-    where this returns ``None``.
+    ``0.25`` and ``1/4``); a float is compared after rounding to 6 decimals
+    (``grader.sympy_numeric_eq``), so two different decimals of at most 6 places (and 14
+    digits, within a 15-digit float) differ, while a value within rounding distance of
+    another is where this returns ``None``.
     """
     g_int = not gold.is_float and gold.value.denominator == 1
     a_int = not answer.is_float and answer.value.denominator == 1
@@ -79,6 +90,8 @@ def numeric_verdict(gold: Numeric, answer: Numeric) -> bool | None:
         return False  # exact rationals: sympy compares them exactly
     if gold.percent or answer.percent:
         return None
+    if all(10**6 % n.value.denominator == 0 and abs(n.value) < 10**8 for n in (gold, answer)):
+        return False  # different decimals of at most 6 places and 14 digits: they differ after rounding to 6
     difference = abs(gold.effective - answer.effective)
     scale = max(abs(gold.effective), abs(answer.effective), Fraction(1))
     return False if difference > Fraction(1, 10**5) * scale else None
@@ -108,43 +121,47 @@ def fast_gold(gold: str) -> Numeric | None:
     return _number(gold) if _GOLD.fullmatch(gold) else None
 
 
-def _quiet(rest: str) -> bool:
-    """True when nothing in ``rest`` can end a LaTeX environment, a box or a percentage."""
-    if _CLOSERS.intersection(rest):
-        return False
-    lower = rest.lower()
-    return "pct" not in lower and "percent" not in lower
-
-
 def _boxed(text: str, lower: str) -> str | None:
-    if "final answer" in lower or text.count("\\boxed") != 1 or "\\fbox" in text:
+    if text.count("\\boxed") != 1 or "\\fbox" in text:
         return None
     match = _BOX.search(text)
     if match is None:
         return None
-    before, after = text[: match.start()], text[match.end() :]
-    for opening, closing in _DELIMITERS:
-        if before.endswith(opening) and after.startswith(closing):
-            if before[: -len(opening)].endswith("\\"):
-                return None  # an escaped delimiter: leave it to math-verify
-            after = after[len(closing) :]
-            break
-    return match.group(1) if _quiet(after) else None
+    after = lower[match.end() :]
+    if "%" in after or "pct" in after or "percent" in after:
+        return None  # a percent sign after a LaTeX environment holding the box scales it
+    if "final answer" in lower:  # its own patterns share the box's priority: they must find the box too
+        before = text[lower.find("final answer") : match.start()]
+        after = text[match.end() :]
+        for opening, closing in _DELIMITERS:
+            if before.endswith(opening) and after.startswith(closing):
+                before, after = before[: -len(opening)], after[len(closing) :]
+                break
+        if "i hope" in lower or _DIGIT_OR_LATEX.search(before) or _DIGIT_OR_LATEX.search(after):
+            return None
+    return match.group(1)
+
+
+def _quiet_tail(tail: str) -> bool:
+    if _TAIL_BLOCKERS.search(tail):
+        return False
+    lower = tail.lower()
+    return "pct" not in lower and "percent" not in lower
 
 
 def _answer_is(text: str, lower: str) -> str | None:
     if "\\boxed" in text or lower.count("answer") != 1:
         return None
-    match = _ANSWER_TAIL.fullmatch(text, lower.rfind("answer"))
-    return match.group(1) if match else None
+    match = _ANSWER_TAIL.match(text, lower.rfind("answer"))
+    return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
 def _gsm8k(text: str, lower: str) -> str | None:
     if "\\boxed" in text or "answer" in lower:
         return None
     start = text.rfind("####")
-    match = _GSM8K_TAIL.fullmatch(text, start) if start >= 0 else None
-    return match.group(1) if match else None
+    match = _GSM8K_TAIL.match(text, start) if start >= 0 else None
+    return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
 def fast_answer(completion: str) -> tuple[Numeric, str] | None:
