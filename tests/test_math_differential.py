@@ -16,7 +16,7 @@ import pytest
 from mathgym.rewards import MathVerifier, Status
 from mathgym.rewards.math_corpus import CATEGORIES, generate_corpus, math_verify_verdicts
 
-SAMPLE = 15 * len(CATEGORIES)  # every category 15 times
+SAMPLE = 12 * len(CATEGORIES)  # every category 12 times
 SEED = 20261123
 
 
