@@ -202,7 +202,7 @@ class MathVerifier:
         if boxes and not boxes[-1].strip():
             details.update(extracted=None, source="boxed", reason="the last \\boxed{} is empty")
             return RewardResult(0.0, Status.FORMAT_ERROR, details)
-        found = extract_answer(completion, self.formats)
+        found = (boxes[-1].strip(), "boxed") if boxes and self.formats[0] == "boxed" else extract_answer(completion, self.formats)
         if found is None:
             details.update(extracted=None, reason=f"no final-answer marker ({', '.join(self.formats)})")
             return RewardResult(0.0, Status.UNPARSEABLE, details)

@@ -35,6 +35,7 @@ checks these verdicts against math-verify on the generated corpus.
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 from typing import NamedTuple
@@ -109,12 +110,16 @@ def _number(text: str) -> Numeric | None:
         value = Fraction(int(numerator), int(denominator))
         return Numeric(-value if sign else value, False, False)
     plain = text.replace(",", "")
-    is_float = "." in plain
-    if is_float and len(plain.lstrip("-").replace(".", "").lstrip("0")) > MAX_DECIMAL_DIGITS:
+    point = plain.find(".")
+    if point < 0:
+        return Numeric(Fraction(int(plain)), False, False)
+    digits = plain[:point] + plain[point + 1 :]
+    if len(digits.lstrip("-").lstrip("0")) > MAX_DECIMAL_DIGITS:
         return None  # beyond a 15-digit float: math-verify's rounding decides
-    return Numeric(Fraction(plain), is_float, False)
+    return Numeric(Fraction(int(digits), 10 ** (len(plain) - point - 1)), True, False)
 
 
+@functools.lru_cache(maxsize=4096)
 def fast_gold(gold: str) -> Numeric | None:
     """The gold as the fast path reads it, or ``None`` when math-verify must read it."""
     gold = gold.strip()
