@@ -11,7 +11,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.data import MathRecord, load_dataset
 from mathgym.envs.problems import MAX_LEVEL, generate
 from mathgym.errors import ConfigError, require_option
-from mathgym.rewards.math import ANSWER_EXTRACTIONS, AnswerExtraction, MathVerifier
+from mathgym.rewards.math import ANSWER_EXTRACTIONS, AnswerExtraction, MathVerifier, latex_gold
 
 DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."
 INSTRUCTION = "Give the final answer in \\boxed{}."
@@ -110,7 +110,7 @@ class MathReasonEnv(TextEnv):
         return f"{question}\n{INSTRUCTION}"
 
     def _judge(self, action: str) -> Judgement:
-        result = self.verifier.score(action, self.task.answer)
+        result = self.verifier.score(action, latex_gold(self.task.answer))
         return Judgement(
             reward=result.score,
             status=result.status,

@@ -34,9 +34,11 @@ from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
 from mathgym.rewards.math_fast import Numeric, fast_answer, fast_gold, numeric_verdict
 
-__all__ = ["ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "numeric_verdict", "parse_number", "parse_numeric"]
+__all__ = ["ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "latex_gold", "numeric_verdict", "parse_number", "parse_numeric"]
 
 AnswerExtraction = Literal["strict", "lenient"]
+_PLAIN_GOLD = re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:/\d+)?")
+_DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
 ANSWER_EXTRACTIONS: tuple[AnswerExtraction, ...] = ("strict", "lenient")
 _WORKER_SCRIPT = str(Path(__file__).with_name("_math_worker.py"))
 _INTEGER = r"(?:\d{1,3}(?:,\d{3})+|0|[1-9]\d*)"
@@ -47,6 +49,25 @@ _PERCENT = ("\\%", "%")
 _MAX_NUMBER_CHARS = 40
 #: Significant digits up to which a decimal compares like math-verify's 15-digit floats.
 _MAX_DECIMAL_DIGITS = 14
+
+
+def latex_gold(answer: str) -> str:
+    """A data set's final answer as math-verify should read it: bare LaTeX gets ``$…$``.
+
+    math-verify's default extraction reads a gold string the way it reads a completion,
+    so bare LaTeX is misread (``2x`` reads as ``2``, ``x \\geq 5`` as ``5``, ``25\\%`` as
+    ``25``) or not read (``x^2+1``). Plain numbers and ``a/b`` stay as they are (the fast
+    path reads them); text that already has a delimiter (``$``, ``\\(``, ``\\[``,
+    ``\\boxed``) too. The math envs pass their golds through this.
+
+    Example:
+        >>> latex_gold("2x"), latex_gold("1,000"), latex_gold("$x$")
+        ('$2x$', '1,000', '$x$')
+    """
+    text = answer.strip()
+    if _PLAIN_GOLD.fullmatch(text) or any(mark in text for mark in _DELIMITERS):
+        return text
+    return f"${text}$"
 
 
 def parse_numeric(text: str) -> Numeric | None:
