@@ -128,6 +128,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for category, n, right, lenient, strict, marked, refused, fast in _category_rows(pairs, verdicts):
         print(f"| {category} | {n} | {right} | {lenient} / {n} | {strict} / {marked} | {refused} / {n - marked} | {fast} |")
+    shown = 0
+    for pair, truth, strict, lenient in zip(pairs, verdicts["math_verify"], verdicts["strict"], verdicts["lenient"]):
+        marked = pair.marker not in (None, "empty_box")
+        if shown < 10 and ((lenient.status == Status.CORRECT) != truth or (marked and (strict.status == Status.CORRECT) != truth)):
+            print(f"DISAGREE math_verify={truth} strict={strict.status} lenient={lenient.status} {pair}")
+            shown += 1
 
 
 def _total_seconds(rows: list[tuple]) -> Counter:
