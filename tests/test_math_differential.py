@@ -9,12 +9,14 @@ a ``format_error``). The full corpus is a benchmark row (``benchmarks/bench_math
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import pytest
 
 from mathgym.rewards import MathVerifier, Status
-from mathgym.rewards.math_corpus import CATEGORIES, generate_corpus, math_verify_verdicts
+from mathgym.rewards.math_corpus import CATEGORIES, Pair, generate_corpus, math_verify_verdicts
+from mathgym.rewards.math_fast import fast_answer, fast_gold, numeric_verdict
 
 SAMPLE = 12 * len(CATEGORIES)  # every category 12 times
 SEED = 20261123
@@ -68,3 +70,36 @@ def test_fast_path_decides_the_plain_numbers(judged):
     for results in (strict, lenient):
         exact = Counter(p.category for p, r in zip(pairs, results) if r.details.get("path") == "exact")
         assert exact["integer"] > 0 and exact["gsm8k"] > 0 and exact["answer_is"] > 0
+
+
+# -- fuzzing the fast path: random text around every shape it recognises ---------------------
+
+_FRAGMENTS = ["The final answer is ", "the answer is ", "Answer: ", "answer ", "#### ", "####", "$", "$$", "\\[", "\\]", "\\(", "\\)",
+              " ", "\n", ".", ", ", "%", " percent", "=", " x = ", "I hope", " apples", "{", "}", "(", ")", " and ", " or ",
+              "\\frac{1}{2}", "3", "42", "-7", "0.5", "1,000", "12.50", "+", " so ", "\\boxed{", "\\fbox{", "\\text{ cm}", "€", "pct"]
+_NUMBERS = {"42": ["42", "42.0"], "-7": ["-7", "-7.00"], "0.5": ["0.5", "\\frac{1}{2}"], "1,000": ["1000", "1,000"], "12.50": ["12.5"],
+            "\\frac{1}{2}": ["0.5", "\\frac{1}{2}"], "0": ["0", "0.0"], "2.0": ["2"], "-0.25": ["-\\frac{1}{4}", "-0.25"], "1,234.5": ["1234.5"]}
+_SHAPES = ["\\boxed{%s}", "$\\boxed{%s}$", "$$\\boxed{%s}$$", "\\[\\boxed{%s}\\]", "$x = \\boxed{%s}$", "the answer is %s",
+           "The final answer is %s", "answer: %s", "The answer is $%s$", "#### %s", "#### $%s", "%s"]
+
+
+def _fuzzed(rng: random.Random) -> Pair:
+    number = rng.choice(list(_NUMBERS))
+    noise = lambda k: "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(0, k)))  # noqa: E731
+    text = noise(6) + rng.choice(_SHAPES) % number + noise(4)
+    gold = rng.choice(_NUMBERS[number]) if rng.random() < 0.7 else rng.choice([g for forms in _NUMBERS.values() for g in forms])
+    return Pair("fuzz", gold, text, None)
+
+
+def test_fast_path_decisions_on_fuzzed_text_are_math_verifys():
+    """Every verdict the fast path takes on noisy text is math-verify's (the fast path declines the rest)."""
+    rng, pairs, tried = random.Random(SEED), [], 0
+    while len(pairs) < 400:
+        pair, tried = _fuzzed(rng), tried + 1
+        gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
+        if gold is not None and found is not None and numeric_verdict(gold, found[0]) is not None:
+            pairs.append(pair)
+    truth = math_verify_verdicts(pairs)
+    wrong = [(p, t) for p, t in zip(pairs, truth) if numeric_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
+    assert not wrong, wrong[:5]
+    assert 0.2 < sum(truth) / len(truth) < 0.8 and len(pairs) < 0.9 * tried  # both verdicts, and the fast path declines some

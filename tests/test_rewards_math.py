@@ -172,3 +172,24 @@ def test_options_are_validated_and_verifier_pickles():
     copy = pickle.loads(pickle.dumps(MathVerifier(formats=("gsm8k",))))
     assert copy.score("#### 7", "7").status == Status.CORRECT
     assert copy.score("\\boxed{7}", "7").status == Status.UNPARSEABLE
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The final answer is $3$ and $\\boxed{42}$",  # math-verify reads the set {3, 42}
+        "The final answer is \\boxed{42}, this is 7",  # "final answer … is 7" ends later: 7
+        "So $\\boxed{42}$ %",  # a percent sign after the environment: 0.42
+        "final answer is 3. I hope \\boxed{42}",  # "final answer is … I hope" comes first: 3
+        "\\boxed{42} and \\boxed{43}",  # several boxes: math-verify joins them
+        "The answer is 42 because 6 * 7 = 41",  # "answer … = 41": 41
+        "#### 42 (that is 6 * 7)",  # the rightmost expression wins over a #### marker
+        "####42",  # no space: math-verify does not read the number
+    ],
+)
+def test_each_fast_path_guard_declines_what_math_verify_reads_otherwise(text):
+    from math_verify import parse
+
+    assert fast_answer(text) is None
+    read = parse(text, parsing_timeout=None)
+    assert not read or read[0] != 42
