@@ -26,6 +26,10 @@ def test_extraction_formats_and_order():
     assert extract_answer("So the final answer is $7$.") == ("7", "answer_is")
     assert extract_answer("#### 5\nthe answer is 6", formats=("answer_is", "gsm8k")) == ("6", "answer_is")
     assert extract_answer("no answer here") is None
+    assert extract_answer("The answer is 42 because 6 × 7 = 42.") == ("42", "answer_is")
+    assert extract_answer("the answer is 3, no wait, the answer is 4") == ("4", "answer_is")  # the last on the line
+    assert extract_answer("The answer is $x = 5$. Done.") == ("x = 5", "answer_is")
+    assert extract_answer("so \\boxed{5}. Wait: \\boxed{}") is None  # an empty last box is no answer (strict: format_error)
     assert boxed_contents("\\boxed{a{b}c} \\fbox{d} \\boxed {e}") == ["a{b}c", "d", "e"]
     assert last_boxed("\\boxed{1} \\boxed{2") == "1"  # the unbalanced box is skipped
     with pytest.raises(ValueError):
