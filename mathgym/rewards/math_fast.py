@@ -26,9 +26,9 @@ expression, equation, LaTeX environment or percentage (no digit, ``=``, ``$``, `
 brackets, braces, parentheses, operators, ``%``, "percent"): words and full stops only.
 
 ``N`` is an integer or decimal (thousands commas in groups of three outside a box; a
-``\\frac{a}{b}`` of integers inside a box) and the gold is such a number or such a
-fraction. Then both sides are sympy numbers, and :func:`numeric_verdict` gives
-math-verify's comparison, returning ``None`` (ask math-verify) where its float rounding
+``\\frac{a}{b}`` of integers inside a box) and the gold is such a number, such a
+fraction, or ``a/b`` of integers (which math-verify parses as an unevaluated quotient).
+Then both sides are sympy numbers, and :func:`numeric_verdict` gives math-verify's comparison, returning ``None`` (ask math-verify) where its float rounding
 could matter. Everything else goes to math-verify. ``tests/test_math_differential.py``
 checks these verdicts against math-verify on the generated corpus.
 """
@@ -48,7 +48,8 @@ _DECIMAL = r"-?(?:0|[1-9]\d*)(?:\.\d+)?"
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
 _FRACTION = r"-?\\frac\{\d+\}\{\d+\}"
 _PLAIN = re.compile(rf"{_DECIMAL}|{_THOUSANDS}")
-_GOLD = re.compile(rf"{_DECIMAL}|{_THOUSANDS}|{_FRACTION}")
+_SLASH = r"-?(?:0|[1-9]\d*)/[1-9]\d*"
+_GOLD = re.compile(rf"{_DECIMAL}|{_THOUSANDS}|{_FRACTION}|{_SLASH}")
 _BOX = re.compile(rf"\\boxed\{{({_DECIMAL}|{_FRACTION})\}}")
 _FRACTION_PARTS = re.compile(r"(-?)\\frac\{(\d+)\}\{(\d+)\}")
 _ANSWER_TAIL = re.compile(rf"answer(?: is:?|:)[ \t]+(\$?)({_THOUSANDS}|{_DECIMAL})\1", re.IGNORECASE)
@@ -109,6 +110,9 @@ def _number(text: str) -> Numeric | None:
             return None
         value = Fraction(int(numerator), int(denominator))
         return Numeric(-value if sign else value, False, False)
+    if "/" in text:  # a/b: math-verify parses it unevaluated, and compares it by value
+        numerator, denominator = text.split("/")
+        return Numeric(Fraction(int(numerator), int(denominator)), False, False)
     plain = text.replace(",", "")
     point = plain.find(".")
     if point < 0:
