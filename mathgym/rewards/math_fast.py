@@ -25,8 +25,8 @@ In the answer and gsm8k shapes, nothing after ``N`` may start another number,
 expression, equation, LaTeX environment or percentage (no digit, ``=``, ``$``, ``\\``,
 brackets, braces, parentheses, operators, ``%``, "percent"): words and full stops only.
 
-``N`` is an integer or decimal (thousands commas in groups of three outside a box; a
-``\\frac{a}{b}`` of integers inside a box) and the gold is such a number, such a
+``N`` is an integer or decimal (thousands commas in groups of three outside a box;
+``\\frac{a}{b}`` or ``a/b`` of integers inside a box) and the gold is such a number, such a
 fraction, or ``a/b`` of integers (which math-verify parses as an unevaluated quotient).
 Then both sides are sympy numbers, and :func:`numeric_verdict` gives math-verify's comparison, returning ``None`` (ask math-verify) where its float rounding
 could matter. Everything else goes to math-verify. ``tests/test_math_differential.py``
@@ -50,7 +50,7 @@ _FRACTION = r"-?\\frac\{\d+\}\{\d+\}"
 _PLAIN = re.compile(rf"{_DECIMAL}|{_THOUSANDS}")
 _SLASH = r"-?(?:0|[1-9]\d*)/[1-9]\d*"
 _GOLD = re.compile(rf"{_DECIMAL}|{_THOUSANDS}|{_FRACTION}|{_SLASH}")
-_BOX = re.compile(rf"\\boxed\{{({_DECIMAL}|{_FRACTION})\}}")
+_BOX = re.compile(rf"\\boxed\{{({_DECIMAL}|{_FRACTION}|{_SLASH})\}}")
 _FRACTION_PARTS = re.compile(r"(-?)\\frac\{(\d+)\}\{(\d+)\}")
 _ANSWER_TAIL = re.compile(rf"answer(?: is:?|:)[ \t]+(\$?)({_THOUSANDS}|{_DECIMAL})\1", re.IGNORECASE)
 _GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})")
