@@ -19,7 +19,7 @@ The numeric share is the categories of plain numbers written plainly after a mar
 go first, so that they see the same background load on average; all sides first warm up
 on other pairs.
 
-Usage: ``python benchmarks/bench_math.py [--n 5000] [--seed 0] [--workers 2] [--blocks 10]``;
+Usage: ``python benchmarks/bench_math.py [--n 5000] [--seed 0] [--workers 2] [--blocks 10] [--numeric-repeat 5]``;
 ``--quick`` for a small run (300 pairs) that checks the script works.
 """
 
@@ -38,8 +38,12 @@ from mathgym.rewards.math_corpus import CATEGORIES, NUMERIC_CATEGORIES, Pair, ge
 MODES = ("strict", "lenient")
 
 
-def _measure(pairs: list[Pair], verifiers: dict[str, MathVerifier], parse, verify, blocks: int) -> dict:
-    """Seconds and verdicts of math-verify and of each mode on ``pairs``, interleaved by block."""
+def _measure(pairs: list[Pair], verifiers: dict[str, MathVerifier], parse, verify, blocks: int, repeat: int = 1) -> dict:
+    """Seconds and verdicts of math-verify and of each mode on ``pairs``, interleaved by block.
+
+    Each block is checked ``repeat`` times by every side (seconds are per pass): the numeric
+    share takes mathgym milliseconds, too little to time once on a busy machine.
+    """
     seconds = Counter()
     verdicts: dict[str, list] = {"math_verify": [], **{mode: [] for mode in verifiers}}
     size = max(1, -(-len(pairs) // blocks))
@@ -50,11 +54,12 @@ def _measure(pairs: list[Pair], verifiers: dict[str, MathVerifier], parse, verif
         sides = sides[block % len(sides) :] + sides[: block % len(sides)]
         for side in sides:
             begin = time.perf_counter()
-            if side == "math_verify":
-                out = [bool(verify(parse(g), parse(c))) for g, c in zip(golds, texts)]
-            else:
-                out = verifiers[side].score_batch(texts, golds)
-            seconds[side] += time.perf_counter() - begin
+            for _ in range(repeat):
+                if side == "math_verify":
+                    out = [bool(verify(parse(g), parse(c))) for g, c in zip(golds, texts)]
+                else:
+                    out = verifiers[side].score_batch(texts, golds)
+            seconds[side] += (time.perf_counter() - begin) / repeat
             verdicts[side] += out
     return {"seconds": seconds, "verdicts": verdicts}
 
@@ -95,6 +100,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="math-verify helper processes of mathgym")
     parser.add_argument("--blocks", type=int, default=10, help="blocks per share, each side taking turns to go first")
     parser.add_argument("--warmup", type=int, default=300, help="pairs (another seed) run through every side first, untimed")
+    parser.add_argument("--numeric-repeat", type=int, default=5, help="passes over each block of the numeric share, per side")
     parser.add_argument("--quick", action="store_true", help="a small run to check the script: --n 300 --blocks 2 --warmup 50")
     args = parser.parse_args()
     if args.quick:
@@ -111,7 +117,7 @@ def main() -> None:
     other = [p for p in pairs if p.category not in NUMERIC_CATEGORIES]
     rows, verdicts = [], {side: [None] * len(pairs) for side in ("math_verify", *MODES)}
     for share, subset in (("numeric", numeric), ("other", other)):
-        measured = _measure(subset, verifiers, parse, verify, args.blocks)
+        measured = _measure(subset, verifiers, parse, verify, args.blocks, args.numeric_repeat if share == "numeric" else 1)
         rows += _summary_rows(share, subset, measured)
         positions = [i for i, p in enumerate(pairs) if (p.category in NUMERIC_CATEGORIES) == (share == "numeric")]
         for side, out in measured["verdicts"].items():

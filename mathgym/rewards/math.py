@@ -223,7 +223,10 @@ class MathVerifier:
         if boxes and not boxes[-1].strip():
             details.update(extracted=None, source="boxed", reason="the last \\boxed{} is empty")
             return RewardResult(0.0, Status.FORMAT_ERROR, details)
-        found = (boxes[-1].strip(), "boxed") if boxes and self.formats[0] == "boxed" else extract_answer(completion, self.formats)
+        if boxes and self.formats[0] == "boxed":
+            found: tuple[str, str] | None = (boxes[-1].strip(), "boxed")
+        else:  # no box, or other formats first: the scan for boxes is not repeated
+            found = extract_answer(completion, [f for f in self.formats if f != "boxed" or boxes])
         if found is None:
             details.update(extracted=None, reason=f"no final-answer marker ({', '.join(self.formats)})")
             return RewardResult(0.0, Status.UNPARSEABLE, details)
