@@ -112,3 +112,13 @@ def test_the_helper_pool_honours_each_verifiers_workers():
     assert len(pool_for(_WORKER_SCRIPT, 1).pids()) == 1
     assert len(pool_for(_WORKER_SCRIPT, 3).pids()) == 3
     assert set(pool_for(_WORKER_SCRIPT, 1).pids()).isdisjoint(pool_for(_WORKER_SCRIPT, 3).pids())
+
+
+@pytest.mark.parametrize("name", ["tower_of_powers", "one_megabyte_text", "nul_megabyte", "unbalanced_box"])
+def test_lenient_mode_is_as_safe(name):
+    completion, gold, allowed = HOSTILE[name]
+    lenient = MathVerifier(timeout=TIMEOUT_S, answer_extraction="lenient")
+    start = time.monotonic()
+    result = lenient.score(completion, gold)
+    assert result.status in allowed, (name, result)
+    assert time.monotonic() - start < WALL_BOUND_S, name
