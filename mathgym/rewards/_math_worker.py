@@ -50,7 +50,8 @@ def main() -> None:
             verdict = bool(gold) and bool(answer) and bool(verify(gold, answer, timeout_seconds=None))
             extracted = str(answer[-1])[:200] if answer else None  # the text math-verify read
             parsed = any(not isinstance(item, str) for item in answer)  # else only math-verify's fallback text
-            reply = {"verdict": verdict, "gold_parsed": bool(gold), "answer_parsed": parsed, "extracted": extracted, "gold_as_latex": as_latex}
+            reply = {"verdict": verdict, "gold_parsed": bool(gold), "answer_parsed": parsed}
+            reply.update(extracted=extracted, gold_as_latex=as_latex)
         except Exception as err:  # noqa: BLE001 - reported to the parent as an infra error
             reply = {"error": f"{type(err).__name__}: {err}"[:500]}
         out.write(json.dumps(reply) + "\n")

@@ -34,7 +34,9 @@ from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
 from mathgym.rewards.math_fast import Numeric, fast_answer, fast_gold, numeric_verdict
 
-__all__ = ["ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "latex_gold", "numeric_verdict", "parse_number", "parse_numeric"]
+__all__ = [
+    "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "latex_gold", "numeric_verdict", "parse_number", "parse_numeric",
+]
 
 AnswerExtraction = Literal["strict", "lenient"]
 _PLAIN_GOLD = re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:/\d+)?")
@@ -252,7 +254,8 @@ class MathVerifier:
             return RewardResult(0.0, Status.ERROR, {**details, "error": reply["error"]})
         details.update(extracted=reply["extracted"], gold_as_latex=reply["gold_as_latex"])
         if not reply["gold_parsed"]:
-            return RewardResult(0.0, Status.ERROR, {**details, "error": f"math-verify could not parse the gold answer {gold!r}"})
+            error = f"math-verify could not parse the gold answer {gold!r}"
+            return RewardResult(0.0, Status.ERROR, {**details, "error": error})
         if not reply["verdict"] and not reply["answer_parsed"]:
             return RewardResult(0.0, Status.UNPARSEABLE, details)
         return _verdict(reply["verdict"], details)
@@ -274,8 +277,10 @@ def _groups_by_gold(indices: list[int], golds: list[str], count: int) -> list[li
 
 
 def _show(number: Numeric) -> str:
-    value = number.value
-    return str(value.numerator) if value.denominator == 1 and not number.is_float else str(float(value) if number.is_float else value)
+    """The number read, for ``details["extracted"]``: ``42``, ``0.5``, ``3/4``."""
+    if number.is_float:
+        return str(float(number.value))
+    return str(number.value)
 
 
 def _verdict(ok: bool, details: dict) -> RewardResult:

@@ -28,9 +28,10 @@ brackets, braces, parentheses, operators, ``%``, "percent"): words and full stop
 ``N`` is an integer or decimal (thousands commas in groups of three outside a box;
 ``\\frac{a}{b}`` or ``a/b`` of integers inside a box) and the gold is such a number, such a
 fraction, or ``a/b`` of integers (which math-verify parses as an unevaluated quotient).
-Then both sides are sympy numbers, and :func:`numeric_verdict` gives math-verify's comparison, returning ``None`` (ask math-verify) where its float rounding
-could matter. Everything else goes to math-verify. ``tests/test_math_differential.py``
-checks these verdicts against math-verify on the generated corpus.
+Then both sides are sympy numbers, and :func:`numeric_verdict` gives math-verify's
+comparison, returning ``None`` (ask math-verify) where its float rounding could matter.
+Everything else goes to math-verify. ``tests/test_math_differential.py`` checks these
+verdicts against math-verify on the generated corpus and on fuzzed text.
 """
 
 from __future__ import annotations
