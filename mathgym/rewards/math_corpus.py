@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 
@@ -314,12 +313,15 @@ def _math_verify_verdict(pair: tuple[str, str]) -> bool:
     return bool(verify(parse(gold), parse(completion)))
 
 
-def math_verify_verdicts(pairs: Sequence[Pair], processes: int = 2) -> list[bool]:
+def math_verify_verdicts(pairs: Sequence[Pair], processes: int = 2, timeout: float = 600.0) -> list[bool]:
     """math-verify's own verdicts, ``verify(parse(gold), parse(completion))`` with its defaults.
 
     Run in a pool of fresh processes, where math-verify's SIGALRM timeouts work (each task
     runs in a process's main thread); a pair it times out on is ``False``, as math-verify
-    returns. Call it under ``if __name__ == "__main__":`` in a script.
+    returns. Past ``timeout`` seconds for the whole list (a hang SIGALRM cannot stop, inside
+    C code), the pool is terminated and :class:`multiprocessing.TimeoutError` raised. Call
+    it under ``if __name__ == "__main__":`` in a script.
     """
-    with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
-        return list(pool.map(_math_verify_verdict, [(p.gold, p.completion) for p in pairs], chunksize=16))
+    with get_context("spawn").Pool(processes) as pool:  # leaving the block terminates the workers
+        pending = pool.map_async(_math_verify_verdict, [(p.gold, p.completion) for p in pairs], chunksize=16)
+        return pending.get(timeout)
