@@ -1,20 +1,26 @@
-"""Math verifier throughput: mathgym's MathVerifier vs plain math_verify parse+verify, one run.
+"""Math verifier: mathgym's MathVerifier (strict and lenient) vs math-verify itself, one run, one table.
 
-The 10,000 model-style completions are generated here with a fixed seed (integers,
-thousands separators, decimals, fractions, percentages, currency, and LaTeX expressions
-such as roots, pi, polynomials, intervals and tuples; about half correct, in
-equivalent or identical forms). Every completion string is distinct. Both sides check
-the same (completion, gold) pairs:
+The pairs come from :func:`mathgym.rewards.math_corpus.generate_corpus` (seeded; integers
+and decimals in every notation, fractions, percentages, currency and units, LaTeX
+expressions, radicals, sets and tuples, several boxes, intervals, inequalities,
+equations, matrices, text in boxes, GSM8K ``####``, "the answer is", answers with no
+marker, an empty last box; right and wrong answers of each kind). Both sides check the
+same (gold, completion) pairs:
 
-* peer: ``verify(parse("$gold$"), parse(completion))`` in the main thread with
-  math-verify's default (SIGALRM) timeouts — how the library is used directly;
-* mathgym: ``MathVerifier().score_batch(completions, golds)`` (extraction, exact fast
-  path, math-verify in 2 watchdog helper processes), and ``score`` one at a time.
+* peer: ``verify(parse(gold), parse(completion))`` in the main thread with math-verify's
+  default extraction and (SIGALRM) timeouts: how the library is used directly, and the
+  ground truth of the agreement columns;
+* mathgym: ``MathVerifier(answer_extraction=mode).score_batch(completions, golds)``
+  (marker gate in strict mode, in-process fast path, math-verify in ``--workers`` helper
+  processes for the rest).
 
-Each share is timed in blocks, alternating which side goes first, so that both sides see
-the same background load on average; both sides first warm up on other samples.
+The numeric share is the categories of plain numbers written plainly after a marker
+(``NUMERIC_CATEGORIES``). Each share is timed in blocks, the three sides taking turns to
+go first, so that they see the same background load on average; all sides first warm up
+on other pairs.
 
-Usage: ``python benchmarks/bench_math.py [--n 10000] [--seed 0] [--workers 2] [--blocks 10]``
+Usage: ``python benchmarks/bench_math.py [--n 5000] [--seed 0] [--workers 2] [--blocks 10] [--numeric-repeat 5]``;
+``--quick`` for a small run (300 pairs) that checks the script works.
 """
 
 from __future__ import annotations
@@ -23,210 +29,127 @@ import argparse
 import logging
 import os
 import platform
-import random
 import time
-from fractions import Fraction
+from collections import Counter
 
 from mathgym.rewards import MathVerifier, Status
-from mathgym.rewards._procpool import pool_for
-from mathgym.rewards.math import _WORKER_SCRIPT
+from mathgym.rewards.math_corpus import CATEGORIES, NUMERIC_CATEGORIES, Pair, generate_corpus
 
-REASONING = [
-    "First, {a} + {b} = {c}.",
-    "We have {a} groups of {b}, which gives {c}.",
-    "Subtracting, {c} - {a} = {b}.",
-    "So the total is {c} after {a} steps.",
-    "Let me double-check: {a} times {b} is {c}.",
-]
+MODES = ("strict", "lenient")
 
 
-def _reasoning(rng: random.Random) -> str:
-    lines = []
-    for template in rng.sample(REASONING, rng.randint(1, 3)):
-        a, b = rng.randint(2, 999), rng.randint(2, 99)
-        lines.append(template.format(a=a, b=b, c=a * b))
-    return " ".join(lines)
+def _measure(pairs: list[Pair], verifiers: dict[str, MathVerifier], parse, verify, blocks: int, repeat: int = 1) -> dict:
+    """Seconds and verdicts of math-verify and of each mode on ``pairs``, interleaved by block.
+
+    Each block is checked ``repeat`` times by every side (seconds are per pass): the numeric
+    share takes mathgym milliseconds, too little to time once on a busy machine.
+    """
+    seconds = Counter()
+    verdicts: dict[str, list] = {"math_verify": [], **{mode: [] for mode in verifiers}}
+    size = max(1, -(-len(pairs) // blocks))
+    for block, start in enumerate(range(0, len(pairs), size)):
+        chunk = pairs[start : start + size]
+        golds, texts = [p.gold for p in chunk], [p.completion for p in chunk]
+        sides = ["math_verify", *verifiers]
+        sides = sides[block % len(sides) :] + sides[: block % len(sides)]
+        for side in sides:
+            begin = time.perf_counter()
+            for _ in range(repeat):
+                if side == "math_verify":
+                    out = [bool(verify(parse(g), parse(c))) for g, c in zip(golds, texts)]
+                else:
+                    out = verifiers[side].score_batch(texts, golds)
+            seconds[side] += (time.perf_counter() - begin) / repeat
+            verdicts[side] += out
+    return {"seconds": seconds, "verdicts": verdicts}
 
 
-def _wrap(answer: str, rng: random.Random) -> str:
-    ending = rng.choice(["Therefore, the answer is $\\boxed{{{}}}$.", "So the final answer is \\boxed{{{}}}.", "\\[\\boxed{{{}}}\\]"])
-    return f"{_reasoning(rng)}\n{ending.format(answer)}"
+def _summary_rows(share: str, pairs: list[Pair], measured: dict) -> list[tuple]:
+    truth = measured["verdicts"]["math_verify"]
+    peer_rate = len(pairs) / measured["seconds"]["math_verify"]
+    rows = []
+    for mode in MODES:
+        results = measured["verdicts"][mode]
+        same = sum((r.status == Status.CORRECT) == t for r, t in zip(results, truth))
+        marked = [(r, t) for p, r, t in zip(pairs, results, truth) if p.marker not in (None, "empty_box")]
+        same_marked = sum((r.status == Status.CORRECT) == t for r, t in marked)
+        fast = sum(r.details.get("path") == "exact" for r in results)
+        rate = len(pairs) / measured["seconds"][mode]
+        rows.append((mode, share, len(pairs), peer_rate, rate, rate / peer_rate, same, same_marked, len(marked), fast))
+    return rows
 
 
-def _number_forms(value: Fraction, rng: random.Random) -> list[str]:
-    """Ways a model writes ``value``."""
-    forms = []
-    if value.denominator == 1:
-        n = int(value)
-        forms += [str(n), f"{n:,}", f"{n}.0", f"\\${n}"] if abs(n) >= 1000 else [str(n), f"{n}.0", f"\\${n}"]
-    else:
-        sign = "-" if value < 0 else ""
-        p, q = abs(value.numerator), value.denominator
-        forms += [f"{sign}\\frac{{{p}}}{{{q}}}", f"{sign}{p}/{q}", f"{sign}\\dfrac{{{p}}}{{{q}}}"]
-        if 10**6 % q == 0:
-            forms.append(f"{float(value):.6f}".rstrip("0"))
-    return forms
-
-
-def _numeric_sample(rng: random.Random) -> tuple[str, str]:
-    kind = rng.choice(["int", "int", "big", "decimal", "fraction", "percent"])
-    if kind == "int":
-        gold_value = Fraction(rng.randint(-50, 500))
-    elif kind == "big":
-        gold_value = Fraction(rng.randint(1000, 5_000_000))
-    elif kind == "decimal":
-        gold_value = Fraction(rng.randint(1, 100_000), 100)
-    elif kind == "fraction":
-        gold_value = Fraction(rng.randint(-30, 60), rng.randint(2, 40))
-    else:
-        pct = rng.randint(1, 99)
-        gold = f"{pct}\\%" if rng.random() < 0.5 else str(pct)
-        answer = rng.choice([f"{pct}\\%", str(pct), f"{pct}%", f"{pct / 100:g}", f"{pct + rng.randint(1, 5)}\\%"])
-        return gold, answer
-    gold = _number_forms(gold_value, rng)[0]
-    value = gold_value if rng.random() < 0.5 else gold_value + rng.choice([1, -1, Fraction(1, 2), 10, Fraction(rng.randint(1, 9), 7)])
-    return gold, rng.choice(_number_forms(value, rng))
-
-
-def _latex_sample(rng: random.Random) -> tuple[str, str]:
-    a, b, c = rng.randint(2, 9), rng.choice([2, 3, 5, 6, 7, 10, 11]), rng.randint(2, 12)
-    right = rng.random() < 0.5
-    d = a if right else a + rng.randint(1, 3)
-    kind = rng.choice(["sqrt", "frac_sqrt", "pi", "poly", "interval", "tuple", "power", "sum"])
-    if kind == "sqrt":
-        return f"{a}\\sqrt{{{b}}}", rng.choice([f"{d}\\sqrt{{{b}}}", f"\\sqrt{{{d * d * b}}}", f"{d} \\sqrt {b}"])
-    if kind == "frac_sqrt":
-        return f"\\frac{{{a}\\sqrt{{{b}}}}}{{{c}}}", rng.choice([f"\\frac{{{d}}}{{{c}}}\\sqrt{{{b}}}", f"\\frac{{{d}\\sqrt{{{b}}}}}{{{c}}}"])
-    if kind == "pi":
-        return f"\\frac{{{a}\\pi}}{{{c}}}", rng.choice([f"\\frac{{{d}}}{{{c}}}\\pi", f"{d}\\pi/{c}"])
-    if kind == "poly":
-        return f"(x+{a})(x-{c})", rng.choice([f"x^2+{d - c}x-{d * c}", f"(x-{c})(x+{d})"])
-    if kind == "interval":
-        return f"[{-a}, {c})", rng.choice([f"[{-d}, {c})", f"[{-d},{c})", f"({-d}, {c}]"])
-    if kind == "tuple":
-        return f"({a}, {-c})", rng.choice([f"({d}, {-c})", f"\\left({d},{-c}\\right)"])
-    if kind == "power":
-        return f"{a}^{{{c}}}", rng.choice([f"{d}^{{{c}}}", str(d**c)])
-    return f"\\frac{{{a}}}{{{c}}} + \\sqrt{{{b}}}", rng.choice([f"\\sqrt{{{b}}} + \\frac{{{d}}}{{{c}}}", f"\\frac{{{d} + {c}\\sqrt{{{b}}}}}{{{c}}}"])
-
-
-def generate(n: int, seed: int) -> list[tuple[str, str, str]]:
-    """``n`` distinct (completion, gold, share) samples, 60% numeric and 40% LaTeX."""
-    rng = random.Random(seed)
-    samples, seen = [], set()
-    while len(samples) < n:
-        share = "numeric" if rng.random() < 0.6 else "latex"
-        gold, answer = _numeric_sample(rng) if share == "numeric" else _latex_sample(rng)
-        completion = _wrap(answer, rng)
-        if completion not in seen:
-            seen.add(completion)
-            samples.append((completion, gold, share))
-    return samples
-
-
-def _timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
-
-
-def _cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds used so far by this process and the given helper processes."""
-    total = time.process_time()
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
-def _measure_share(subset, verifier: MathVerifier, parse, verify, blocks: int) -> dict:
-    """Time both sides on ``subset``, interleaved block by block (alternating which side
-    goes first) so that both see the same background load on average."""
-    totals = dict.fromkeys(("peer_s", "peer_cpu", "batch_s", "batch_cpu", "single_s"), 0.0)
-    peer_all, ours_all, loads = [], [], []
-    helpers = pool_for(_WORKER_SCRIPT, verifier.workers).pids()
-    size = -(-len(subset) // blocks)
-    for index in range(0, len(subset), size):
-        completions = [c for c, _, _ in subset[index : index + size]]
-        golds = [g for _, g, _ in subset[index : index + size]]
-
-        def run_peer():
-            cpu = time.process_time()
-            out, seconds = _timed(lambda: [verify(parse(f"${g}$"), parse(c)) for c, g in zip(completions, golds)])
-            totals["peer_s"] += seconds
-            totals["peer_cpu"] += time.process_time() - cpu
-            return out
-
-        def run_ours():
-            cpu = _cpu_seconds(helpers)
-            out, seconds = _timed(lambda: verifier.score_batch(completions, golds))
-            totals["batch_s"] += seconds
-            totals["batch_cpu"] += _cpu_seconds(helpers) - cpu
-            return out
-
-        if (index // size) % 2 == 0:
-            peer, batch = run_peer(), run_ours()
-        else:
-            batch, peer = run_ours(), run_peer()
-        if subset[0][2] == "numeric":  # one at a time; on LaTeX it would only repeat the batch's work
-            totals["single_s"] += _timed(lambda: [verifier.score(c, g) for c, g in zip(completions, golds)])[1]
-        else:
-            totals["single_s"] = float("nan")
-        peer_all += peer
-        ours_all += batch
-        loads.append(os.getloadavg()[0])
-    verdicts = [r.status == Status.CORRECT for r in ours_all]
-    disagreements = [(c, g, p) for (c, g, _), p, o in zip(subset, peer_all, verdicts) if bool(p) != o]
-    return {
-        **totals,
-        "disagreements": disagreements,
-        "agree": len(subset) - len(disagreements),
-        "fast": sum(r.details.get("path") == "exact" for r in ours_all),
-        "correct": sum(verdicts),
-        "load": sum(loads) / len(loads),
-    }
+def _category_rows(pairs: list[Pair], verdicts: dict[str, list]) -> list[tuple]:
+    rows = []
+    for category in CATEGORIES:
+        idx = [i for i, p in enumerate(pairs) if p.category == category]
+        truth = [verdicts["math_verify"][i] for i in idx]
+        lenient = sum((verdicts["lenient"][i].status == Status.CORRECT) == verdicts["math_verify"][i] for i in idx)
+        marked = [i for i in idx if pairs[i].marker not in (None, "empty_box")]
+        strict = sum((verdicts["strict"][i].status == Status.CORRECT) == verdicts["math_verify"][i] for i in marked)
+        refused = sum(verdicts["strict"][i].status in (Status.UNPARSEABLE, Status.FORMAT_ERROR) for i in idx if i not in set(marked))
+        fast = sum(verdicts["lenient"][i].details.get("path") == "exact" for i in idx)
+        rows.append((category, len(idx), sum(truth), lenient, strict, len(marked), refused, fast))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=10_000, help="number of samples")
-    parser.add_argument("--seed", type=int, default=0, help="generator seed")
+    parser.add_argument("--n", type=int, default=5000, help="pairs from the generated corpus")
+    parser.add_argument("--seed", type=int, default=0, help="corpus seed")
     parser.add_argument("--workers", type=int, default=2, help="math-verify helper processes of mathgym")
-    parser.add_argument("--blocks", type=int, default=10, help="blocks per share, timed alternately on each side")
-    parser.add_argument("--warmup", type=int, default=300, help="samples (another seed) run through both sides first, untimed")
+    parser.add_argument("--blocks", type=int, default=10, help="blocks per share, each side taking turns to go first")
+    parser.add_argument("--warmup", type=int, default=300, help="pairs (another seed) run through every side first, untimed")
+    parser.add_argument("--numeric-repeat", type=int, default=5, help="passes over each block of the numeric share, per side")
+    parser.add_argument("--quick", action="store_true", help="a small run to check the script: --n 300 --blocks 2 --warmup 50")
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.blocks, args.warmup = 300, 2, 50
     logging.disable(logging.WARNING)  # math-verify logs each timeout; none is expected here
     from math_verify import parse, verify
 
-    samples = generate(args.n, args.seed)
-    verifier = MathVerifier(workers=args.workers)
-    verifier.warm_up()  # start the 2 helper processes (one-off, excluded from timings)
-    # Warm both sides alike (imports, sympy's and math-verify's caches) on other samples.
-    warm = generate(args.warmup, args.seed + 1)
-    [verify(parse(f"${g}$"), parse(c)) for c, g, _ in warm]
-    verifier.score_batch([c for c, _, _ in warm], [g for _, g, _ in warm])
-    rows, cpu_rows, disagreements = [], [], []
-    for share in ("numeric", "latex"):
-        subset = [s for s in samples if s[2] == share]
-        m = _measure_share(subset, verifier, parse, verify, args.blocks)
-        disagreements += m["disagreements"]
-        n = len(subset)
-        rows.append((share, n, n / m["peer_s"], n / m["single_s"], n / m["batch_s"], m["agree"], m["fast"], m["correct"], m["load"]))
-        cpu_rows.append((share, 1e3 * m["peer_cpu"] / n, 1e3 * m["batch_cpu"] / n))
+    pairs = generate_corpus(args.n, args.seed)
+    verifiers = {mode: MathVerifier(answer_extraction=mode, workers=args.workers, timeout=30) for mode in MODES}
+    verifiers["strict"].warm_up()  # one pool serves both modes (same workers): started once, untimed
+    warm = generate_corpus(args.warmup, args.seed + 1)
+    _measure(warm, verifiers, parse, verify, 1)
+    numeric = [p for p in pairs if p.category in NUMERIC_CATEGORIES]
+    other = [p for p in pairs if p.category not in NUMERIC_CATEGORIES]
+    rows, verdicts = [], {side: [None] * len(pairs) for side in ("math_verify", *MODES)}
+    for share, subset in (("numeric", numeric), ("other", other)):
+        measured = _measure(subset, verifiers, parse, verify, args.blocks, args.numeric_repeat if share == "numeric" else 1)
+        rows += _summary_rows(share, subset, measured)
+        positions = [i for i, p in enumerate(pairs) if (p.category in NUMERIC_CATEGORIES) == (share == "numeric")]
+        for side, out in measured["verdicts"].items():
+            for i, verdict in zip(positions, out):
+                verdicts[side][i] = verdict
+    all_rows = _summary_rows("all", pairs, {"seconds": _total_seconds(rows), "verdicts": verdicts})
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; python {platform.python_version()}")
-    print(f"{'share':8} {'n':>6} {'math_verify/s':>14} {'mathgym 1-by-1/s':>17} {'mathgym batch/s':>16} {'speed-up':>9} {'agree':>12} {'fast path':>10} {'correct':>8} {'load':>5}")
-    for share, n, peer_rate, single_rate, batch_rate, agree, fast, correct, load in rows:
-        print(
-            f"{share:8} {n:6d} {peer_rate:14.0f} {single_rate:17.0f} {batch_rate:16.0f} {batch_rate / peer_rate:8.1f}x"
-            f" {agree:6d}/{n:<5d} {fast:10d} {correct:8d} {load:5.1f}"
-        )
-    print(f"\n{'share':8} {'math_verify CPU ms/answer':>26} {'mathgym CPU ms/answer (incl. helpers)':>38} {'ratio':>6}")
-    for share, peer_ms, ours_ms in cpu_rows:
-        print(f"{share:8} {peer_ms:26.3f} {ours_ms:38.3f} {peer_ms / ours_ms:5.1f}x")
-    for completion, gold, peer in disagreements[:10]:
-        print(f"DISAGREE gold={gold!r} math_verify={bool(peer)} completion=...{completion[-60:]!r}")
-    print(f"verdict disagreements: {len(disagreements)} of {len(samples)}")
+    print(f"corpus: {len(pairs)} pairs (seed {args.seed}), numeric share {len(numeric)} ({100 * len(numeric) / len(pairs):.0f}%)\n")
+    print("| mode | share | pairs | math-verify answers/s | mathgym answers/s | mathgym / math-verify | same verdict | same verdict where marked | fast path |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for mode, share, n, peer, ours, ratio, same, same_marked, marked, fast in sorted(rows + all_rows, key=lambda r: (MODES.index(r[0]), r[1])):
+        print(f"| {mode} | {share} | {n} | {peer:,.0f} | {ours:,.0f} | **{ratio:.1f}x** | {same} / {n} | {same_marked} / {marked} | {fast} |")
+    print("\n| category | pairs | math-verify says right | lenient same verdict | strict same verdict (marked) | strict refused (no marker / empty last box) | fast path |")
+    print("|---|---|---|---|---|---|---|")
+    for category, n, right, lenient, strict, marked, refused, fast in _category_rows(pairs, verdicts):
+        print(f"| {category} | {n} | {right} | {lenient} / {n} | {strict} / {marked} | {refused} / {n - marked} | {fast} |")
+    shown = 0
+    for pair, truth, strict, lenient in zip(pairs, verdicts["math_verify"], verdicts["strict"], verdicts["lenient"]):
+        marked = pair.marker not in (None, "empty_box")
+        if shown < 10 and ((lenient.status == Status.CORRECT) != truth or (marked and (strict.status == Status.CORRECT) != truth)):
+            print(f"DISAGREE math_verify={truth} strict={strict.status} lenient={lenient.status} {pair}")
+            shown += 1
+
+
+def _total_seconds(rows: list[tuple]) -> Counter:
+    """Seconds per side over both shares, recovered from the shares' rates."""
+    seconds = Counter()
+    for mode, _, n, peer, ours, *_ in rows:
+        seconds[mode] += n / ours
+        if mode == MODES[0]:
+            seconds["math_verify"] += n / peer
+    return seconds
 
 
 if __name__ == "__main__":

@@ -20,11 +20,13 @@ HOSTILE = {
     "tower_of_powers": ("so \\boxed{9^{9^{9^{9}}}}", "1", {Status.TIMEOUT}),
     "tower_as_gold_and_answer": ("\\boxed{9^{9^{9^{9}}}}", "9^{9^{9^{9}}}", {Status.TIMEOUT, Status.CORRECT}),
     "nested_fractions": (f"\\boxed{{{NESTED}}}", "1", {Status.WRONG, Status.TIMEOUT, Status.UNPARSEABLE}),
-    "unbalanced_box": ("the answer: \\boxed{\\frac{1}{2}" + "{" * 1000, "1/2", {Status.UNPARSEABLE, Status.WRONG, Status.TIMEOUT}),
+    # math-verify reads 1/2 after "the answer:" here, and mathgym gives its verdict.
+    "unbalanced_box": ("the answer: \\boxed{\\frac{1}{2}" + "{" * 1000, "1/2", {Status.CORRECT, Status.UNPARSEABLE, Status.WRONG, Status.TIMEOUT}),
     "one_megabyte_text": ("x" * 1_000_000, "1", {Status.UNPARSEABLE}),
     "one_megabyte_box": ("\\boxed{" + "1+" * 500_000 + "1}", "1", {Status.UNPARSEABLE}),
     "one_megabyte_braces": ("\\boxed{" + "{" * 500_000 + "}" * 500_000 + "}", "1", {Status.UNPARSEABLE}),
-    "one_megabyte_boxes": ("\\boxed{1}" * 110_000, "1", {Status.CORRECT}),
+    # Over max_completion_chars and not a fast-path shape: not handed to math-verify.
+    "one_megabyte_boxes": ("\\boxed{1}" * 110_000, "1", {Status.UNPARSEABLE}),
     "nul_bytes": ("\x00\\boxed{4\x002}\x00" * 3, "42", {Status.WRONG, Status.UNPARSEABLE}),
     "nul_megabyte": ("\x00" * 1_000_000 + "\\boxed{7}", "7", {Status.CORRECT}),
 }
@@ -83,3 +85,40 @@ def test_process_pool():
         assert result.status in HOSTILE[name][2], (name, result)
         assert result.details.get("seconds", 0.0) <= TIMEOUT_S + SLACK_S
     assert results[-1].status == Status.CORRECT
+
+
+def test_pipelined_batch_recovers_after_a_hostile_item_in_the_middle():
+    """A hostile sample in the middle of a pipelined batch times out alone; the rest are scored."""
+    verifier = MathVerifier(timeout=3.0, workers=1)  # one helper: every sample in one pipeline
+    verifier.warm_up()
+    good = [("so \\boxed{x^2-1}", "(x-1)(x+1)", Status.CORRECT), ("so \\boxed{\\sqrt{4}}", "2", Status.CORRECT),
+            ("so \\boxed{2x}", "x", Status.WRONG), ("so \\boxed{\\pi}", "\\pi", Status.CORRECT)]
+    hostile = (HOSTILE["tower_of_powers"][0], HOSTILE["tower_of_powers"][1], Status.TIMEOUT)
+    items = good[:2] * 3 + [hostile] + good * 3
+    start = time.monotonic()
+    results = verifier.score_batch([c for c, _, _ in items], [g for _, g, _ in items])
+    assert time.monotonic() - start < WALL_BOUND_S + 10
+    assert [r.status for r in results] == [s for _, _, s in items], results
+    assert all(r.details["path"] == "math_verify" for r in results)
+
+
+def test_the_helper_pool_honours_each_verifiers_workers():
+    from mathgym.rewards._procpool import pool_for
+    from mathgym.rewards.math import _WORKER_SCRIPT
+
+    one, three = MathVerifier(workers=1), MathVerifier(workers=3)
+    one.warm_up()
+    three.warm_up()
+    assert len(pool_for(_WORKER_SCRIPT, 1).pids()) == 1
+    assert len(pool_for(_WORKER_SCRIPT, 3).pids()) == 3
+    assert set(pool_for(_WORKER_SCRIPT, 1).pids()).isdisjoint(pool_for(_WORKER_SCRIPT, 3).pids())
+
+
+@pytest.mark.parametrize("name", ["tower_of_powers", "one_megabyte_text", "nul_megabyte", "unbalanced_box"])
+def test_lenient_mode_is_as_safe(name):
+    completion, gold, allowed = HOSTILE[name]
+    lenient = MathVerifier(timeout=TIMEOUT_S, answer_extraction="lenient")
+    start = time.monotonic()
+    result = lenient.score(completion, gold)
+    assert result.status in allowed, (name, result)
+    assert time.monotonic() - start < WALL_BOUND_S, name

@@ -13,6 +13,7 @@ import mathgym  # noqa: F401
 from mathgym.envs.data import gsm8k_final_answer, load_jsonl
 from mathgym.envs.problems import MAX_LEVEL, generate
 from mathgym.errors import ConfigError, DatasetError
+from mathgym.rewards import MathVerifier
 
 
 def _gsm8k_action(solution: str) -> str:
@@ -143,3 +144,21 @@ def test_unparseable_text_scores_zero_with_status():
     env.reset(seed=0)
     _, reward, _, _, info = env.step("I am not sure.")
     assert reward == 0.0 and info["status"] == "unparseable"
+
+
+def test_answer_extraction_modes():
+    strict, lenient = gym.make("MathReason-v0"), gym.make("MathReason-v0", answer_extraction="lenient")
+    for env in (strict, lenient):
+        env.reset(seed=0)
+    gold = strict.unwrapped.task.answer
+    assert lenient.unwrapped.task.answer == gold
+    _, reward, _, _, info = strict.step(f"Answer ${gold}$")  # unmarked: a format strict mode refuses
+    assert reward == 0.0 and info["status"] == "unparseable"
+    _, reward, _, _, info = lenient.step(f"Answer ${gold}$")  # math-verify reads it
+    assert reward == 1.0 and info["status"] == "correct"
+    assert strict.unwrapped.verifier.answer_extraction == "strict"
+    with pytest.raises(ConfigError, match="'strict', 'lenient'"):
+        gym.make("MathReason-v0", answer_extraction="loose")
+    with pytest.raises(ConfigError, match="conflicts"):
+        gym.make("MathReason-v0", answer_extraction="lenient", verifier=MathVerifier())
+    assert gym.make("MathReason-v0", verifier=MathVerifier(answer_extraction="lenient")).unwrapped.verifier.answer_extraction == "lenient"

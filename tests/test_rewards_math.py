@@ -10,6 +10,7 @@ import pytest
 from mathgym.errors import ConfigError
 from mathgym.rewards import MathVerifier, Status, boxed_contents, extract_answer, last_boxed, parse_number, parse_numeric
 from mathgym.rewards.math import numeric_verdict
+from mathgym.rewards.math_fast import fast_answer, fast_gold
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,10 @@ def test_extraction_formats_and_order():
     assert extract_answer("So the final answer is $7$.") == ("7", "answer_is")
     assert extract_answer("#### 5\nthe answer is 6", formats=("answer_is", "gsm8k")) == ("6", "answer_is")
     assert extract_answer("no answer here") is None
+    assert extract_answer("The answer is 42 because 6 × 7 = 42.") == ("42", "answer_is")
+    assert extract_answer("the answer is 3, no wait, the answer is 4") == ("4", "answer_is")  # the last on the line
+    assert extract_answer("The answer is $x = 5$. Done.") == ("x = 5", "answer_is")
+    assert extract_answer("so \\boxed{5}. Wait: \\boxed{}") is None  # an empty last box is no answer (strict: format_error)
     assert boxed_contents("\\boxed{a{b}c} \\fbox{d} \\boxed {e}") == ["a{b}c", "d", "e"]
     assert last_boxed("\\boxed{1} \\boxed{2") == "1"  # the unbalanced box is skipped
     with pytest.raises(ValueError):
@@ -70,7 +75,7 @@ def test_numeric_verdict_follows_math_verify_rules():
 CASES = [
     # (completion, gold, status, path)
     ("so \\boxed{42}", "42", Status.CORRECT, "exact"),
-    ("so \\boxed{1,234}", "1234", Status.CORRECT, "exact"),
+    ("so \\boxed{1,234}", "1234", Status.CORRECT, "math_verify"),  # a comma in a box can be a set: math-verify decides
     ("so \\boxed{41}", "42", Status.WRONG, "exact"),
     ("so \\boxed{0.5}", "\\frac{1}{2}", Status.CORRECT, "exact"),
     ("so \\boxed{0.333333}", "\\frac{1}{3}", Status.CORRECT, "math_verify"),
@@ -80,6 +85,12 @@ CASES = [
     ("so \\boxed{(1, 2)}", "(1,2)", Status.CORRECT, "math_verify"),
     ("so \\boxed{\\text{}}", "5", Status.UNPARSEABLE, "math_verify"),
     ("I do not know", "5", Status.UNPARSEABLE, None),
+    ("#### 1,234", "1234", Status.CORRECT, "exact"),
+    ("so the answer is 41.", "41", Status.CORRECT, "exact"),
+    ("The answer is 42 because 6 × 7 = 42.", "42", Status.CORRECT, "math_verify"),
+    ("the answer is 3, no wait, the answer is 4", "4", Status.CORRECT, "math_verify"),
+    ("Answer $9$", "9", Status.UNPARSEABLE, None),  # strict: no marker
+    ("so \\boxed{5}. Hmm, wait: \\boxed{}", "5", Status.FORMAT_ERROR, None),  # strict: the last box is empty
 ]
 
 
@@ -91,24 +102,55 @@ def test_statuses_and_paths(verifier, completion, gold, status, path):
     assert result.details.get("path") == path
 
 
-def test_fast_path_agrees_with_math_verify(verifier):
-    """Every verdict the fast path takes is the verdict of math-verify itself."""
+SHAPES = ["so \\boxed{{{}}}.", "Thus $\\boxed{{{}}}$", "\\[\\boxed{{{}}}\\]", "#### {}", "so the answer is {}.", "{}", "the final answer is {}"]
+
+
+def test_fast_path_agrees_with_math_verify():
+    """Every verdict the fast path takes is math-verify's own on the whole completion."""
     from math_verify import parse, verify
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    forms = ["12", "12\\%", "0.12", "1,234", "1234", "1234.0", "\\$1,234.50", "-3", "+3", "3/4", "\\frac{3}{4}", "0.75",
-             "75\\%", "-\\frac{1}{2}", "-0.5", "\\frac{1}{3}", "0.3333", "2/4", "50\\%", "7", "7.000001", "1000000",
-             "1{,}000{,}000", "4/2", "2", "2.5", "5/2", "250\\%", "25", "0.25", "100\\%", "1", "0", "0.0"]
-    parsed = {form: parse(f"${form}$", parsing_timeout=None) for form in forms}
+    forms = ["12", "0.12", "1,234", "1234", "1234.0", "-3", "3/4", "\\frac{3}{4}", "0.75", "-\\frac{1}{2}", "-0.5",
+             "\\frac{1}{3}", "0.3333", "7", "7.000001", "1,000,000", "2.5", "\\frac{5}{2}", "0", "0.0", "1000,99"]
+    golds = {gold: parse(gold, parsing_timeout=None) for gold in forms}
     checked = 0
-    for gold in forms:
-        for answer in forms:
-            result = verifier.score(f"\\boxed{{{answer}}}", gold)
-            if result.details["path"] == "exact":
-                expected = verify(parsed[gold], parsed[answer], timeout_seconds=None)
-                assert (result.status == Status.CORRECT) == expected, (gold, answer, result)
-                checked += 1
-    assert checked > 0.8 * len(forms) ** 2
+    for answer in forms:
+        for shape in SHAPES:
+            completion = shape.format(answer)
+            found = fast_answer(completion)
+            parsed = None
+            for gold in forms:
+                gold_number = fast_gold(gold)
+                verdict = None if found is None or gold_number is None else numeric_verdict(gold_number, found[0])
+                if verdict is not None:
+                    parsed = parsed or parse(completion, parsing_timeout=None)
+                    assert verdict == verify(golds[gold], parsed, timeout_seconds=None), (gold, completion, found)
+                    checked += 1
+    assert checked > 0.4 * len(forms) ** 2 * len(SHAPES)
+
+
+LENIENT = MathVerifier(answer_extraction="lenient", timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold", "status"),
+    [
+        ("Answer $9$", "9", Status.CORRECT),
+        ("The final answer is 1,000.99 €", "1000.99", Status.CORRECT),
+        ("42", "42", Status.CORRECT),
+        ("so \\boxed{5}. Hmm, wait: \\boxed{}", "5", Status.UNPARSEABLE),  # math-verify reads the empty box
+        ("no number at all", "5", Status.UNPARSEABLE),
+    ],
+)
+def test_lenient_mode_reads_like_math_verify(completion, gold, status):
+    result = LENIENT.score(completion, gold)
+    assert result.status == status, result
+    assert result.details["mode"] == "lenient"
+
+
+def test_answer_extraction_is_validated():
+    with pytest.raises(ConfigError, match="'strict', 'lenient'"):
+        MathVerifier(answer_extraction="loose")  # type: ignore[arg-type]
 
 
 def test_batch_matches_single(verifier):
@@ -134,3 +176,24 @@ def test_options_are_validated_and_verifier_pickles():
     copy = pickle.loads(pickle.dumps(MathVerifier(formats=("gsm8k",))))
     assert copy.score("#### 7", "7").status == Status.CORRECT
     assert copy.score("\\boxed{7}", "7").status == Status.UNPARSEABLE
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The final answer is $3$ and $\\boxed{42}$",  # math-verify reads the set {3, 42}
+        "The final answer is \\boxed{42}, this is 7",  # "final answer … is 7" ends later: 7
+        "So $\\boxed{42}$ %",  # a percent sign after the environment: 0.42
+        "final answer is 3. I hope \\boxed{42}",  # "final answer is … I hope" comes first: 3
+        "\\boxed{42} and \\boxed{43}",  # several boxes: math-verify joins them
+        "The answer is 42 because 6 * 7 = 41",  # "answer … = 41": 41
+        "#### 42 (that is 6 * 7)",  # the rightmost expression wins over a #### marker
+        "####42",  # no space: math-verify does not read the number
+    ],
+)
+def test_each_fast_path_guard_declines_what_math_verify_reads_otherwise(text):
+    from math_verify import parse
+
+    assert fast_answer(text) is None
+    read = parse(text, parsing_timeout=None)
+    assert not read or read[0] != 42

@@ -20,7 +20,7 @@ from mathgym.rewards import (
 )
 
 COMPLETIONS = ["\\boxed{4}", "\\boxed{5}", "no answer", "\\boxed{\\frac{1}{2}}", "\\boxed{x+x}", "#### 1,000"]
-GOLDS = ["4", "4", "4", "0.5", "2x", "1000"]
+GOLDS = ["4", "4", "4", "0.5", "$2x$", "1000"]  # a bare "2x" is read by math-verify (and so MathVerifier) as 2
 EXPECTED = [Status.CORRECT, Status.WRONG, Status.UNPARSEABLE, Status.CORRECT, Status.CORRECT, Status.CORRECT]
 
 

@@ -11,7 +11,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.data import MathRecord, load_dataset
 from mathgym.envs.problems import MAX_LEVEL, generate
 from mathgym.errors import ConfigError, require_option
-from mathgym.rewards.math import MathVerifier
+from mathgym.rewards.math import ANSWER_EXTRACTIONS, AnswerExtraction, MathVerifier, latex_gold
 
 DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."
 INSTRUCTION = "Give the final answer in \\boxed{}."
@@ -38,12 +38,17 @@ class MathReasonEnv(TextEnv):
         system_prompt: System message; ``""`` for none.
         max_length: Longest observation/action in characters.
         verifier: The answer checker (default :class:`~mathgym.rewards.math.MathVerifier`).
+        answer_extraction: ``"strict"`` (the default: the answer must be marked, boxed or
+            one of the verifier's formats; unmarked text is ``unparseable``) or
+            ``"lenient"`` (math-verify's own extraction of the whole reply). Sets the
+            default verifier's mode; with a ``verifier``, leave it out (or give the same).
         render_mode: ``None`` or ``"ansi"``.
 
     Example:
         >>> import gymnasium as gym, mathgym
         >>> env = gym.make("MathReason-v0", difficulty=0)
         >>> obs, info = env.reset(seed=0)
+        >>> lenient = gym.make("MathReason-v0", answer_extraction="lenient")
     """
 
     def __init__(
@@ -56,6 +61,7 @@ class MathReasonEnv(TextEnv):
         max_length: int = 8192,
         verifier: MathVerifier | None = None,
         render_mode: str | None = None,
+        answer_extraction: AnswerExtraction | None = None,
     ):
         super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)
         if not isinstance(difficulty, int) or not 0 <= difficulty <= MAX_LEVEL:
@@ -64,7 +70,14 @@ class MathReasonEnv(TextEnv):
             require_option("split", split, ("train", "test", "all"))
         self.difficulty = difficulty
         self.split = split
-        self.verifier = verifier or MathVerifier()
+        if answer_extraction is not None:
+            require_option("answer_extraction", answer_extraction, ANSWER_EXTRACTIONS)
+        if verifier is not None and answer_extraction not in (None, verifier.answer_extraction):
+            raise ConfigError(
+                f"answer_extraction={answer_extraction!r} conflicts with the verifier's {verifier.answer_extraction!r}; "
+                "set it on the verifier (MathVerifier(answer_extraction=...)) or pass one of them only."
+            )
+        self.verifier = verifier or MathVerifier(answer_extraction=answer_extraction or "strict")
         self._records: tuple[MathRecord, ...] | None = None
         self.dataset_name = None
         if dataset is not None:
@@ -97,14 +110,14 @@ class MathReasonEnv(TextEnv):
         return f"{question}\n{INSTRUCTION}"
 
     def _judge(self, action: str) -> Judgement:
-        result = self.verifier.score(action, self.task.answer)
+        result = self.verifier.score(action, latex_gold(self.task.answer))
         return Judgement(
             reward=result.score,
             status=result.status,
             done=True,
             reward_breakdown={"correctness": result.score},
             correct=result.score >= 1.0,
-            info={"extracted_answer": result.details.get("extracted")},
+            info={"extracted_answer": result.details.get("extracted"), "verifier_path": result.details.get("path")},
         )
 
     def expert_action(self) -> str | None:

@@ -20,7 +20,7 @@ from mathgym.envs.math_reason import MathReasonEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import extract_answer
-from mathgym.rewards.math import MathVerifier, parse_number
+from mathgym.rewards.math import MathVerifier, latex_gold, parse_number
 
 #: ``(problem, steps) -> reward of the last step``; must be picklable (a module-level function
 #: or an object with ``__call__``) for vector envs.
@@ -136,7 +136,7 @@ class MathStepEnv(MathReasonEnv):
         if extract_answer(action, self.verifier.formats) is None:
             breakdown = {"process": process, "outcome": 0.0}
             return Judgement(process, status or Status.IN_PROGRESS, False, self._observation(), breakdown, info=info)
-        result = self.verifier.score(action, self.task.answer)
+        result = self.verifier.score(action, latex_gold(self.task.answer))
         outcome = self.outcome_weight * result.score
         info["extracted_answer"] = result.details.get("extracted")
         breakdown = {"process": process, "outcome": outcome}

@@ -21,7 +21,7 @@ from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import extract_answer
-from mathgym.rewards.math import MathVerifier
+from mathgym.rewards.math import MathVerifier, latex_gold
 
 DEFAULT_SYSTEM_PROMPT = (
     "Solve the problem. You may run Python: write code inside <python></python> (or a ```python block) "
@@ -140,7 +140,7 @@ class MathToolEnv(MathReasonEnv):
         code, prose, call_error = parse_tool_call(action)
         info: dict[str, Any] = {"tool_calls": self._tool_calls}
         if extract_answer(prose, self.verifier.formats) is not None:
-            result = self.verifier.score(prose, self.task.answer)
+            result = self.verifier.score(prose, latex_gold(self.task.answer))
             info["extracted_answer"] = result.details.get("extracted")
             return Judgement(result.score, result.status, True, "", {"correctness": result.score}, result.score >= 1.0, info)
         left = self.max_turns - self.turn

@@ -8,7 +8,7 @@ from mathgym.rewards.base import INFRA_STATUSES, RewardResult, Status
 from mathgym.rewards.code import CodeTestsReward, extract_code
 from mathgym.rewards.compose import BoxedFormatReward, LengthPenalty, Rubric, TagFormatReward
 from mathgym.rewards.extract import boxed_contents, extract_answer, last_boxed
-from mathgym.rewards.math import MathVerifier, parse_number, parse_numeric
+from mathgym.rewards.math import MathVerifier, latex_gold, parse_number, parse_numeric
 from mathgym.rewards.sandbox import CodeSandbox, ExecutionResult, SandboxLimits, TestCase, TestOutcome, default_sandbox
 from mathgym.rewards.workers import (
     InlineExecutor,
@@ -45,6 +45,7 @@ __all__ = [
     "extract_answer",
     "extract_code",
     "last_boxed",
+    "latex_gold",
     "parse_number",
     "parse_numeric",
     "score_in_parallel",

@@ -3,20 +3,40 @@
 Run as a script (``python -I _math_worker.py``), never imported by mathgym. The parent
 owns the deadline: when this process does not answer in time (a hostile expression that
 sympy cannot finish, even inside C code), the parent kills it and starts another. So
-nothing here needs SIGALRM, and the caller may be in any thread.
+nothing here needs SIGALRM, and the caller may be in any thread. This is the one place
+where model text reaches a parser that builds sympy expressions (math-verify's
+``parse``); the grep test ``tests/test_math_differential.py`` keeps it so.
 
-Protocol: one JSON line per request ``{"gold": str, "answer": str}``; one JSON line per
-reply ``{"verdict": bool, "gold_parsed": bool, "answer_parsed": bool}`` or ``{"error": str}``.
+Protocol: one JSON line per request ``{"gold": str, "answer": str}``, where ``answer`` is
+the whole completion. Both are read with math-verify's default extraction, gold first:
+``verify(parse(gold), parse(answer))``. A gold that math-verify cannot read as written is
+read once more as LaTeX (``$gold$``) and the reply says so (``gold_as_latex``). One JSON
+line per reply ``{"verdict": bool, "gold_parsed": bool, "answer_parsed": bool,
+"extracted": str | None, "gold_as_latex": bool}`` or ``{"error": str}``.
 """
 
 import json
 import logging
 import sys
 
+_GOLD_CACHE_SIZE = 256
+
 
 def main() -> None:
     logging.disable(logging.CRITICAL)  # math-verify warns once that timeouts are off: we own them
     from math_verify import parse, verify
+
+    golds: dict[str, tuple[list, bool]] = {}
+
+    def parse_gold(text: str) -> tuple[list, bool]:
+        if text not in golds:
+            if len(golds) >= _GOLD_CACHE_SIZE:
+                golds.clear()
+            parsed, as_latex = parse(text, parsing_timeout=None), False
+            if not parsed:
+                parsed, as_latex = parse(f"${text}$", parsing_timeout=None), True
+            golds[text] = (parsed, as_latex)
+        return golds[text]
 
     parse("$1$", parsing_timeout=None)  # warm the parser's caches before saying ready
     out = sys.stdout
@@ -25,14 +45,13 @@ def main() -> None:
     for line in sys.stdin:
         try:
             request = json.loads(line)
-            gold = parse(request["gold"], parsing_timeout=None)
-            if request["answer"] == request["gold"]:
-                answer = gold  # parsing is deterministic and verify(x, x) holds: skip both
-                verdict = bool(gold)
-            else:
-                answer = parse(request["answer"], parsing_timeout=None)
-                verdict = bool(gold) and bool(answer) and bool(verify(gold, answer, timeout_seconds=None))
-            reply = {"verdict": verdict, "gold_parsed": bool(gold), "answer_parsed": bool(answer)}
+            gold, as_latex = parse_gold(request["gold"])
+            answer = parse(request["answer"], parsing_timeout=None)
+            verdict = bool(gold) and bool(answer) and bool(verify(gold, answer, timeout_seconds=None))
+            extracted = str(answer[-1])[:200] if answer else None  # the text math-verify read
+            parsed = any(not isinstance(item, str) for item in answer)  # else only math-verify's fallback text
+            reply = {"verdict": verdict, "gold_parsed": bool(gold), "answer_parsed": parsed}
+            reply.update(extracted=extracted, gold_as_latex=as_latex)
         except Exception as err:  # noqa: BLE001 - reported to the parent as an infra error
             reply = {"error": f"{type(err).__name__}: {err}"[:500]}
         out.write(json.dumps(reply) + "\n")

@@ -36,6 +36,16 @@ class WorkerCrashed(Exception):
     """The helper died or broke the protocol (it has been killed)."""
 
 
+#: Bytes of requests written ahead of the replies. Below a pipe's buffer (64 KiB on Linux), so
+#: writing never blocks on a helper that is stuck on an earlier request: the deadline holds.
+PIPELINE_BYTES = 48 * 1024
+
+
+def encode_line(message: Mapping[str, Any]) -> bytes:
+    """One request as the JSON line a helper reads."""
+    return json.dumps(message).encode() + b"\n"
+
+
 class Helper:
     """One helper process and its line-based channel."""
 
@@ -61,9 +71,13 @@ class Helper:
         self.send_many([message])
 
     def send_many(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        self.send_lines([encode_line(m) for m in messages])
+
+    def send_lines(self, lines: Sequence[bytes]) -> None:
+        """Write already-encoded request lines (see :func:`encode_line`)."""
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+            self.proc.stdin.write(b"".join(lines))
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as err:
             self.kill()
@@ -163,15 +177,18 @@ class ProcessPool:
         return reply
 
     def call_many(self, requests: Sequence[Mapping[str, Any]], timeout: float | None, window: int = 16) -> list[dict[str, Any] | Exception]:
-        """Pipeline ``requests`` through one helper, ``window`` requests ahead of the replies.
+        """Pipeline ``requests`` through one helper, up to ``window`` requests ahead of the replies.
 
         Pipelining saves two process wake-ups per request, and keeping one helper for
         the whole sequence keeps its caches warm for repeated gold answers. Each request
         gets ``timeout`` seconds from the previous reply; on a miss (or a crash) that
         request's entry is the :class:`WorkerTimeout` (or :class:`WorkerCrashed`), the
         helper is killed, and the remaining requests continue on another helper.
-        Requests should be small (a few KB): a window of them is written before reading.
+        Requests are written ahead only while the unanswered ones total at most
+        :data:`PIPELINE_BYTES` (one request at a time when it is larger), so a write
+        never blocks behind a helper stuck on an earlier request.
         """
+        lines = [encode_line(r) for r in requests]
         results: list[dict[str, Any] | Exception] = []
         while len(results) < len(requests):
             if self._closed:
@@ -185,19 +202,7 @@ class ProcessPool:
                     self._forget(slot)
                 if helper is None:
                     helper = self._start()
-                sent_upto = min(len(requests), len(results) + window)
-                sent = time.monotonic()
-                helper.send_many(requests[len(results) : sent_upto])
-                while len(results) < len(requests):
-                    reply = helper.receive(None if timeout is None else sent + timeout)
-                    now = time.monotonic()
-                    reply["_elapsed_s"] = now - sent  # the request's own time, without start-up
-                    results.append(reply)
-                    sent = now
-                    helper.calls += 1
-                    if sent_upto < len(requests):
-                        helper.send(requests[sent_upto])
-                        sent_upto += 1
+                self._pipeline(helper, lines, results, timeout, window)
             except (WorkerTimeout, WorkerCrashed) as err:
                 results.append(err)
                 if helper is not None:
@@ -212,6 +217,36 @@ class ProcessPool:
                 raise
             self._idle.put(helper)
         return results
+
+    @staticmethod
+    def _pipeline(helper: Helper, lines: Sequence[bytes], results: list, timeout: float | None, window: int) -> None:
+        """Send ``lines[len(results):]`` to ``helper`` and append its replies to ``results``."""
+        sent_upto, in_flight = len(results), 0  # in_flight: bytes written and not yet answered
+
+        def send_more() -> None:
+            nonlocal sent_upto, in_flight
+            batch = []
+            while sent_upto < len(lines) and sent_upto - len(results) < window:
+                size = len(lines[sent_upto])
+                if in_flight and in_flight + size > PIPELINE_BYTES:
+                    break
+                batch.append(lines[sent_upto])
+                in_flight += size
+                sent_upto += 1
+            if batch:
+                helper.send_lines(batch)
+
+        send_more()
+        sent = time.monotonic()
+        while len(results) < len(lines):
+            reply = helper.receive(None if timeout is None else sent + timeout)
+            now = time.monotonic()
+            reply["_elapsed_s"] = now - sent  # the request's own time, without start-up
+            in_flight -= len(lines[len(results)])
+            results.append(reply)
+            sent = now
+            helper.calls += 1
+            send_more()
 
     def _replace(self) -> None:
         replacement: Helper | None = None
@@ -251,13 +286,17 @@ class ProcessPool:
             helper.kill()
 
 
-_POOLS: dict[tuple[str, int, tuple[str, ...]], ProcessPool] = {}
+_POOLS: dict[tuple[str, int, tuple[str, ...], int], ProcessPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
 def pool_for(script: str, size: int, args: Sequence[str] = ()) -> ProcessPool:
-    """The process-wide pool for ``script`` (one per process id, so forks get their own)."""
-    key = (script, os.getpid(), tuple(args))
+    """The process-wide pool of ``size`` helpers running ``script``.
+
+    Callers asking for the same script, size and arguments share one pool; a different
+    ``size`` gets its own pool of that size. One per process id, so forks get their own.
+    """
+    key = (script, os.getpid(), tuple(args), size)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None or pool._closed:
@@ -267,6 +306,6 @@ def pool_for(script: str, size: int, args: Sequence[str] = ()) -> ProcessPool:
 
 @atexit.register
 def _close_all() -> None:
-    for (_, pid, _), pool in list(_POOLS.items()):
+    for (_, pid, _, _), pool in list(_POOLS.items()):
         if pid == os.getpid():
             pool.close()

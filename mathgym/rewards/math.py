@@ -1,16 +1,21 @@
-"""Math answer verifier: extraction, an exact numeric fast path, math-verify for the rest.
+"""Math answer verifier: math-verify's verdicts, with an in-process fast path for plain numbers.
 
 Design (see ``docs/rewards.md``):
 
-* The final answer is extracted in-process in linear time (:mod:`mathgym.rewards.extract`).
-* When gold and answer are both plain numbers (integers, decimals, fractions, percentages,
-  thousands separators), the verdict is computed in-process with exact arithmetic, under
-  the same rules math-verify applies to those numbers; where its rules are subtle (a
-  float within rounding distance of a fraction), the sample goes to math-verify instead.
-* Everything else goes to math-verify — gold first, since ``verify(gold, answer)`` is
-  asymmetric — in a helper process whose deadline this module owns: math-verify runs
-  with its SIGALRM timeouts disabled, and a helper that misses the deadline is killed and
-  replaced. So a hostile expression returns ``status="timeout"`` from any thread.
+* The verdict is math-verify's, read the way math-verify reads by default:
+  ``verify(parse(gold), parse(completion))`` with the *whole* completion, gold first
+  (``verify`` is asymmetric).
+* Two modes (``answer_extraction``). ``"lenient"``: exactly that. ``"strict"`` (the
+  default): the completion must also carry a final-answer marker (a non-empty last
+  ``\\boxed{}``, or one of the declared formats: GSM8K ``####``, "the answer is"); no
+  marker is ``unparseable``, an empty last box a ``format_error``. Where there is a marker
+  the verdict is the same as in lenient mode.
+* The fast path (:mod:`mathgym.rewards.math_fast`) decides in-process only completions
+  whose shape proves what math-verify extracts (a plain number), with exact arithmetic.
+* Everything else goes to math-verify in a helper process whose deadline this module
+  owns: math-verify runs with its SIGALRM timeouts disabled, and a helper that misses the
+  deadline is killed and replaced. So a hostile expression returns ``status="timeout"``
+  from any thread.
 """
 
 from __future__ import annotations
@@ -21,13 +26,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal
 
-from mathgym.errors import ConfigError
+from mathgym.errors import ConfigError, require_option
 from mathgym.rewards._procpool import WorkerTimeout, pool_for
 from mathgym.rewards.base import RewardResult, Status
-from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, extract_answer
+from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
+from mathgym.rewards.math_fast import Numeric, fast_answer, fast_gold, numeric_verdict
 
+__all__ = [
+    "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "latex_gold", "numeric_verdict", "parse_number", "parse_numeric",
+]
+
+AnswerExtraction = Literal["strict", "lenient"]
+_PLAIN_GOLD = re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:/\d+)?")
+_DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
+ANSWER_EXTRACTIONS: tuple[AnswerExtraction, ...] = ("strict", "lenient")
 _WORKER_SCRIPT = str(Path(__file__).with_name("_math_worker.py"))
 _INTEGER = r"(?:\d{1,3}(?:,\d{3})+|0|[1-9]\d*)"
 _NUMBER = re.compile(rf"^(?P<sign>[+-]?)(?P<int>{_INTEGER})(?:\.(?P<frac>\d+))?$")
@@ -39,16 +53,23 @@ _MAX_NUMBER_CHARS = 40
 _MAX_DECIMAL_DIGITS = 14
 
 
-class Numeric(NamedTuple):
-    """A plain number as written: its exact value and how math-verify will type it."""
+def latex_gold(answer: str) -> str:
+    """A data set's final answer as math-verify should read it: bare LaTeX gets ``$…$``.
 
-    value: Fraction
-    is_float: bool  # written with a decimal point (a sympy Float for math-verify)
-    percent: bool
+    math-verify's default extraction reads a gold string the way it reads a completion,
+    so bare LaTeX is misread (``2x`` reads as ``2``, ``x \\geq 5`` as ``5``, ``25\\%`` as
+    ``25``) or not read (``x^2+1``). Plain numbers and ``a/b`` stay as they are (the fast
+    path reads them); text that already has a delimiter (``$``, ``\\(``, ``\\[``,
+    ``\\boxed``) too. The math envs pass their golds through this.
 
-    @property
-    def effective(self) -> Fraction:
-        return self.value / 100 if self.percent else self.value
+    Example:
+        >>> latex_gold("2x"), latex_gold("1,000"), latex_gold("$x$")
+        ('$2x$', '1,000', '$x$')
+    """
+    text = answer.strip()
+    if _PLAIN_GOLD.fullmatch(text) or any(mark in text for mark in _DELIMITERS):
+        return text
+    return f"${text}$"
 
 
 def parse_numeric(text: str) -> Numeric | None:
@@ -102,44 +123,34 @@ def parse_number(text: str) -> Fraction | None:
     return None if found is None else found.value
 
 
-def numeric_verdict(gold: Numeric, answer: Numeric) -> bool | None:
-    """math-verify's verdict on two plain numbers, or ``None`` where it is not certain.
-
-    math-verify compares two integers (percent or not) by their written values (``25%``
-    equals ``25``) or by value (``100%`` equals ``1``), otherwise by value (``25%`` equals ``0.25`` and ``1/4``); a float is
-    compared after rounding to 6 decimals, which is where this returns ``None``.
-    """
-    g_int = not gold.is_float and gold.value.denominator == 1
-    a_int = not answer.is_float and answer.value.denominator == 1
-    if (gold.percent or answer.percent) and g_int and a_int:
-        return gold.value == answer.value or gold.effective == answer.effective
-    if gold.effective == answer.effective:
-        return True
-    if not (gold.is_float or answer.is_float or gold.percent or answer.percent):
-        return False  # exact rationals: sympy compares them exactly
-    if gold.percent or answer.percent:
-        return None
-    difference = abs(gold.effective - answer.effective)
-    scale = max(abs(gold.effective), abs(answer.effective), Fraction(1))
-    return False if difference > Fraction(1, 10**5) * scale else None
-
-
 @dataclass
 class MathVerifier:
     """Scores a model's text against a gold answer: 1.0 when the final answer is right.
 
+    The verdict is math-verify's on the whole completion (gold first). ``details`` says
+    which path decided (``"exact"``: the in-process fast path; ``"math_verify"``), the
+    mode, the marker found (``source``) and the answer read (``extracted``).
+
     Args:
-        formats: Where to look for the final answer, in order (``boxed``, ``gsm8k``,
+        answer_extraction: ``"strict"`` (default): the answer must be marked (last
+            ``\\boxed{}``, or one of ``formats``); no marker is ``unparseable``, an empty
+            last box ``format_error``. ``"lenient"``: math-verify's own extraction of the
+            whole completion, marker or not (for scoring other people's prompts).
+        formats: The markers strict mode accepts, in order (``boxed``, ``gsm8k``,
             ``answer_is``).
         timeout: Seconds allowed to math-verify for one sample (in any thread).
         fast_path: Decide plain numbers in-process (same verdicts, much faster).
-        max_answer_chars: Longer extracted answers are ``unparseable`` without parsing.
+        max_answer_chars: In strict mode, a longer marked answer is ``unparseable``.
+        max_completion_chars: Longer completions are ``unparseable`` unless the fast path
+            decides them (math-verify is not given a megabyte of text).
         workers: Helper processes running math-verify (shared by every verifier of a
             process with the same setting); also the parallelism of :meth:`score_batch`.
         name: Component name in a reward breakdown.
 
     Example:
         >>> MathVerifier().score("... \\\\boxed{42}", "42").status
+        <Status.CORRECT: 'correct'>
+        >>> MathVerifier(answer_extraction="lenient").score("Answer $9$", "9").status
         <Status.CORRECT: 'correct'>
     """
 
@@ -149,8 +160,11 @@ class MathVerifier:
     max_answer_chars: int = 1000
     workers: int = 2
     name: str = "correctness"
+    answer_extraction: AnswerExtraction = "strict"
+    max_completion_chars: int = 100_000
 
     def __post_init__(self) -> None:
+        require_option("answer_extraction", self.answer_extraction, ANSWER_EXTRACTIONS)
         if not self.timeout > 0:
             raise ConfigError(f"timeout={self.timeout!r} must be a positive number of seconds.")
         if not isinstance(self.workers, int) or self.workers < 1:
@@ -159,7 +173,7 @@ class MathVerifier:
     def score(self, completion: str, gold: str) -> RewardResult:
         """Score one completion against its gold answer."""
         early = self._prepare(completion, gold)
-        return early if isinstance(early, RewardResult) else self._math_verify(*early)
+        return early if isinstance(early, RewardResult) else self._math_verify_many([early])[0]
 
     def score_batch(self, completions: Sequence[str], golds: Sequence[str]) -> list[RewardResult]:
         """Score many completions; math-verify work is pipelined to ``workers`` helpers at once."""
@@ -186,33 +200,51 @@ class MathVerifier:
         """Start the math-verify helpers now (else on the first non-numeric answer)."""
         pool_for(_WORKER_SCRIPT, self.workers).warm_up()
 
-    def _prepare(self, completion: str, gold: str) -> RewardResult | tuple[str, str, str]:
-        """Extraction and the fast path; returns what math-verify must check otherwise."""
-        found = extract_answer(completion, self.formats)
-        if found is None:
-            return RewardResult(0.0, Status.UNPARSEABLE, {"extracted": None})
-        answer, source = found
-        if len(answer) > self.max_answer_chars:
-            details = {"extracted": answer[:200], "source": source, "reason": f"answer longer than {self.max_answer_chars} characters"}
-            return RewardResult(0.0, Status.UNPARSEABLE, details)
+    def _prepare(self, completion: str, gold: str) -> RewardResult | tuple[str, str, dict]:
+        """The marker gate and the fast path; else what math-verify must check, with details."""
+        details: dict = {"mode": self.answer_extraction}
+        if self.answer_extraction == "strict":
+            refused = self._strict_marker(completion, details)
+            if refused is not None:
+                return refused
         if self.fast_path:
-            gold_number, answer_number = parse_numeric(gold), parse_numeric(answer)
-            if gold_number is not None and answer_number is not None:
-                verdict = numeric_verdict(gold_number, answer_number)
+            gold_number = fast_gold(gold)
+            found = fast_answer(completion) if gold_number is not None else None
+            if found is not None:
+                verdict = numeric_verdict(gold_number, found[0])  # type: ignore[arg-type]
                 if verdict is not None:
-                    return _verdict(verdict, {"extracted": answer, "source": source, "path": "exact"})
-        return answer, gold, source
+                    return _verdict(verdict, {**details, "path": "exact", "shape": found[1], "extracted": _show(found[0])})
+        if len(completion) > self.max_completion_chars:
+            reason = f"completion longer than {self.max_completion_chars} characters"
+            return RewardResult(0.0, Status.UNPARSEABLE, {**details, "extracted": None, "reason": reason})
+        return completion, gold, details
 
-    def _math_verify(self, answer: str, gold: str, source: str) -> RewardResult:
-        return self._math_verify_many([(answer, gold, source)])[0]
+    def _strict_marker(self, completion: str, details: dict) -> RewardResult | None:
+        """Record the marker in ``details``; a result when strict mode refuses the text."""
+        boxes = boxed_contents(completion) if "boxed" in self.formats else []
+        if boxes and not boxes[-1].strip():
+            details.update(extracted=None, source="boxed", reason="the last \\boxed{} is empty")
+            return RewardResult(0.0, Status.FORMAT_ERROR, details)
+        if boxes and self.formats[0] == "boxed":
+            found: tuple[str, str] | None = (boxes[-1].strip(), "boxed")
+        else:  # no box, or other formats first: the scan for boxes is not repeated
+            found = extract_answer(completion, [f for f in self.formats if f != "boxed" or boxes])
+        if found is None:
+            details.update(extracted=None, reason=f"no final-answer marker ({', '.join(self.formats)})")
+            return RewardResult(0.0, Status.UNPARSEABLE, details)
+        answer, details["source"] = found
+        if len(answer) > self.max_answer_chars:
+            details.update(extracted=answer[:200], reason=f"answer longer than {self.max_answer_chars} characters")
+            return RewardResult(0.0, Status.UNPARSEABLE, details)
+        return None
 
-    def _math_verify_many(self, items: Sequence[tuple[str, str, str]]) -> list[RewardResult]:
+    def _math_verify_many(self, items: Sequence[tuple[str, str, dict]]) -> list[RewardResult]:
         pool = pool_for(_WORKER_SCRIPT, self.workers)
-        replies = pool.call_many([{"gold": f"${gold}$", "answer": f"${answer}$"} for answer, gold, _ in items], self.timeout)
-        return [self._judge_reply(reply, *item) for reply, item in zip(replies, items)]
+        replies = pool.call_many([{"gold": gold, "answer": completion} for completion, gold, _ in items], self.timeout)
+        return [self._judge_reply(reply, gold, details) for reply, (_, gold, details) in zip(replies, items)]
 
-    def _judge_reply(self, reply: dict | Exception, answer: str, gold: str, source: str) -> RewardResult:
-        details = {"extracted": answer, "source": source, "path": "math_verify"}
+    def _judge_reply(self, reply: dict | Exception, gold: str, details: dict) -> RewardResult:
+        details = {**details, "path": "math_verify"}
         if isinstance(reply, WorkerTimeout):
             return RewardResult(0.0, Status.TIMEOUT, {**details, "timeout_s": self.timeout, "seconds": self.timeout})
         if isinstance(reply, Exception):  # the helper died: infrastructure, not the model
@@ -220,9 +252,11 @@ class MathVerifier:
         details["seconds"] = reply["_elapsed_s"]
         if "error" in reply:
             return RewardResult(0.0, Status.ERROR, {**details, "error": reply["error"]})
+        details.update(extracted=reply["extracted"], gold_as_latex=reply["gold_as_latex"])
         if not reply["gold_parsed"]:
-            return RewardResult(0.0, Status.ERROR, {**details, "error": f"math-verify could not parse the gold answer {gold!r}"})
-        if not reply["answer_parsed"]:
+            error = f"math-verify could not parse the gold answer {gold!r}"
+            return RewardResult(0.0, Status.ERROR, {**details, "error": error})
+        if not reply["verdict"] and not reply["answer_parsed"]:
             return RewardResult(0.0, Status.UNPARSEABLE, details)
         return _verdict(reply["verdict"], details)
 
@@ -240,6 +274,13 @@ def _groups_by_gold(indices: list[int], golds: list[str], count: int) -> list[li
     for members in sorted(by_gold.values(), key=len, reverse=True):
         min(groups, key=len).extend(members)
     return [sorted(group) for group in groups if group]
+
+
+def _show(number: Numeric) -> str:
+    """The number read, for ``details["extracted"]``: ``42``, ``0.5``, ``3/4``."""
+    if number.is_float:
+        return str(float(number.value))
+    return str(number.value)
 
 
 def _verdict(ok: bool, details: dict) -> RewardResult:

@@ -157,13 +157,17 @@ def completion_text(completion: Any) -> str:
 
 
 def trl_reward_function(
-    worker: RewardWorker,
+    worker: RewardWorker | None = None,
     *,
     reference_column: str | None = "answer",
     infra_value: float | None = None,
     executor: Executor | None = None,
 ) -> Callable[..., list[float | None]]:
     """Wrap a worker as a TRL ``GRPOTrainer`` reward function.
+
+    Without a ``worker``, it is ``MathVerifier(answer_extraction="lenient")``: a TRL data
+    set's prompts are someone else's, so answers are read the way math-verify reads them,
+    marked or not (pass ``MathVerifier()`` for strict mode, with prompts that ask for a box).
 
     The returned ``f(prompts, completions, **columns)`` reads each sample's reference
     from the data set column ``reference_column`` (TRL passes every extra column as a
@@ -177,9 +181,16 @@ def trl_reward_function(
     Example:
         >>> from mathgym.rewards import MathVerifier
         >>> reward = trl_reward_function(MathVerifier(), reference_column="answer")
-        >>> reward(prompts=["2+2?"], completions=["\\\\boxed{4}"], answer=["4"])
-        [1.0]
+        >>> reward(prompts=["2+2?"] * 2, completions=["\\\\boxed{4}", "It is $4$."], answer=["4", "4"])
+        [1.0, 0.0]
+        >>> lenient = trl_reward_function(reference_column="answer")
+        >>> lenient(prompts=["2+2?"] * 2, completions=["\\\\boxed{4}", "It is $4$."], answer=["4", "4"])
+        [1.0, 1.0]
     """
+    if worker is None:
+        from mathgym.rewards.math import MathVerifier  # noqa: PLC0415 - the default worker only
+
+        worker = MathVerifier(answer_extraction="lenient")
 
     def reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **columns: Any) -> list[float | None]:
         texts = [completion_text(c) for c in completions]

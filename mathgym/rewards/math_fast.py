@@ -1,0 +1,194 @@
+"""The in-process fast path of the math verifier: plain numbers, decided as math-verify decides them.
+
+math-verify reads a completion by trying its extraction patterns in priority order
+(``final answer is … I hope``; then ``final answer … is`` and ``\\boxed``; then
+``answer:``; then ``answer``; then any LaTeX, expression or number) and, within one
+priority, the match that *ends* rightmost first (``math_verify/parser.py``, version 0.9).
+The fast path decides in-process only completions whose shape pins down what those rules
+extract, without running them:
+
+* **boxed**: exactly one ``\\boxed{N}`` (no ``\\fbox``) and no percent sign or word after
+  it. Every match of the boxed patterns (priority 50) then holds that box and reads ``N``:
+  math-verify keeps only the contents of the boxes it finds
+  (``latex2sympy2_extended.math_normalization.extract_boxed_content``). Where "final
+  answer" occurs (its patterns share priority 50), no digit or LaTeX delimiter may stand
+  between it and the box (bar the box's own ``$…$``, ``\\[…\\]``) nor after the box,
+  and no "I hope" (priority 0).
+* **answer**: "answer" occurs exactly once, no box, and it reads ``answer is N`` /
+  ``answer: N`` (``final answer`` too; ``N`` bare or as ``$N$``): the match of priority
+  50, 100 or 200 ends at ``N``.
+* **gsm8k**: no "answer", no box, and the last ``####`` is followed by a space and ``N``
+  (or ``$N``): the rightmost match of priority 300 is ``N``.
+* **bare**: the whole text is ``N``.
+
+In the answer and gsm8k shapes, nothing after ``N`` may start another number,
+expression, equation, LaTeX environment or percentage (no digit, ``=``, ``$``, ``\\``,
+brackets, braces, parentheses, operators, ``%``, "percent"): words and full stops only.
+
+``N`` is an integer or decimal (thousands commas in groups of three outside a box;
+``\\frac{a}{b}`` or ``a/b`` of integers inside a box) and the gold is such a number, such a
+fraction, or ``a/b`` of integers (which math-verify parses as an unevaluated quotient).
+Then both sides are sympy numbers, and :func:`numeric_verdict` gives math-verify's
+comparison, returning ``None`` (ask math-verify) where its float rounding could matter.
+Everything else goes to math-verify. ``tests/test_math_differential.py`` checks these
+verdicts against math-verify on the generated corpus and on fuzzed text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from fractions import Fraction
+from typing import NamedTuple
+
+_MAX_NUMBER_CHARS = 40
+#: Significant digits up to which a decimal compares like math-verify's 15-digit floats.
+MAX_DECIMAL_DIGITS = 14
+
+_DECIMAL = r"-?(?:0|[1-9]\d*)(?:\.\d+)?"
+_THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
+_FRACTION = r"-?\\frac\{\d+\}\{\d+\}"
+_PLAIN = re.compile(rf"{_DECIMAL}|{_THOUSANDS}")
+_SLASH = r"-?(?:0|[1-9]\d*)/[1-9]\d*"
+_GOLD = re.compile(rf"{_DECIMAL}|{_THOUSANDS}|{_FRACTION}|{_SLASH}")
+_BOX = re.compile(rf"\\boxed\{{({_DECIMAL}|{_FRACTION}|{_SLASH})\}}")
+_FRACTION_PARTS = re.compile(r"(-?)\\frac\{(\d+)\}\{(\d+)\}")
+_ANSWER_TAIL = re.compile(rf"answer(?: is:?|:)[ \t]+(\$?)({_THOUSANDS}|{_DECIMAL})\1", re.IGNORECASE)
+_GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})")
+#: After the number: nothing that could start another number, expression, equation, LaTeX or percentage.
+_TAIL_BLOCKERS = re.compile(r"[\d=$\\\[\]{}%()+\-*/^×÷]")
+_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+_DIGIT_OR_LATEX = re.compile(r"[\d$\\\[\]{}]")
+
+
+class Numeric(NamedTuple):
+    """A plain number as written: its exact value and how math-verify will type it."""
+
+    value: Fraction
+    is_float: bool  # written with a decimal point (a sympy Float for math-verify)
+    percent: bool
+
+    @property
+    def effective(self) -> Fraction:
+        return self.value / 100 if self.percent else self.value
+
+
+def numeric_verdict(gold: Numeric, answer: Numeric) -> bool | None:
+    """math-verify's verdict on two plain numbers, or ``None`` where it is not certain.
+
+    math-verify compares two integers (percent or not) by their written values (``25%``
+    equals ``25``) or by value (``100%`` equals ``1``), otherwise by value (``25%`` equals
+    ``0.25`` and ``1/4``); a float is compared after rounding to 6 decimals
+    (``grader.sympy_numeric_eq``), so two different decimals of at most 6 places (and 14
+    digits, within a 15-digit float) differ, while a value within rounding distance of
+    another is where this returns ``None``.
+    """
+    g_int = not gold.is_float and gold.value.denominator == 1
+    a_int = not answer.is_float and answer.value.denominator == 1
+    if (gold.percent or answer.percent) and g_int and a_int:
+        return gold.value == answer.value or gold.effective == answer.effective
+    if gold.effective == answer.effective:
+        return True
+    if not (gold.is_float or answer.is_float or gold.percent or answer.percent):
+        return False  # exact rationals: sympy compares them exactly
+    if gold.percent or answer.percent:
+        return None
+    if all(10**6 % n.value.denominator == 0 and abs(n.value) < 10**8 for n in (gold, answer)):
+        return False  # different decimals of at most 6 places and 14 digits: they differ after rounding to 6
+    difference = abs(gold.effective - answer.effective)
+    scale = max(abs(gold.effective), abs(answer.effective), Fraction(1))
+    return False if difference > Fraction(1, 10**5) * scale else None
+
+
+def _number(text: str) -> Numeric | None:
+    """The value of a string of the fast path's grammar (checked by the caller)."""
+    if len(text) > _MAX_NUMBER_CHARS:
+        return None
+    fraction = _FRACTION_PARTS.fullmatch(text)
+    if fraction:
+        sign, numerator, denominator = fraction.groups()
+        if int(denominator) == 0:
+            return None
+        value = Fraction(int(numerator), int(denominator))
+        return Numeric(-value if sign else value, False, False)
+    if "/" in text:  # a/b: math-verify parses it unevaluated, and compares it by value
+        numerator, denominator = text.split("/")
+        return Numeric(Fraction(int(numerator), int(denominator)), False, False)
+    plain = text.replace(",", "")
+    point = plain.find(".")
+    if point < 0:
+        return Numeric(Fraction(int(plain)), False, False)
+    digits = plain[:point] + plain[point + 1 :]
+    if len(digits.lstrip("-").lstrip("0")) > MAX_DECIMAL_DIGITS:
+        return None  # beyond a 15-digit float: math-verify's rounding decides
+    return Numeric(Fraction(int(digits), 10 ** (len(plain) - point - 1)), True, False)
+
+
+@functools.lru_cache(maxsize=4096)
+def fast_gold(gold: str) -> Numeric | None:
+    """The gold as the fast path reads it, or ``None`` when math-verify must read it."""
+    gold = gold.strip()
+    return _number(gold) if _GOLD.fullmatch(gold) else None
+
+
+def _boxed(text: str, lower: str) -> str | None:
+    if text.count("\\boxed") != 1 or "\\fbox" in text:
+        return None
+    match = _BOX.search(text)
+    if match is None:
+        return None
+    after = lower[match.end() :]
+    if "%" in after or "pct" in after or "percent" in after:
+        return None  # a percent sign after a LaTeX environment holding the box scales it
+    if "final answer" in lower:  # its own patterns share the box's priority: they must find the box too
+        before = text[lower.find("final answer") : match.start()]
+        after = text[match.end() :]
+        for opening, closing in _DELIMITERS:
+            if before.endswith(opening) and after.startswith(closing):
+                before, after = before[: -len(opening)], after[len(closing) :]
+                break
+        if "i hope" in lower or _DIGIT_OR_LATEX.search(before) or _DIGIT_OR_LATEX.search(after):
+            return None
+    return match.group(1)
+
+
+def _quiet_tail(tail: str) -> bool:
+    if _TAIL_BLOCKERS.search(tail):
+        return False
+    lower = tail.lower()
+    return "pct" not in lower and "percent" not in lower
+
+
+def _answer_is(text: str, lower: str) -> str | None:
+    if "\\boxed" in text or lower.count("answer") != 1:
+        return None
+    match = _ANSWER_TAIL.match(text, lower.rfind("answer"))
+    return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
+
+
+def _gsm8k(text: str, lower: str) -> str | None:
+    if "\\boxed" in text or "answer" in lower:
+        return None
+    start = text.rfind("####")
+    match = _GSM8K_TAIL.match(text, start) if start >= 0 else None
+    return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
+
+
+def fast_answer(completion: str) -> tuple[Numeric, str] | None:
+    """The number math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
+
+    Example:
+        >>> fast_answer("6 * 7 = 42, so the answer is 42.")
+        (Numeric(value=Fraction(42, 1), is_float=False, percent=False), 'answer')
+    """
+    lower = completion.lower()
+    for shape, read in (("boxed", _boxed), ("answer", _answer_is), ("gsm8k", _gsm8k)):
+        found = read(completion, lower)
+        if found is not None:
+            number = _number(found)
+            return None if number is None else (number, shape)
+    bare = completion.strip()
+    if _PLAIN.fullmatch(bare):
+        number = _number(bare)
+        return None if number is None else (number, "bare")
+    return None

@@ -1,0 +1,105 @@
+"""MathVerifier against math-verify itself, on a seeded sample of the generated corpus.
+
+Ground truth: ``verify(parse(gold), parse(completion))`` with math-verify's defaults, run
+in a process pool (its SIGALRM timeouts only work in a process's main thread). Lenient
+mode must agree on every pair; strict mode must agree on every pair that carries a
+final-answer marker, and refuse exactly the others (``unparseable``; an empty last box is
+a ``format_error``). The full corpus is a benchmark row (``benchmarks/bench_math.py``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from mathgym.rewards import MathVerifier, Status
+from mathgym.rewards.math_corpus import CATEGORIES, Pair, generate_corpus, math_verify_verdicts
+from mathgym.rewards.math_fast import fast_answer, fast_gold, numeric_verdict
+
+SAMPLE = 12 * len(CATEGORIES)  # every category 12 times
+SEED = 20261123
+
+
+@pytest.fixture(scope="module")
+def judged():
+    pairs = generate_corpus(SAMPLE, seed=SEED)
+    expected = math_verify_verdicts(pairs)
+    golds, texts = [p.gold for p in pairs], [p.completion for p in pairs]
+    strict = MathVerifier(timeout=30).score_batch(texts, golds)
+    lenient = MathVerifier(answer_extraction="lenient", timeout=30).score_batch(texts, golds)
+    return pairs, expected, strict, lenient
+
+
+def test_the_sample_spans_every_category_and_both_verdicts(judged):
+    pairs, expected, _, _ = judged
+    assert {p.category for p in pairs} == set(CATEGORIES)
+    assert 0.25 < sum(expected) / len(expected) < 0.75
+
+
+def test_lenient_mode_agrees_with_math_verify_on_every_pair(judged):
+    pairs, expected, _, lenient = judged
+    timeouts = [p for p, r in zip(pairs, lenient) if r.status == Status.TIMEOUT]
+    assert not timeouts, timeouts  # nothing in the corpus is hostile
+    disagree = [(p, want, r) for p, want, r in zip(pairs, expected, lenient) if (r.status == Status.CORRECT) != want]
+    assert not disagree, disagree[:5]
+    assert {r.details["mode"] for r in lenient} == {"lenient"}
+    assert Counter(r.details["path"] for r in lenient)["exact"] > 0
+
+
+def test_strict_mode_differs_only_where_the_completion_has_no_marker(judged):
+    pairs, expected, strict, _ = judged
+    differences: Counter[str] = Counter()
+    unmarked_and_right: Counter[str] = Counter()
+    for pair, want, result in zip(pairs, expected, strict):
+        if pair.marker is None:
+            assert result.status == Status.UNPARSEABLE, (pair, result)
+            unmarked_and_right[pair.category] += want
+        elif pair.marker == "empty_box":
+            assert result.status == Status.FORMAT_ERROR and not want, (pair, result)  # math-verify reads the empty box too
+        else:
+            assert (result.status == Status.CORRECT) == want, (pair, want, result)
+        differences[pair.category] += (result.status == Status.CORRECT) != want
+    assert differences == unmarked_and_right  # per category: exactly the unmarked answers math-verify accepts
+    assert sum(differences.values()) > 0  # the sample does hold unmarked right answers
+
+
+def test_fast_path_decides_the_plain_numbers(judged):
+    pairs, _, strict, lenient = judged
+    for results in (strict, lenient):
+        exact = Counter(p.category for p, r in zip(pairs, results) if r.details.get("path") == "exact")
+        assert exact["integer"] > 0 and exact["gsm8k"] > 0 and exact["answer_is"] > 0
+
+
+# -- fuzzing the fast path: random text around every shape it recognises ---------------------
+
+_FRAGMENTS = ["The final answer is ", "the answer is ", "Answer: ", "answer ", "#### ", "####", "$", "$$", "\\[", "\\]", "\\(", "\\)",
+              " ", "\n", ".", ", ", "%", " percent", "=", " x = ", "I hope", " apples", "{", "}", "(", ")", " and ", " or ",
+              "\\frac{1}{2}", "3", "42", "-7", "0.5", "1,000", "12.50", "+", " so ", "\\boxed{", "\\fbox{", "\\text{ cm}", "€", "pct"]
+_NUMBERS = {"3/4": ["0.75", "3/4", "\\frac{3}{4}", "6/8"], "-1/2": ["-0.5", "-1/2", "1/2"], "42": ["42", "42.0"], "-7": ["-7", "-7.00"], "0.5": ["0.5", "\\frac{1}{2}"], "1,000": ["1000", "1,000"], "12.50": ["12.5"],
+            "\\frac{1}{2}": ["0.5", "\\frac{1}{2}", "1/2", "2/4"], "0": ["0", "0.0"], "2.0": ["2"], "-0.25": ["-\\frac{1}{4}", "-0.25"], "1,234.5": ["1234.5"]}
+_SHAPES = ["\\boxed{%s}", "$\\boxed{%s}$", "$$\\boxed{%s}$$", "\\[\\boxed{%s}\\]", "$x = \\boxed{%s}$", "the answer is %s",
+           "The final answer is %s", "answer: %s", "The answer is $%s$", "#### %s", "#### $%s", "%s"]
+
+
+def _fuzzed(rng: random.Random) -> Pair:
+    number = rng.choice(list(_NUMBERS))
+    noise = lambda k: "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(0, k)))  # noqa: E731
+    text = noise(6) + rng.choice(_SHAPES) % number + noise(4)
+    gold = rng.choice(_NUMBERS[number]) if rng.random() < 0.7 else rng.choice([g for forms in _NUMBERS.values() for g in forms])
+    return Pair("fuzz", gold, text, None)
+
+
+def test_fast_path_decisions_on_fuzzed_text_are_math_verifys():
+    """Every verdict the fast path takes on noisy text is math-verify's (the fast path declines the rest)."""
+    rng, pairs, tried = random.Random(SEED), [], 0
+    while len(pairs) < 400:
+        pair, tried = _fuzzed(rng), tried + 1
+        gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
+        if gold is not None and found is not None and numeric_verdict(gold, found[0]) is not None:
+            pairs.append(pair)
+    truth = math_verify_verdicts(pairs)
+    wrong = [(p, t) for p, t in zip(pairs, truth) if numeric_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
+    assert not wrong, wrong[:5]
+    assert 0.2 < sum(truth) / len(truth) < 0.8 and len(pairs) < 0.9 * tried  # both verdicts, and the fast path declines some
