@@ -1,0 +1,211 @@
+"""TRL's own GRPOTrainer on mathgym envs, through ``rollout_func`` and ``environment_factory`` (CPU, tiny model).
+
+The env side is recorded at the source (a gymnasium wrapper around the real env logs every
+step's reward), so "the rewards TRL logs equal what the env returned" is checked against
+the env itself, not against the adapter's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("torch")
+
+import gymnasium as gym  # noqa: E402
+
+import mathgym  # noqa: E402,F401
+from mathgym.errors import ConfigError  # noqa: E402
+from mathgym.integrations.trl import TRLEnv  # noqa: E402
+from mathgym.integrations.trl_tools import GuessNumberTools, MathToolTools, tool_environment_factory  # noqa: E402
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+STEP_REWARDS: list[float] = []
+BATCH = 4
+
+
+class RecordingWrapper(gym.Wrapper):
+    """Records every reward the wrapped env returns."""
+
+    def step(self, action):
+        out = super().step(action)
+        STEP_REWARDS.append(float(out[1]))
+        return out
+
+
+def recorded_id(env_id: str) -> str:
+    """A registered id whose envs are ``env_id`` wrapped in :class:`RecordingWrapper`."""
+    new_id = f"mathgym-tests/Recorded{env_id}"
+    if new_id not in gym.registry:
+        gym.register(new_id, entry_point=lambda **kw: RecordingWrapper(gym.make(env_id, **kw)))
+    return new_id
+
+
+@pytest.fixture(scope="module")
+def small_model_dir(tmp_path_factory) -> Path:
+    from tests.trainkit import build_small_model
+
+    return build_small_model(tmp_path_factory.mktemp("trl") / "model")
+
+
+def tool_tokenizer_and_model():
+    """The small char-level Llama with a tool-calling chat template TRL knows (its own Qwen2.5 file)."""
+    import trl
+
+    from mathgym.agents.tiny import build_tiny_model
+
+    model, tok = build_tiny_model(hidden_size=32, num_layers=2)
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]})
+    model.resize_token_embeddings(len(tok), mean_resizing=False)
+    tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+    tok.eos_token = "<|im_end|>"
+    model.generation_config.eos_token_id = tok.eos_token_id
+    return model, tok
+
+
+def run_grpo(tmp_path, model, tokenizer, dataset, seed=0, **trainer_kwargs):
+    """Two GRPO steps; returns the trainer and the env's summed step rewards per training step."""
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    per_step: list[float] = []
+
+    class Collect(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            per_step.append(sum(STEP_REWARDS))
+            STEP_REWARDS.clear()
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=BATCH, num_generations=2,
+        max_completion_length=8, max_steps=2, logging_steps=1, report_to=[], use_cpu=True,
+        save_strategy="no", disable_tqdm=True, seed=seed,
+    )
+    STEP_REWARDS.clear()
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=dataset,
+                          callbacks=[Collect()], **trainer_kwargs)
+    trainer.train()
+    return trainer, per_step
+
+
+def logged(trainer, key: str) -> list[float]:
+    return [h[key] for h in trainer.state.log_history if key in h]
+
+
+ROLLOUT_CASES = [
+    ("MathReason-v0", {}, None),
+    ("GuessNumber-v0", {"low": 1, "high": 3}, 3),
+    ("MathTool-v0", {"max_turns": 2, "tool_wall_seconds": 5.0}, None),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(("env_id", "env_kwargs", "max_turns"), ROLLOUT_CASES)
+def test_grpo_trainer_with_rollout_func(tmp_path, small_model_dir, env_id, env_kwargs, max_turns):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    env = TRLEnv(recorded_id(env_id), max_turns=max_turns, env_kwargs=env_kwargs)
+    outputs = []
+
+    def rollout_func(prompts, trainer):
+        out = env.rollout_func(prompts, trainer)
+        outputs.append(out)
+        return out
+
+    model = AutoModelForCausalLM.from_pretrained(small_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(small_model_dir)
+    trainer, env_sums = run_grpo(tmp_path, model, tokenizer, env.dataset(8), rollout_func=rollout_func,
+                                 reward_funcs=env.reward_funcs)
+    means = logged(trainer, "rewards/env_reward/mean")
+    assert len(means) == 2 and len(env_sums) == 2
+    assert means == pytest.approx([s / BATCH for s in env_sums]), "TRL's logged reward is not what the env returned"
+    for out in outputs:
+        assert len(out["completion_ids"]) == BATCH
+        for ids, mask, turns in zip(out["completion_ids"], out["env_mask"], out["env_turns"]):
+            assert len(ids) == len(mask) and mask[0] == 1
+            assert (0 in mask) == (turns > 1), "env tokens (mask 0) appear exactly in multi-turn episodes"
+            if turns > 1 and env_id.startswith("Guess"):
+                env_text = tokenizer.decode([t for t, m in zip(ids, mask) if m == 0])
+                assert "guesses left" in env_text  # the env's feedback, as chat-template tokens
+    assert logged(trainer, "rollout/env_turns")
+    env.close()
+
+
+@pytest.mark.torch
+def test_guess_number_rewards_vary_so_the_check_can_fail(tmp_path, small_model_dir):
+    """GuessNumber over 1..3 pays the random model sometimes: the equality above compares non-zero numbers."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    env = TRLEnv(recorded_id("GuessNumber-v0"), max_turns=3, env_kwargs={"low": 1, "high": 3})
+    model = AutoModelForCausalLM.from_pretrained(small_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(small_model_dir)
+    trainer, env_sums = run_grpo(tmp_path, model, tokenizer, env.dataset(8), seed=42, rollout_func=env.rollout_func,
+                                 reward_funcs=env.reward_funcs)
+    assert sum(env_sums) > 0
+    assert logged(trainer, "rewards/env_reward/mean") == pytest.approx([s / BATCH for s in env_sums])
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(("env_id", "env_kwargs"), [("GuessNumber-v0", {"low": 1, "high": 3}), ("MathTool-v0", {"max_turns": 2})])
+def test_grpo_trainer_with_environment_factory(tmp_path, env_id, env_kwargs):
+    env = TRLEnv(recorded_id(env_id), env_kwargs=env_kwargs)
+    model, tokenizer = tool_tokenizer_and_model()
+    trainer, env_sums = run_grpo(tmp_path, model, tokenizer, env.dataset(8),
+                                 environment_factory=env.environment_factory)
+    name = "GuessNumberTools" if env_id.startswith("Guess") else "MathToolTools"
+    means = logged(trainer, f"rewards/{name}/mean")
+    assert len(means) == 2
+    assert means == pytest.approx([s / BATCH for s in env_sums])
+
+
+def test_tool_methods_step_the_env_and_get_reward_is_its_return():
+    from transformers.utils import get_json_schema
+
+    schema = get_json_schema(GuessNumberTools.guess)  # what TRL renders into the prompt
+    assert schema["function"]["parameters"]["properties"]["number"]["type"] == "integer"
+    factory = tool_environment_factory("GuessNumber-v0", {"low": 1, "high": 4})
+    tools = factory()
+    tools.reset(prompt=[], seed=3, task_id="x")
+    reference = gym.make("GuessNumber-v0", low=1, high=4)
+    reference.reset(seed=3)
+    secret = reference.unwrapped.task.metadata["secret"]
+    wrong = 1 if secret != 1 else 4
+    reply = tools.guess(wrong)
+    assert "higher" in reply or "lower" in reply
+    assert tools.get_reward() == 0.0
+    assert "over" in tools.guess(secret) and tools.get_reward() == 1.0
+    assert "over" in tools.guess(secret) and tools.get_reward() == 1.0  # no steps after the end
+
+
+def test_math_tool_tools_run_python_in_the_sandbox_and_score_the_answer():
+    tools = tool_environment_factory("MathTool-v0", {"max_turns": 3})()
+    tools.reset(seed=0)
+    reference = gym.make("MathTool-v0")
+    reference.reset(seed=0)
+    gold = reference.unwrapped.task.answer
+    assert "42" in tools.python("print(6 * 7)")
+    assert tools.get_reward() == 0.0
+    tools.answer(gold)
+    assert tools.get_reward() == 1.0
+    assert isinstance(MathToolTools.answer.__doc__, str)
+
+
+def test_errors_name_what_to_do():
+    with pytest.raises(ConfigError, match="rollout_func"):
+        tool_environment_factory("MathReason-v0")
+    with pytest.raises(ConfigError, match=r"dataset\(\)"):
+        TRLEnv("MathReason-v0")._seeds_for([[{"role": "user", "content": "not from the data set"}]], 2)
+    with pytest.raises(ConfigError, match="rollout_func"):
+        TRLEnv("MathReason-v0").reward_funcs[0](prompts=["p"], completions=["c"])
+
+
+def test_groups_share_a_task_and_hidden_secrets_are_taken_in_turn():
+    env = TRLEnv("GuessNumber-v0", env_kwargs={"low": 1, "high": 50})
+    rows = env.dataset(3)
+    prompts = [rows[0]["prompt"]] * 4  # one prompt for every secret: seeds taken in turn, one per group of 2
+    assert env._seeds_for(prompts, 2) == [0, 0, 1, 1]
+    math = TRLEnv("MathReason-v0")
+    rows = math.dataset(3)
+    assert math._seeds_for([rows[2]["prompt"]] * 2 + [rows[1]["prompt"]] * 2, 2) == [2, 2, 1, 1]
