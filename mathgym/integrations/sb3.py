@@ -94,7 +94,9 @@ class TokenLevelEnv(gym.Env[np.ndarray, np.int64]):
         for text in action_tokens:
             encoded = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             if len(encoded) != 1:
-                raise ConfigError(f"action token {text!r} is {len(encoded)} tokens in this tokenizer; each must be one token.")
+                raise ConfigError(
+                    f"action token {text!r} is {len(encoded)} tokens in this tokenizer; each must be one token."
+                )
             ids.append(int(encoded[0]))
         return ids + [int(self.end_id)]
 
@@ -111,7 +113,9 @@ class TokenLevelEnv(gym.Env[np.ndarray, np.int64]):
             obs[self.max_obs_tokens - len(tokens) :] = tokens
         return obs
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         text, info = self.env.reset(seed=seed, options=options)
         self._tokens = self._encode(str(text))
@@ -121,7 +125,9 @@ class TokenLevelEnv(gym.Env[np.ndarray, np.int64]):
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if not self.action_space.contains(np.int64(action) if np.isscalar(action) or np.ndim(action) == 0 else action):
-            raise InvalidActionError(f"TokenLevelEnv action must be an integer in [0, {self.action_space.n}), got {action!r}.")
+            raise InvalidActionError(
+                f"TokenLevelEnv action must be an integer in [0, {self.action_space.n}), got {action!r}."
+            )
         token = self.action_ids[int(action)]
         if token != self.end_id:
             self._action.append(token)

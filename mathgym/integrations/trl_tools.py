@@ -149,7 +149,9 @@ def register_tool_environment(env_class: type, tools_class: type[MathgymToolEnvi
     TOOL_ENVIRONMENTS[env_class] = tools_class
 
 
-def tool_environment_factory(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> Callable[[], MathgymToolEnvironment]:
+def tool_environment_factory(
+    env_id: str, env_kwargs: Mapping[str, Any] | None = None
+) -> Callable[[], MathgymToolEnvironment]:
     """A zero-argument factory of the tool environment for ``env_id`` (TRL's ``environment_factory``).
 
     Raises:

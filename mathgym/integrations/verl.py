@@ -36,7 +36,9 @@ AGENT_NAME = "mathgym"
 _VERIFIER: MathVerifier | None = None
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Mapping[str, Any] | None = None) -> float:
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: str, extra_info: Mapping[str, Any] | None = None
+) -> float:
     """verl's custom reward function: 1.0 when ``solution_str``'s final answer equals ``ground_truth``.
 
     Uses mathgym's :class:`~mathgym.rewards.math.MathVerifier` in ``"lenient"`` mode (it
@@ -49,7 +51,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
     return float(_VERIFIER.score(str(solution_str), str(ground_truth)).score)
 
 
-def verl_rows(env_id: str, n: int, *, env_kwargs: Mapping[str, Any] | None = None, start_seed: int = 0) -> list[dict[str, Any]]:
+def verl_rows(
+    env_id: str, n: int, *, env_kwargs: Mapping[str, Any] | None = None, start_seed: int = 0
+) -> list[dict[str, Any]]:
     """``n`` rows of verl's RLHF data format for ``env_id`` (write them to parquet with pandas).
 
     Each row: ``data_source`` (``mathgym/<env_id>``), ``prompt`` (the env's chat),
@@ -89,7 +93,9 @@ class MathgymAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra = dict(kwargs.get("extra_info") or {})
         if "env_id" not in extra:
-            raise ConfigError("the mathgym agent loop needs extra_info['env_id'] in each data row; write rows with verl_rows().")
+            raise ConfigError(
+                "the mathgym agent loop needs extra_info['env_id'] in each data row; write rows with verl_rows()."
+            )
         env = gym.make(extra["env_id"], **dict(extra.get("env_kwargs") or {}))
         try:
             return await self._play(env, extra.get("seed"), sampling_params)
@@ -103,7 +109,9 @@ class MathgymAgentLoop(AgentLoopBase):
         runtime, mask, logprobs = list(prompt_ids), [], None
         total, turns, status, correct = 0.0, 0, "in_progress", False
         while True:
-            out = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=runtime, sampling_params=sampling_params)
+            out = await self.server_manager.generate(
+                request_id=uuid4().hex, prompt_ids=runtime, sampling_params=sampling_params
+            )
             if out.log_probs and logprobs is None:
                 logprobs = [0.0] * len(mask)  # verl aligns log-probs with the mask; env tokens carry 0
             merged, mask, logprobs = await self.ct_merge_assistant_token(
