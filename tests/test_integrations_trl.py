@@ -197,3 +197,19 @@ def test_groups_share_a_task_and_hidden_secrets_are_taken_in_turn():
     math = TRLEnv("MathReason-v0")
     rows = math.dataset(3)
     assert math._seeds_for([rows[2]["prompt"]] * 2 + [rows[1]["prompt"]] * 2, 2) == [2, 2, 1, 1]
+
+
+FROZEN_LAKE = "FrozenLakeText-v0" if "FrozenLakeText-v0" in gym.registry else "FrozenLake-v0"  # renamed this round
+
+
+@pytest.mark.parametrize("env_id", ["Sokoban-v0", FROZEN_LAKE])
+def test_game_move_tools_play_the_expert_to_a_win(env_id):
+    """The move tools step the real game: the env's own expert moves, sent through the tool, win it."""
+    tools = tool_environment_factory(env_id)()
+    tools.reset(seed=1)
+    game = tools._env.unwrapped  # the tool's own env, to ask it for the expert move
+    for _ in range(game.max_turns):
+        reply = tools.move(game.expert_action())
+        if "over" in reply:
+            break
+    assert reply == "The episode is over: correct." and tools.get_reward() > 0
