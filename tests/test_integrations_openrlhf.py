@@ -116,3 +116,44 @@ def test_reward_func_signature_and_scores():
 def test_label_is_the_env_task_as_json():
     row = mg.openrlhf_rows("GuessNumber-v0", 1, tokenizer="/m")[0]
     assert json.loads(row["label"]) == {"env_id": "GuessNumber-v0", "env_kwargs": {}, "seed": 0, "tokenizer": "/m"}
+
+
+class ScriptedEngine:
+    """An engine that answers "1", "2", "3", ... in turn (with EOS): GuessNumber over 1..3 is always won."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.turn = tokenizer, 0
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        self.turn += 1
+        ids = self.tokenizer(str(self.turn), add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+        out = SimpleNamespace(token_ids=ids, text=str(self.turn), finish_reason="stop",
+                              logprobs=[{t: SimpleNamespace(logprob=-0.5)} for t in ids])
+        return SimpleNamespace(outputs=[out])
+
+
+def test_won_episode_rewards_scores_and_feedback(model_dir):
+    from mathgym.agents.policy import LLMPolicy
+
+    policy = LLMPolicy.from_pretrained(str(model_dir), device="cpu")
+    executor = load_agent_executor(mg.__file__)
+    kwargs = {"low": 1, "high": 3, "max_turns": 3}
+    for row in mg.openrlhf_rows("GuessNumber-v0", 3, tokenizer=str(model_dir), env_kwargs=kwargs):
+        game = gym.make("GuessNumber-v0", **kwargs).unwrapped
+        game.reset(seed=json.loads(row["label"])["seed"])
+        secret = game.task.metadata["secret"]
+        prompt = policy.render_chat(row["prompt"])
+        params = SimpleNamespace(max_tokens=None, logprobs=0)
+        out = asyncio.run(executor.execute(prompt, row["label"], params, 600, policy.tokenizer, ScriptedEngine(policy.tokenizer)))
+        assert out["reward"] == 1.0 and float(out["scores"]) == 1.0 and len(out["action_ranges"]) == secret
+        chat = list(row["prompt"])
+        for turn in range(1, secret):  # the tokens between two actions: the env's reply in the chat template
+            (_, end), (start, _) = out["action_ranges"][turn - 1], out["action_ranges"][turn]
+            game_reply = f"{turn} is too low: the number is higher. ({3 - turn} guesses left)"
+            assert policy.tokenizer.decode(out["observation_tokens"][end:start], skip_special_tokens=False) == (
+                f"<|user|>{game_reply}<|end|><|assistant|>"
+            )
+            chat += [{"role": "assistant", "content": str(turn)}, {"role": "user", "content": game_reply}]
+        assert policy.encode_text(policy.render_chat(chat)) == out["observation_tokens"][: out["action_ranges"][-1][0]], (
+            "token-faithful: the episode's tokens are what the chat template renders for the whole conversation"
+        )

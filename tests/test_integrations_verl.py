@@ -103,3 +103,32 @@ def test_compute_score_is_verls_reward_function_signature():
     assert mg.compute_score("openai/gsm8k", "so the answer is \\boxed{42}", "42") == 1.0
     assert mg.compute_score("openai/gsm8k", "The answer: 41", "42", extra_info={"split": "test"}) == 0.0
     assert mg.compute_score("openai/gsm8k", "Answer $42$", "42") == 1.0  # lenient: an unmarked final answer counts
+
+
+class ScriptedServerManager:
+    """A server that answers "1", "2", "3", ... in turn (with EOS): GuessNumber over 1..3 is always won."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.turn = tokenizer, 0
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+        self.turn += 1
+        ids = self.tokenizer(str(self.turn), add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
+
+
+def test_won_episode_reward_and_turns(policy):
+    async def play(row):
+        loop = make_loop(policy)
+        loop.server_manager = ScriptedServerManager(policy.tokenizer)
+        return await loop.run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+
+    for row in mg.verl_rows("GuessNumber-v0", 3, env_kwargs={"low": 1, "high": 3, "max_turns": 3}):
+        secret = gym.make("GuessNumber-v0", low=1, high=3, max_turns=3).unwrapped
+        secret.reset(seed=row["extra_info"]["seed"])
+        out = asyncio.run(play(row))
+        turns = secret.task.metadata["secret"]
+        assert out.reward_score == 1.0 and out.extra_fields["env_turns"] == turns and out.num_turns == 2 * turns
+        assert out.extra_fields["env_status"] == "correct"
+        assert sum(out.response_mask) == 2 * turns  # each action: one digit and EOS; env replies masked
+        assert out.response_logprobs.count(-0.5) == 2 * turns
