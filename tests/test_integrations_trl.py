@@ -66,7 +66,8 @@ def tool_tokenizer_and_model():
     return model, tok
 
 
-def run_grpo(tmp_path, model, tokenizer, dataset, seed=0, batch=BATCH, **trainer_kwargs):
+def run_grpo(tmp_path, model, tokenizer, dataset, seed=0, batch=BATCH, max_completion_length=8,
+             generation_kwargs=None, max_tool_calling_iterations=None, **trainer_kwargs):
     """Two GRPO steps; returns the trainer and the env's summed step rewards per training step."""
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -80,8 +81,9 @@ def run_grpo(tmp_path, model, tokenizer, dataset, seed=0, batch=BATCH, **trainer
 
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"), per_device_train_batch_size=batch, num_generations=2,
-        max_completion_length=8, max_steps=2, logging_steps=1, report_to=[], use_cpu=True,
-        save_strategy="no", disable_tqdm=True, seed=seed,
+        max_completion_length=max_completion_length, max_steps=2, logging_steps=1, report_to=[], use_cpu=True,
+        save_strategy="no", disable_tqdm=True, seed=seed, generation_kwargs=generation_kwargs,
+        max_tool_calling_iterations=max_tool_calling_iterations,
     )
     STEP_REWARDS.clear()
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=dataset,
@@ -135,17 +137,39 @@ def test_grpo_trainer_with_rollout_func(tmp_path, small_model_dir, env_id, env_k
     env.close()
 
 
+def forced_call_bias(tokenizer, call: str) -> dict[tuple[int, ...], float]:
+    """A ``sequence_bias`` under which the random model writes ``call`` (a tool call in Qwen2.5's format)."""
+    ids = tokenizer(f"<tool_call>\n{call}\n</tool_call><|im_end|>", add_special_tokens=False)["input_ids"]
+    return {tuple(ids[: i + 1]): 20.0 * (i + 1) for i in range(len(ids))}
+
+
+TOOL_CASES = [  # the model is made to call the tool (generation_kwargs' sequence_bias): TRL parses and runs it
+    ("GuessNumber-v0", {"low": 1, "high": 3}, '{"name": "guess", "arguments": {"number": 2}}'),
+    ("MathTool-v0", {"max_turns": 2}, '{"name": "answer", "arguments": {"answer": "7"}}'),  # python(): tested below
+]
+
+
 @pytest.mark.torch
-@pytest.mark.parametrize(("env_id", "env_kwargs"), [("GuessNumber-v0", {"low": 1, "high": 3}), ("MathTool-v0", {"max_turns": 2})])
-def test_grpo_trainer_with_environment_factory(tmp_path, env_id, env_kwargs):
+@pytest.mark.parametrize(("env_id", "env_kwargs", "call"), TOOL_CASES)
+def test_grpo_trainer_with_environment_factory(tmp_path, env_id, env_kwargs, call):
     env = TRLEnv(recorded_id(env_id), env_kwargs=env_kwargs)
     model, tokenizer = tool_tokenizer_and_model()
-    trainer, env_sums = run_grpo(tmp_path, model, tokenizer, env.dataset(8), batch=2,
-                                 environment_factory=env.environment_factory)
+    dataset = env.dataset(12)
+    if env_id.startswith("Guess"):  # keep the games whose secret is 2: guess(2) wins them, rewards are 1
+        game = gym.make(env_id, **env_kwargs).unwrapped
+        dataset = dataset.filter(lambda row: game.reset(seed=row["seed"]) and game.task.metadata["secret"] == 2)
+    trainer, env_sums = run_grpo(tmp_path, model, tokenizer, dataset, batch=2, seed=1,
+                                 environment_factory=env.environment_factory, max_completion_length=64,
+                                 generation_kwargs={"sequence_bias": forced_call_bias(tokenizer, call)},
+                                 max_tool_calling_iterations=1)
     name = "GuessNumberTools" if env_id.startswith("Guess") else "MathToolTools"
     means = logged(trainer, f"rewards/{name}/mean")  # get_reward() is the column TRL adds for the env
     assert len(means) == 2
+    assert logged(trainer, "tools/call_frequency") and min(logged(trainer, "tools/call_frequency")) >= 1
+    assert logged(trainer, "tools/failure_frequency") == [0.0, 0.0]
     assert means == pytest.approx([s / 2 for s in env_sums])
+    if env_id.startswith("Guess"):
+        assert env_sums == [2.0, 2.0], "guess(2) finds the secret 2 in every game: non-zero rewards are compared"
 
 
 def test_tool_methods_step_the_env_and_get_reward_is_its_return():
