@@ -113,7 +113,7 @@ def env_reward(
             "env_reward needs the fields that TRLEnv.rollout_func returns; pass rollout_func=env.rollout_func "
             "to GRPOTrainer together with reward_funcs=env.reward_funcs."
         )
-    statuses = [str(s) for s in (env_status or ["correct"] * len(env_reward))]
+    statuses = [str(s) for s in env_status] if env_status is not None else [""] * len(env_reward)
     infra = [s in INFRA_STATUSES for s in statuses]
     if log_metric is not None and env_reward:
         n = len(env_reward)
@@ -204,8 +204,7 @@ class TRLEnv:
         seeds = self._seeds_for(prompts, int(getattr(trainer, "num_generations", 1) or 1))
         collector = self._collector(len(prompts), trainer)
         episodes = collector.collect_episodes(seeds)
-        has_logprobs = collector.policy._backend_impl.has_logprobs
-        return episodes_to_trl(episodes, has_logprobs)
+        return episodes_to_trl(episodes, has_logprobs=bool(getattr(trainer, "use_vllm", False)))
 
     def _seeds_for(self, prompts: Sequence[Any], group_size: int) -> list[int]:
         """The env seed of each prompt: rows of one GRPO group (equal consecutive prompts,
