@@ -1,0 +1,159 @@
+"""OpenRLHF's own multi-turn agent executor driving mathgym envs through ``--agent_func_path``.
+
+OpenRLHF 0.11.2 pins flash-attn and deepspeed (CUDA builds), so CI installs it with
+``--no-deps`` (see ``.ci/run``): its agent classes import without them; its trainer and
+vLLM engine do not. The file is loaded the way OpenRLHF's ``_load_agent_executor`` loads
+it (that function sits in a module that imports vLLM), and the one stand-in is the LLM
+engine: vLLM's ``generate(prompt_token_ids, sampling_params)`` answered by the tiny model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+from types import SimpleNamespace
+
+import gymnasium as gym
+import pytest
+
+pytest.importorskip("openrlhf.utils.agent", reason="openrlhf is not installed (pip install --no-deps openrlhf==0.11.2 pylatexenc)")
+pytest.importorskip("torch")
+
+from openrlhf.utils.agent import AgentExecutorBase  # noqa: E402
+
+import mathgym  # noqa: E402,F401
+from mathgym.integrations import openrlhf as mg  # noqa: E402
+from mathgym.rewards.math import MathVerifier  # noqa: E402
+
+STEP_REWARDS: list[float] = []
+
+
+class RecordingWrapper(gym.Wrapper):
+    def step(self, action):
+        out = super().step(action)
+        STEP_REWARDS.append(float(out[1]))
+        return out
+
+
+class LocalEngine:
+    """vLLM's ``AsyncLLMEngine.generate`` contract, answered by mathgym's LLMPolicy on CPU."""
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        from mathgym.agents.policy import SamplingParams
+
+        gen = self.policy.generate([prompt_token_ids], SamplingParams(max_new_tokens=min(12, sampling_params.max_tokens)))[0]
+        out = SimpleNamespace(token_ids=gen.token_ids, text=gen.text, finish_reason=gen.finish_reason,
+                              logprobs=[{t: SimpleNamespace(logprob=lp)} for t, lp in zip(gen.token_ids, gen.logprobs)])
+        return SimpleNamespace(outputs=[out])
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from mathgym.agents.tiny import build_tiny_model
+
+    path = tmp_path_factory.mktemp("openrlhf") / "m"  # tests.trainkit's small model (an installed `tests` may shadow it)
+    model, tokenizer = build_tiny_model(hidden_size=32, num_layers=2)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def load_agent_executor(path: str) -> AgentExecutorBase:
+    """What OpenRLHF's ``_load_agent_executor(agent_func_path)`` does."""
+    spec = importlib.util.spec_from_file_location("agent_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    executor = module.AgentExecutor()
+    assert isinstance(executor, AgentExecutorBase)
+    return executor
+
+
+@pytest.mark.parametrize(("env_id", "env_kwargs"), [("MathReason-v0", {}), ("GuessNumber-v0", {"low": 1, "high": 3, "max_turns": 3})])
+def test_agent_func_path_plays_episodes_in_openrlhfs_executor(model_dir, env_id, env_kwargs):
+    from mathgym.agents.policy import LLMPolicy
+
+    rec_id = f"mathgym-tests/OpenRLHFRecorded{env_id}"
+    if rec_id not in gym.registry:
+        gym.register(rec_id, entry_point=lambda **kw: RecordingWrapper(gym.make(env_id, **kw)))
+    policy = LLMPolicy.from_pretrained(str(model_dir), device="cpu")
+    executor = load_agent_executor(mg.__file__)
+    multi_turn_seen = False
+    for row in mg.openrlhf_rows(rec_id, 4, tokenizer=str(model_dir), env_kwargs=env_kwargs):
+        STEP_REWARDS.clear()
+        prompt = policy.render_chat(row["prompt"])  # OpenRLHF's --apply_chat_template
+        params = SimpleNamespace(max_tokens=None, logprobs=0)
+        out = asyncio.run(executor.execute(prompt, row["label"], params, 400, policy.tokenizer, LocalEngine(policy)))
+        assert out["reward"] == pytest.approx(sum(STEP_REWARDS)) and float(out["scores"]) == pytest.approx(sum(STEP_REWARDS))
+        tokens = out["observation_tokens"]
+        assert len(out["rollout_log_probs"]) == len(tokens)
+        assert tokens[: len(policy.encode_text(prompt))] == policy.encode_text(prompt)
+        assert len(out["action_ranges"]) == len(STEP_REWARDS)
+        if len(out["action_ranges"]) > 1:
+            multi_turn_seen = True
+            (_, end), (start, _) = out["action_ranges"][0], out["action_ranges"][1]
+            feedback = policy.tokenizer.decode(tokens[end:start], skip_special_tokens=False)
+            assert "guesses left" in feedback and feedback.endswith("<|assistant|>"), feedback
+            assert "<|user|>" in feedback, "the env's reply is a user turn of the model's chat template"
+    assert multi_turn_seen or env_id == "MathReason-v0"
+
+
+def test_feedback_text_is_the_chat_template_continuation(model_dir):
+    chat = [{"role": "user", "content": "Guess."}]
+    text = mg.env_reply_text(str(model_dir), chat, "7", "lower")
+    assert text == "<|user|>lower<|end|><|assistant|>"  # the action's own <|end|> was generated by the model
+
+
+@pytest.mark.skipif("answer_extraction" not in MathVerifier.__dataclass_fields__, reason="needs MathVerifier(answer_extraction=...)")
+def test_reward_func_signature_and_scores():
+    out = mg.reward_func(["Q: 2+2?\nA: the answer is \\boxed{4}", "Q: 2+2?\nA: 5"], ["Q: 2+2?\n", "Q: 2+2?\n"], ["4", "4"])
+    assert out["rewards"].tolist() == [1.0, 0.0] and out["scores"].tolist() == [1.0, 0.0]
+
+
+def test_label_is_the_env_task_as_json():
+    row = mg.openrlhf_rows("GuessNumber-v0", 1, tokenizer="/m")[0]
+    assert json.loads(row["label"]) == {"env_id": "GuessNumber-v0", "env_kwargs": {}, "seed": 0, "tokenizer": "/m"}
+
+
+class ScriptedEngine:
+    """An engine that answers "1", "2", "3", ... in turn (with EOS): GuessNumber over 1..3 is always won."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.turn = tokenizer, 0
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        self.turn += 1
+        ids = self.tokenizer(str(self.turn), add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+        out = SimpleNamespace(token_ids=ids, text=str(self.turn), finish_reason="stop",
+                              logprobs=[{t: SimpleNamespace(logprob=-0.5)} for t in ids])
+        return SimpleNamespace(outputs=[out])
+
+
+def test_won_episode_rewards_scores_and_feedback(model_dir):
+    from mathgym.agents.policy import LLMPolicy
+
+    policy = LLMPolicy.from_pretrained(str(model_dir), device="cpu")
+    executor = load_agent_executor(mg.__file__)
+    kwargs = {"low": 1, "high": 3, "max_turns": 3}
+    for row in mg.openrlhf_rows("GuessNumber-v0", 3, tokenizer=str(model_dir), env_kwargs=kwargs):
+        game = gym.make("GuessNumber-v0", **kwargs).unwrapped
+        game.reset(seed=json.loads(row["label"])["seed"])
+        secret = game.task.metadata["secret"]
+        prompt = policy.render_chat(row["prompt"])
+        params = SimpleNamespace(max_tokens=None, logprobs=0)
+        out = asyncio.run(executor.execute(prompt, row["label"], params, 600, policy.tokenizer, ScriptedEngine(policy.tokenizer)))
+        assert out["reward"] == 1.0 and float(out["scores"]) == 1.0 and len(out["action_ranges"]) == secret
+        chat = list(row["prompt"])
+        for turn in range(1, secret):  # the tokens between two actions: the env's reply in the chat template
+            (_, end), (start, _) = out["action_ranges"][turn - 1], out["action_ranges"][turn]
+            game_reply = f"{turn} is too low: the number is higher. ({3 - turn} guesses left)"
+            assert policy.tokenizer.decode(out["observation_tokens"][end:start], skip_special_tokens=False) == (
+                f"<|user|>{game_reply}<|end|><|assistant|>"
+            )
+            chat += [{"role": "assistant", "content": str(turn)}, {"role": "user", "content": game_reply}]
+        assert policy.encode_text(policy.render_chat(chat)) == out["observation_tokens"][: out["action_ranges"][-1][0]], (
+            "token-faithful: the episode's tokens are what the chat template renders for the whole conversation"
+        )
