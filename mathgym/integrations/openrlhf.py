@@ -65,8 +65,8 @@ def _reply_policy(tokenizer_path: str) -> Any:
 def env_reply_text(tokenizer_path: str, chat: list[dict[str, str]], action: str, reply: str) -> str:
     """The chat-template text that follows ``action``: mathgym's ``env_reply_tokens``, as text.
 
-    The action is taken to end with the end-of-sequence token: OpenRLHF generates again
-    only after an action that stopped (one cut by the length budget ends the episode).
+    The action is taken to end with the template's end-of-turn token: OpenRLHF generates
+    again only after an action that stopped (one cut by the length budget ends the episode).
     """
     from types import SimpleNamespace
 
@@ -74,7 +74,7 @@ def env_reply_text(tokenizer_path: str, chat: list[dict[str, str]], action: str,
 
     policy = _reply_policy(tokenizer_path)
     collector = SimpleNamespace(policy=policy)  # env_reply_tokens reads only self.policy
-    tokens = RolloutCollector.env_reply_tokens(collector, chat, action, reply, ends_with_eos=True)  # type: ignore[arg-type]
+    tokens = RolloutCollector.env_reply_tokens(collector, chat, reply, last_token=policy.end_of_turn_id)  # type: ignore[arg-type]
     return policy.tokenizer.decode(tokens, skip_special_tokens=False)
 
 
