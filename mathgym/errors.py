@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from gymnasium.error import ResetNeeded
+
 
 class MathgymError(Exception):
     """Base class of every error raised by mathgym."""
@@ -20,8 +22,12 @@ class InvalidActionError(MathgymError, TypeError):
     """``step()`` received something other than a ``str``."""
 
 
-class ResetNeededError(MathgymError, RuntimeError):
-    """``step()`` was called before the first ``reset()``."""
+class ResetNeededError(MathgymError, RuntimeError, ResetNeeded):
+    """``step()`` was called before the first ``reset()``.
+
+    It is also gymnasium's :class:`gymnasium.error.ResetNeeded` (what gymnasium's own order
+    check raises), so ``except gymnasium.error.ResetNeeded`` catches it from any env.
+    """
 
 
 class EpisodeFinishedError(MathgymError, RuntimeError):

@@ -1,8 +1,12 @@
-"""``mathgym train`` and ``mathgym eval`` (needs the ``train`` extra).
+"""``mathgym train`` and ``mathgym eval`` (training needs the ``train`` extra).
 
     mathgym train [--env ID] [--algo grpo] [--model ID_OR_PATH] [--config run.yaml] [--key value ...]
     mathgym train --resume RUN_DIR
     mathgym eval --env ID --model PATH [--k 8] [--tasks 200]
+
+Options are parsed and checked (env id, env options, model path) before torch and
+transformers are imported, so ``--help`` and every option error answer at once, and a
+run that cannot start leaves no run directory behind.
 """
 
 from __future__ import annotations
@@ -12,20 +16,24 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-import yaml
-
-from mathgym.config import build_config, config_help, split_overrides
+from mathgym.config import TINY_MODEL, build_config, check_env_kwargs, config_help, read_yaml_mapping, split_overrides
 from mathgym.errors import ConfigError, MathgymError
+
+RESUME_HINT = "mathgym train --resume {run_dir}"
 
 
 def _train_parser(config_cls: type | None, algo: str) -> argparse.ArgumentParser:
+    from mathgym.algos.registry import ALGORITHMS
+
     parser = argparse.ArgumentParser(
         prog="mathgym train",
         description="Train a language model with RL on any registered env. Every option below can also be set in "
         "a YAML file (--config) as `name: value`.",
     )
-    parser.add_argument("--algo", default=algo, help="algorithm (grpo, sft, and any registered one)")
+    algos = ", ".join(sorted(ALGORITHMS))
+    parser.add_argument("--algo", default=algo, help=f"algorithm: {algos} (options below are {algo}'s) [default: grpo]")
     parser.add_argument("--config", help="YAML file of options")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     if config_cls is not None:
@@ -36,26 +44,31 @@ def _train_parser(config_cls: type | None, algo: str) -> argparse.ArgumentParser
     return parser
 
 
-def run_train(argv: Sequence[str]) -> int:
-    from mathgym.algos.registry import ALGORITHMS, get_algorithm
-
+def _head_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     head = argparse.ArgumentParser(add_help=False)
     head.add_argument("--algo")
     head.add_argument("--config")
     head.add_argument("--resume")
     head.add_argument("-h", "--help", action="store_true")
-    known, rest = head.parse_known_args(list(argv))
-    saved: dict = {}
-    if known.resume:
-        config_path = Path(known.resume) / "config.yaml"
-        if not config_path.is_file():
-            raise ConfigError(f"--resume {known.resume}: no config.yaml there; is it a run directory?")
-        saved = yaml.safe_load(config_path.read_text()) or {}
-    file_algo = None
-    if known.config and Path(known.config).is_file():
-        file_algo = (yaml.safe_load(Path(known.config).read_text()) or {}).get("algo")
-    algo = known.algo or saved.get("algo") or file_algo or "grpo"
-    trainer_cls, config_cls = get_algorithm(algo)
+    return head.parse_known_args(list(argv))
+
+
+def _saved_run_config(run_dir: str) -> dict[str, Any]:
+    config_path = Path(run_dir) / "config.yaml"
+    if not config_path.is_file():
+        what = "does not exist" if not Path(run_dir).exists() else "has no config.yaml"
+        raise ConfigError(f"--resume {run_dir}: {what}; give a run directory written by `mathgym train` (runs/<algo>-<env>-<time>).")
+    return read_yaml_mapping(config_path)
+
+
+def run_train(argv: Sequence[str]) -> int:
+    from mathgym.algos.registry import ALGORITHMS, get_config_class
+
+    known, rest = _head_arguments(argv)
+    saved = _saved_run_config(known.resume) if known.resume else {}
+    file_values = read_yaml_mapping(known.config) if known.config else {}
+    algo = known.algo or saved.get("algo") or file_values.get("algo") or "grpo"
+    config_cls = get_config_class(str(algo))
     if known.help:
         _train_parser(config_cls, algo).print_help()
         print("\nalgorithms: " + ", ".join(f"{k} ({v.description})" for k, v in sorted(ALGORITHMS.items())))
@@ -66,25 +79,92 @@ def run_train(argv: Sequence[str]) -> int:
         config = build_config(config_cls, None, {**saved, **overrides, "run_dir": known.resume})
     else:
         config = build_config(config_cls, known.config, overrides)
+    check_run_inputs(config)
+    trainer_cls = load_trainer(algo)  # torch and transformers load here, once the options are known good
     trainer = trainer_cls(config)
     if known.resume:
         if not trainer.resume():
             print(f"mathgym: no checkpoint in {known.resume}; starting from step 0")
         else:
             print(f"mathgym: resumed {known.resume} at step {trainer.step}")
-    result = trainer.train()
+    try:
+        result = trainer.train()
+    except KeyboardInterrupt:
+        print(interrupted_message(trainer), file=sys.stderr)
+        return 130
     print(result.summary(config.env))
     return 0
 
 
-def run_eval(argv: Sequence[str]) -> int:
-    from mathgym.agents.policy import LLMPolicy
-    from mathgym.algos.evaluate import evaluate_policy
-    from mathgym.algos.sft import tiny_warm_start
-    from mathgym.config import TINY_MODEL, TrainConfig, resolved_env_kwargs
+def load_trainer(algo: str) -> type:
+    """The trainer class of ``algo`` (imports the training stack)."""
+    from mathgym.algos.registry import get_algorithm
+
+    _quiet_transformers()
+    return get_algorithm(algo)[0]
+
+
+def interrupted_message(trainer: Any) -> str:
+    """What Ctrl-C during training says: where the last checkpoint is and how to go on."""
+    from mathgym.algos.checkpoint import latest_checkpoint
+
+    run_dir = trainer.run_dir
+    last = latest_checkpoint(run_dir) if Path(run_dir).is_dir() else None
+    saved = f"last checkpoint: {last}" if last is not None else "no checkpoint saved yet (see --save-every)"
+    return f"\nmathgym train: interrupted at step {trainer.step}; {saved}.\nResume with: {RESUME_HINT.format(run_dir=run_dir)}"
+
+
+def check_run_inputs(config: Any) -> None:
+    """Check what the run will load before anything heavy starts: the env id, its options, the model."""
+    import mathgym
+
+    config.env = mathgym.resolve_env_id(config.env)
+    check_env_kwargs(config.env, config.env_kwargs)
+    check_model_source(config.model)
+
+
+def check_model_source(model: str) -> None:
+    """Raise :class:`ConfigError` when ``model`` is neither the tiny model, a model directory,
+    nor a hub id that can be loaded (in the local cache when the hub is out of reach)."""
+    if model == TINY_MODEL:
+        return
+    path = Path(model).expanduser()
+    if path.exists():
+        if path.is_dir() and not (path / "config.json").is_file():
+            raise ConfigError(f"--model {model}: the directory holds no config.json; give a model directory (e.g. a run's final/).")
+        return
+    if model.startswith(("/", ".", "~")) or model.count("/") != 1 or "\\" in model:
+        raise ConfigError(
+            f"--model {model}: no such directory, and not a hub id (ORG/NAME). Give a local model directory "
+            "(e.g. runs/<run>/final), a hub id such as Qwen/Qwen2.5-0.5B-Instruct, or 'tiny'."
+        )
+    from mathgym.envs.data import hub_offline
+
+    if _in_hub_cache(model) or not hub_offline():
+        return
+    raise ConfigError(
+        f"--model {model}: the Hugging Face hub cannot be reached (offline) and the model is not in the local cache. "
+        "Download it once while online, or give a local model directory."
+    )
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
+        return False
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    from mathgym.config import TrainConfig
 
     defaults = TrainConfig()
-    parser = argparse.ArgumentParser(prog="mathgym eval", description="Evaluate a model on an env: pass@1 and pass@k on a fixed seed set.")
+    parser = argparse.ArgumentParser(
+        prog="mathgym eval",
+        description="Evaluate a model on an env: pass@1 and pass@k on a fixed seed set.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--env", default=defaults.env, help="environment id")
     parser.add_argument("--model", default=TINY_MODEL, help="hub id, local path or run's final/ directory ('tiny': warm-started tiny model)")
     parser.add_argument("--env-kwargs", default=None, help="YAML mapping of env options (the test split is added when the env has one)")
@@ -94,20 +174,34 @@ def run_eval(argv: Sequence[str]) -> int:
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature when k > 1")
     parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens, help="longest completion per turn")
     parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda'")
-    args = parser.parse_args(list(argv))
+    parser.add_argument("--progress", default="true", choices=("true", "false"), help="show a progress bar")
+    return parser
+
+
+def run_eval(argv: Sequence[str]) -> int:
+    from mathgym.config import TrainConfig, parse_value, resolved_env_kwargs
+
+    args = _eval_parser().parse_args(list(argv))
     if args.tasks < 1 or args.k < 1:
-        raise ConfigError("--tasks and --k must be at least 1.")
-    config = TrainConfig(env=args.env, model=args.model, env_kwargs=yaml.safe_load(args.env_kwargs) if args.env_kwargs else {})
+        raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
+    env_kwargs = parse_value(TrainConfig, "env_kwargs", args.env_kwargs) if args.env_kwargs else {}
+    config = TrainConfig(env=args.env, model=args.model, env_kwargs=env_kwargs)
+    check_run_inputs(config)
+    _quiet_transformers()
+    from mathgym.agents.policy import LLMPolicy
+    from mathgym.algos.evaluate import evaluate_policy
+    from mathgym.algos.sft import tiny_warm_start
+
     env_kwargs = resolved_env_kwargs(config, evaluation=True)
     path = args.model
     if path == TINY_MODEL:
-        path = str(tiny_warm_start(args.env, resolved_env_kwargs(config), config.warm_start_steps))
+        path = str(tiny_warm_start(config.env, resolved_env_kwargs(config), config.warm_start_steps))
     policy = LLMPolicy.from_pretrained(path, device=args.device)
     result = evaluate_policy(
-        policy, args.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,
-        max_new_tokens=args.max_new_tokens,
+        policy, config.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,
+        max_new_tokens=args.max_new_tokens, progress=args.progress == "true",
     )
-    print(f"{args.env} ({args.tasks} tasks from seed {args.seed}): pass@1 = {result.pass_at_1:.1%}", end="")
+    print(f"{config.env} ({args.tasks} tasks from seed {args.seed}): pass@1 = {result.pass_at_1:.1%}", end="")
     print(f", pass@{args.k} = {result.pass_at_k:.1%}" if args.k > 1 else " (greedy)")
     print("statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(result.statuses.items())))
     return 0
@@ -123,7 +217,6 @@ def _quiet_transformers() -> None:
 
 def main(name: str, argv: Sequence[str]) -> int:
     """Entry point used by ``mathgym.cli`` for ``train`` and ``eval``."""
-    _quiet_transformers()
     try:
         return run_train(argv) if name == "train" else run_eval(argv)
     except MathgymError as err:

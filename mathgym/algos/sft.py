@@ -18,7 +18,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,8 @@ import torch
 from mathgym.agents.policy import LLMPolicy
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.trainer import Trainer
-from mathgym.config import TrainConfig, option, resolved_env_kwargs
+from mathgym.algos.configs import SFTConfig
+from mathgym.config import resolved_env_kwargs
 from mathgym.errors import ConfigError, DatasetError
 
 Chat = list[dict[str, str]]
@@ -123,24 +123,11 @@ def env_demonstrations(env_id: str, env_kwargs: Mapping[str, Any], num: int, see
     return chats
 
 
-@dataclass
-class SFTConfig(TrainConfig):
-    """SFT options (on top of :class:`~mathgym.config.TrainConfig`)."""
-
-    data: str = option("", "JSONL demonstrations (plain or chat); empty: the env's expert on train tasks")
-    num_demonstrations: int = option(20_000, "demonstrations drawn from the env's expert when data is empty")
-    batch_size: int = option(64, "demonstrations per optimizer step")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.batch_size < 1 or self.num_demonstrations < 1:
-            raise ConfigError("batch_size and num_demonstrations must be at least 1.")
-
-
 class SFTTrainer(Trainer):
     """Supervised fine-tuning in the shared loop (``mathgym train --algo sft``)."""
 
     algo_name = "sft"
+    progress_metric = "loss/sft"
     config: SFTConfig
 
     def setup(self) -> None:
@@ -175,12 +162,14 @@ def sft_update(trainer: Trainer, batch: RolloutBatch) -> float:
     return loss_sum
 
 
-def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed: int = 0) -> Path:
+def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed: int = 0, progress: bool = True) -> Path:
     """The embedded tiny model after ``steps`` SFT steps on ``env_id``'s expert demonstrations.
 
     Cached under ``cache_dir()/warm_start/<hash of the settings>``: a second run reuses it.
-    ``steps == 0`` returns the untrained model.
+    ``steps == 0`` returns the untrained model. ``progress`` shows the SFT steps as a bar on stderr.
     """
+    from tqdm.auto import tqdm
+
     from mathgym.agents.tiny import TINY_MODEL_VERSION, cache_dir, tiny_model_path
 
     base = tiny_model_path(seed)
@@ -206,8 +195,10 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
         run_dir=str(tmp / "run"), lr_schedule="constant",
     )
     trainer = SFTTrainer(config)
-    for step in range(steps):
-        sft_update(trainer, trainer.make_batch(step))
+    bar = tqdm(range(steps), desc=f"warm start: SFT of the tiny model on {env_id}", unit="step", disable=not progress, leave=False)
+    for step in bar:
+        bar.set_postfix(loss=f"{sft_update(trainer, trainer.make_batch(step)):.3f}")
+    bar.close()
     trainer.policy.save_pretrained(tmp)
     shutil.rmtree(tmp / "run", ignore_errors=True)
     try:

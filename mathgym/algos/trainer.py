@@ -10,6 +10,7 @@ override: :meth:`setup` (reference model, value head...), :meth:`parameters_to_t
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -40,14 +41,22 @@ class TrainResult:
     eval_before: EvalResult | None
     eval_after: EvalResult | None
     final_model: Path | None
+    first_step: int = 0
+    """The step this process started from (> 0 when the run was resumed)."""
+
+    def _steps_text(self) -> str:
+        ran = self.steps - self.first_step
+        if self.first_step:
+            return f"{ran} steps (resumed at step {self.first_step}, {self.steps} in all) in {self.wall_time_s:.0f}s"
+        return f"{ran} steps in {self.wall_time_s:.0f}s"
 
     def summary(self, env_id: str) -> str:
         if self.eval_before is None or self.eval_after is None:
-            return f"run {self.run_dir}: {self.steps} steps in {self.wall_time_s:.0f}s"
+            return f"run {self.run_dir}: {self._steps_text()}"
         b, a = self.eval_before.pass_at_1 * 100, self.eval_after.pass_at_1 * 100
         return (
             f"accuracy before -> after: {b:.1f}% -> {a:.1f}% ({a - b:+.1f} points), greedy pass@1 on "
-            f"{self.eval_after.num_tasks} held-out {env_id} tasks; {self.steps} steps in {self.wall_time_s:.0f}s; "
+            f"{self.eval_after.num_tasks} held-out {env_id} tasks; {self._steps_text()}; "
             f"run dir {self.run_dir}"
         )
 
@@ -55,6 +64,15 @@ class TrainResult:
 def default_run_dir(algo: str, env_id: str) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{algo}-{env_id}-{stamp}"
+
+
+def readable_as_umask_allows(path: Path) -> None:
+    """Give the files under ``path`` the modes the umask allows: writers that go through a
+    private temporary file (safetensors) leave them 0600."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for item in [path, *path.rglob("*")]:
+        os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~mask)
 
 
 def seed_everything(seed: int) -> None:
@@ -73,12 +91,13 @@ class Trainer:
     """
 
     algo_name: ClassVar[str] = "base"
+    progress_metric: ClassVar[str] = "rollout/reward"
+    """The metric the progress bar shows after each step."""
 
     def __init__(self, config: TrainConfig, run_dir: str | Path | None = None, policy: LLMPolicy | None = None):
         config.validate()
         self.config = config
         self.run_dir = Path(run_dir or config.run_dir or default_run_dir(self.algo_name, config.env))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         if config.threads:
             torch.set_num_threads(config.threads)
         seed_everything(config.seed)
@@ -92,6 +111,7 @@ class Trainer:
         self.step = 0
         self.eval_before: EvalResult | None = None
         self._collector: RolloutCollector | None = None
+        self.run_dir.mkdir(parents=True, exist_ok=True)  # only now: a run that cannot start leaves no directory
         save_config(config, self.run_dir / "config.yaml", {"algo": self.algo_name})
         self.logger = MetricsLogger(self.run_dir, config.log_tensorboard, config.log_wandb, config.to_dict())
 
@@ -104,7 +124,7 @@ class Trainer:
         if cfg.model == TINY_MODEL:
             from mathgym.algos.sft import tiny_warm_start
 
-            path = str(tiny_warm_start(cfg.env, resolved_env_kwargs(cfg), steps=cfg.warm_start_steps, seed=0))
+            path = str(tiny_warm_start(cfg.env, resolved_env_kwargs(cfg), steps=cfg.warm_start_steps, seed=0, progress=cfg.progress))
         targets = cfg.lora_target_modules
         lora = LoraSettings(
             r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=targets if targets == "all-linear" else tuple(targets.split(","))
@@ -187,7 +207,7 @@ class Trainer:
         return evaluate_policy(
             self.policy, cfg.env, resolved_env_kwargs(cfg, evaluation=True), num_tasks=cfg.eval_tasks,
             seed=cfg.eval_seed, k=cfg.eval_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-            max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None,
+            max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None, progress=cfg.progress,
         )
 
     # -- checkpoints -------------------------------------------------------------------------------
@@ -242,7 +262,7 @@ class Trainer:
         from tqdm.auto import tqdm
 
         cfg = self.config
-        start = time.perf_counter()
+        start, first_step = time.perf_counter(), self.step
         if cfg.eval_tasks and self.eval_before is None:
             self.eval_before = self.evaluate()
             self.logger.log(self.step, self.eval_before.as_metrics())
@@ -255,7 +275,8 @@ class Trainer:
                 metrics.update(self.evaluate().as_metrics())
             self.logger.log(self.step, metrics)
             bar.update(1)
-            bar.set_postfix(reward=f"{metrics.get('rollout/reward', float('nan')):.3f}")
+            shown = self.progress_metric
+            bar.set_postfix({shown.split("/")[-1]: f"{metrics.get(shown, float('nan')):.3f}"})
             if cfg.save_every and self.step % cfg.save_every == 0:
                 self.save()
         bar.close()
@@ -269,10 +290,11 @@ class Trainer:
             )
         final = self.run_dir / "final"
         self.policy.save_pretrained(final)
+        readable_as_umask_allows(final)
         plot_reward_curve(self.run_dir)
         self.logger.close()
         self.close()
-        return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final)
+        return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final, first_step)
 
     def train_step(self) -> dict[str, float]:
         """One step: batch, update; returns the step's metrics."""
