@@ -17,6 +17,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from mathgym.errors import DatasetError
+
+#: 50 GSM8K test problems shipped with mathgym (MIT licence beside the file), for examples that
+#: must run offline: ``gym.make("MathReason-v0", dataset=str(GSM8K_SAMPLE))``.
+GSM8K_SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gsm8k_test_sample.jsonl"
 from mathgym.rewards.extract import last_boxed
 
 _GSM8K_MARK = re.compile(r"####\s*(.+?)\s*$", re.S)
