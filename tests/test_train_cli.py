@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from mathgym import train_cli  # noqa: E402
 from mathgym.algos.registry import ALGORITHMS, get_algorithm  # noqa: E402
@@ -27,6 +27,7 @@ def test_train_writes_a_complete_run_dir_and_prints_before_after(model_path, tmp
     code = train_cli.main("train", [
         "--config", str(cfg), "--model", str(model_path), "--eval-tasks", "3", "--run-dir", str(run),
         "--progress", "false", "--save-every", "1", "--loss-aggregation", "dr_grpo",
+        "--weight-decay", "0.1",  # changes the weights even when every reward (so every advantage) is 0
     ])
     assert code == 0
     out = capsys.readouterr().out
@@ -46,13 +47,20 @@ def test_train_writes_a_complete_run_dir_and_prints_before_after(model_path, tmp
     assert oct((run / "final" / "model.safetensors").stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # not 0600
 
     # resume of a finished run: nothing left to do, the same final evaluation; 0 steps ran in this process
+    from safetensors.torch import load_file
+
     first = json.loads((run / "eval.json").read_text())
+    trained = load_file(run / "final" / "model.safetensors")
     accuracy = out[out.index("accuracy before -> after:"):].split(";")[0]
     assert train_cli.main("train", ["--resume", str(run), "--progress", "false"]) == 0
     again = capsys.readouterr().out
     assert f"resumed {run} at step 2" in again
     assert accuracy in again and "0 steps (resumed at step 2, 2 in all)" in again
     assert json.loads((run / "eval.json").read_text()) == first
+    resumed = load_file(run / "final" / "model.safetensors")  # written again from the restored weights
+    assert resumed.keys() == trained.keys() and all(torch.equal(resumed[k], trained[k]) for k in trained)
+    initial = load_file(model_path / "model.safetensors")
+    assert initial.keys() == trained.keys() and any(not torch.equal(initial[k], trained[k]) for k in trained)
 
 
 def _umask() -> int:
@@ -144,3 +152,24 @@ def test_registry_lazy_entries_load():
     assert trainer_cls.algo_name == "grpo" and config_cls.__name__ == "GRPOConfig"
     with pytest.raises(ConfigError, match="choose one of"):
         get_algorithm("nope")
+
+
+def test_progress_bars_say_what_is_happening_and_hide_with_progress_false(model_path, tmp_path, capsys, monkeypatch):
+    from mathgym.algos.sft import tiny_warm_start
+
+    monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path / "cache"))
+    tiny_warm_start("MathReason-v0", {"system_prompt": "", "difficulty": 0}, steps=1)
+    err = capsys.readouterr().err
+    assert "warm start: SFT of the tiny model on MathReason-v0" in err and "1/1" in err and "loss=" in err
+
+    assert train_cli.main("eval", ["--model", str(model_path), "--tasks", "3"]) == 0
+    assert "evaluating on MathReason-v0 (greedy)" in capsys.readouterr().err
+    assert train_cli.main("eval", ["--model", str(model_path), "--tasks", "3", "--progress", "false"]) == 0
+    assert "evaluating" not in capsys.readouterr().err
+
+    sft = ["--algo", "sft", "--model", str(model_path), "--steps", "2", "--batch-size", "4", "--num-demonstrations", "8",
+           "--eval-tasks", "2", "--run-dir", str(tmp_path / "sft")]
+    assert train_cli.main("train", sft) == 0
+    err = capsys.readouterr().err
+    assert "sft MathReason-v0" in err and "loss/sft=" in err and "reward=" not in err  # SFT has no rollout reward
+    assert "evaluating on MathReason-v0" in err

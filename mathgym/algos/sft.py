@@ -181,7 +181,13 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     if not has_expert:
         print(f"mathgym: {env_id} has no expert_action(); the tiny model starts untrained (no warm start)")
         return base
+    # Demonstrations: 4096, or as many as the steps can use (64 a step) when that is fewer; a short
+    # warm start then does not encode thousands it never trains on. The key names the count only
+    # when it is not the default, so full warm starts keep their cache.
+    demos = min(4096, steps * 64)
     settings = {"v": TINY_MODEL_VERSION, "env": env_id, "kwargs": dict(env_kwargs), "steps": steps, "seed": seed, "recipe": 2}
+    if demos != 4096:
+        settings["demos"] = demos
     key = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
     target = cache_dir() / "warm_start" / f"{env_id}-sft{steps}-{key}"
     if (target / "config.json").is_file():
@@ -191,7 +197,7 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     print(f"mathgym: warm start of the tiny model ({steps} SFT steps on {env_id}), cached in {target}")
     config = SFTConfig(
         env=env_id, env_kwargs=dict(env_kwargs), model=str(base), steps=steps, learning_rate=3e-3, warmup_steps=20,
-        seed=seed, batch_size=64, num_demonstrations=4096, eval_tasks=0, save_every=0, progress=False,
+        seed=seed, batch_size=64, num_demonstrations=demos, eval_tasks=0, save_every=0, progress=False,
         run_dir=str(tmp / "run"), lr_schedule="constant",
     )
     trainer = SFTTrainer(config)

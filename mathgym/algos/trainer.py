@@ -275,8 +275,7 @@ class Trainer:
                 metrics.update(self.evaluate().as_metrics())
             self.logger.log(self.step, metrics)
             bar.update(1)
-            shown = self.progress_metric
-            bar.set_postfix({shown.split("/")[-1]: f"{metrics.get(shown, float('nan')):.3f}"})
+            bar.set_postfix({self.progress_metric: f"{metrics.get(self.progress_metric, float('nan')):.3f}"})
             if cfg.save_every and self.step % cfg.save_every == 0:
                 self.save()
         bar.close()
