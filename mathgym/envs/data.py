@@ -125,9 +125,10 @@ def hub_offline(timeout_s: float = 3.0) -> bool:
     if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
         return True
     if _OFFLINE is None:
-        host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+        url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+        port = url.port or (80 if url.scheme == "http" else 443)
         try:
-            socket.create_connection((host, 443), timeout=timeout_s).close()
+            socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout_s).close()
             _OFFLINE = False
         except OSError:
             _OFFLINE = True
