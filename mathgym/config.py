@@ -107,7 +107,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def _entry_inits(env_id: str) -> list[Any]:
+def _entry_inits(env_id: str) -> tuple[bool, list[Any]]:
     """The callables that receive ``gym.make(env_id, **kwargs)``'s keywords: the entry point,
     or a class's ``__init__`` and, where it passes ``**kwargs`` on, its bases' up the MRO."""
     import gymnasium as gym
@@ -118,7 +118,9 @@ def _entry_inits(env_id: str) -> list[Any]:
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
         entry = getattr(__import__(module, fromlist=[attr]), attr)
-    return [k.__dict__["__init__"] for k in entry.__mro__ if "__init__" in k.__dict__] if isinstance(entry, type) else [entry]
+    if not isinstance(entry, type):
+        return False, [entry]
+    return True, [k.__dict__["__init__"] for k in entry.__mro__ if "__init__" in k.__dict__ and k is not object]
 
 
 def env_options(env_id: str) -> list[str] | None:
@@ -126,7 +128,8 @@ def env_options(env_id: str) -> list[str] | None:
     import inspect
 
     names: list[str] = []
-    for init in _entry_inits(env_id):
+    is_class, inits = _entry_inits(env_id)
+    for init in inits:
         try:
             params = inspect.signature(init).parameters
         except (TypeError, ValueError):
@@ -135,7 +138,7 @@ def env_options(env_id: str) -> list[str] | None:
         names += [n for n, p in params.items() if p.kind in kinds and n != "self" and n not in names]
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             return names
-    return None
+    return names if is_class else None  # a factory taking **kwargs: assume it takes any
 
 
 def env_accepts(env_id: str, name: str) -> bool:
