@@ -91,6 +91,10 @@ def run_train(argv: Sequence[str]) -> int:
         result = trainer.train()
     except KeyboardInterrupt:
         print(interrupted_message(trainer), file=sys.stderr)
+        try:
+            trainer.close()  # the collector's envs and workers
+        except Exception:  # noqa: BLE001 - already stopping; the message above is what matters
+            pass
         return 130
     print(result.summary(config.env))
     return 0

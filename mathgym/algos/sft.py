@@ -200,12 +200,16 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
         seed=seed, batch_size=64, num_demonstrations=demos, eval_tasks=0, save_every=0, progress=False,
         run_dir=str(tmp / "run"), lr_schedule="constant",
     )
-    trainer = SFTTrainer(config)
-    bar = tqdm(range(steps), desc=f"warm start: SFT of the tiny model on {env_id}", unit="step", disable=not progress, leave=False)
-    for step in bar:
-        bar.set_postfix(loss=f"{sft_update(trainer, trainer.make_batch(step)):.3f}")
-    bar.close()
-    trainer.policy.save_pretrained(tmp)
+    try:
+        trainer = SFTTrainer(config)
+        bar = tqdm(range(steps), desc=f"warm start: SFT of the tiny model on {env_id}", unit="step", disable=not progress, leave=False)
+        for step in bar:
+            bar.set_postfix(loss=f"{sft_update(trainer, trainer.make_batch(step)):.3f}")
+        bar.close()
+        trainer.policy.save_pretrained(tmp)
+    except BaseException:  # Ctrl-C or an error: leave no half-written directory in the cache
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(tmp / "run", ignore_errors=True)
     try:
         os.replace(tmp, target)
