@@ -12,9 +12,10 @@ run that cannot start leaves no run directory behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,8 @@ def run_train(argv: Sequence[str]) -> int:
         config = build_config(config_cls, known.config, overrides)
     check_run_inputs(config)
     trainer_cls = load_trainer(algo)  # torch and transformers load here, once the options are known good
-    trainer = trainer_cls(config)
+    with model_load_errors(config.model):
+        trainer = trainer_cls(config)
     if known.resume:
         if not trainer.resume():
             print(f"mathgym: no checkpoint in {known.resume}; starting from step 0")
@@ -125,6 +127,19 @@ def check_run_inputs(config: Any) -> None:
     config.env = mathgym.resolve_env_id(config.env)
     check_env_kwargs(config.env, config.env_kwargs)
     check_model_source(config.model)
+
+
+@contextlib.contextmanager
+def model_load_errors(model: str) -> Iterator[None]:
+    """Turn what transformers raises for a model that cannot be loaded (``OSError``: a hub id that
+    does not exist; ``ValueError``: a directory that is not a model) into one :class:`ConfigError` line."""
+    try:
+        yield
+    except (OSError, ValueError) as err:
+        if model == TINY_MODEL or isinstance(err, MathgymError):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"--model {model}: could not be loaded: {first}") from None
 
 
 def check_model_source(model: str) -> None:
@@ -200,7 +215,8 @@ def run_eval(argv: Sequence[str]) -> int:
     path = args.model
     if path == TINY_MODEL:
         path = str(tiny_warm_start(config.env, resolved_env_kwargs(config), config.warm_start_steps))
-    policy = LLMPolicy.from_pretrained(path, device=args.device)
+    with model_load_errors(args.model):
+        policy = LLMPolicy.from_pretrained(path, device=args.device)
     result = evaluate_policy(
         policy, config.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,
         max_new_tokens=args.max_new_tokens, progress=args.progress == "true",

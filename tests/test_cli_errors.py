@@ -58,6 +58,7 @@ ERROR_CASES = {
     "eval-unknown-env": (["eval", "--env", "MathReasn-v0"], ["mathgym eval: error:", "Did you mean: MathReason-v0"]),
     "train-missing-model-dir": (["train", "--model", "/nope/model"], ["--model /nope/model: no such directory"]),
     "eval-missing-model-dir": (["eval", "--model", "./nope/model"], ["--model ./nope/model: no such directory"]),
+    "model-dir-without-config": (["train", "--model", "not_a_run"], ["--model not_a_run: the directory holds no config.json"]),
     "env-kwargs-without-space": (["train", "--env-kwargs", "{difficulty:99}"], ["'difficulty:99' looks like KEY:VALUE", "{difficulty: 99}"]),
     "unknown-env-option": (["train", "--env-kwargs", "{difficultly: 3}"], ["MathReason-v0 has no option 'difficultly'", "Did you mean 'difficulty'", "Its options: difficulty, dataset"]),
     "misspelt-option": (["train", "--lr", "3e-4"], ["Unknown option --lr", "Did you mean --learning-rate"]),
@@ -94,6 +95,16 @@ def test_a_hub_id_that_is_not_cached_fails_at_once_offline(tmp_path):
     for command in ("train", "eval"):
         result = mathgym(command, "--model", "nosuchorg/nosuchmodel", cwd=tmp_path, env=env)
         assert_one_message(result, "--model nosuchorg/nosuchmodel", "cannot be reached (offline)", "not in the local cache")
+
+
+@pytest.mark.torch
+def test_a_directory_that_is_not_a_model_is_one_message(tmp_path):
+    pytest.importorskip("transformers")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{}")
+    result = mathgym("train", "--model", "broken", "--eval-tasks", "0", cwd=tmp_path)
+    assert_one_message(result, "--model broken: could not be loaded:", "model_type")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_help_and_option_errors_need_no_training_stack_and_training_says_how_to_get_it(tmp_path):
