@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mathgym.algos.batch import RolloutBatch
-from mathgym.algos.dpo_losses import check_preference_options, preference_loss
+from mathgym.algos.dpo_losses import preference_loss
 from mathgym.algos.forward import ReferencePolicy
 from mathgym.algos.preferences import (
     PreferencePair,

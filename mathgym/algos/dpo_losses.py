@@ -19,7 +19,7 @@ from typing import Literal, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from mathgym.algos.configs import DPO_LOSS_TYPES, check_preference_options
+from mathgym.algos.configs import DPO_LOSS_TYPES, check_preference_options  # noqa: F401  (DPO_LOSS_TYPES re-exported)
 
 DPOLossType = Literal["sigmoid", "ipo", "hinge", "robust"]
 
