@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from mathgym.algos.batch import RolloutBatch
+from mathgym.algos.configs import DPOConfig
 from mathgym.algos.dpo_losses import preference_loss
 from mathgym.algos.forward import ReferencePolicy
 from mathgym.algos.preferences import (
@@ -27,8 +28,6 @@ from mathgym.algos.preferences import (
     sequence_logprobs,
 )
 from mathgym.algos.trainer import Trainer
-from mathgym.algos.configs import DPOConfig
-
 from mathgym.errors import ConfigError
 
 

@@ -11,6 +11,7 @@ import torch
 
 from mathgym.algos.advantages import ScaleRewards, group_normalized_advantages
 from mathgym.algos.batch import RolloutBatch
+from mathgym.algos.configs import GRPOConfig
 from mathgym.algos.forward import ReferencePolicy
 from mathgym.algos.losses import (
     LossAggregation,
@@ -22,7 +23,6 @@ from mathgym.algos.losses import (
     masked_mean,
 )
 from mathgym.algos.trainer import Trainer
-from mathgym.algos.configs import GRPOConfig
 
 
 

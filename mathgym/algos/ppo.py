@@ -17,6 +17,7 @@ import torch
 
 from mathgym.agents.value_head import ValueModel
 from mathgym.algos.batch import RolloutBatch
+from mathgym.algos.configs import PPOConfig
 from mathgym.algos.forward import ReferencePolicy, policy_forward
 from mathgym.algos.gae import compute_gae, place_step_rewards
 from mathgym.algos.losses import Normalizer, aggregate_loss, batch_normalizer, masked_mean
@@ -29,7 +30,6 @@ from mathgym.algos.ppo_losses import (
     whiten,
 )
 from mathgym.algos.trainer import Trainer
-from mathgym.algos.configs import PPOConfig
 
 
 

@@ -26,8 +26,8 @@ import torch
 
 from mathgym.agents.policy import LLMPolicy
 from mathgym.algos.batch import Episode, RolloutBatch
-from mathgym.algos.trainer import Trainer
 from mathgym.algos.configs import SFTConfig
+from mathgym.algos.trainer import Trainer
 from mathgym.config import resolved_env_kwargs
 from mathgym.errors import ConfigError, DatasetError
 
