@@ -82,8 +82,8 @@ def run_train(argv: Sequence[str]) -> int:
         config = build_config(config_cls, known.config, overrides)
     check_run_inputs(config)
     trainer_cls = load_trainer(algo)  # torch and transformers load here, once the options are known good
-    with model_load_errors(config.model):
-        trainer = trainer_cls(config)
+    check_model_loads(config.model)
+    trainer = trainer_cls(config)
     if known.resume:
         if not trainer.resume():
             print(f"mathgym: no checkpoint in {known.resume}; starting from step 0")
@@ -142,6 +142,18 @@ def model_load_errors(model: str) -> Iterator[None]:
         raise ConfigError(f"--model {model}: could not be loaded: {first}") from None
 
 
+def check_model_loads(model: str) -> None:
+    """Read ``model``'s config with transformers (a small file) so that a model that cannot be
+    loaded is one message before the run starts. Adapter directories (LoRA ``final/``) are read
+    by peft when the policy loads."""
+    if model == TINY_MODEL or (Path(model).expanduser() / "adapter_config.json").is_file():
+        return
+    from transformers import AutoConfig
+
+    with model_load_errors(model):
+        AutoConfig.from_pretrained(str(Path(model).expanduser()) if Path(model).expanduser().exists() else model)
+
+
 def check_model_source(model: str) -> None:
     """Raise :class:`ConfigError` when ``model`` is neither the tiny model, a model directory,
     nor a hub id that can be loaded (in the local cache when the hub is out of reach)."""
@@ -149,8 +161,11 @@ def check_model_source(model: str) -> None:
         return
     path = Path(model).expanduser()
     if path.exists():
-        if path.is_dir() and not (path / "config.json").is_file():
-            raise ConfigError(f"--model {model}: the directory holds no config.json; give a model directory (e.g. a run's final/).")
+        if path.is_dir() and not any((path / name).is_file() for name in ("config.json", "adapter_config.json")):
+            raise ConfigError(
+                f"--model {model}: the directory holds no config.json (nor adapter_config.json); give a model "
+                "directory (e.g. a run's final/)."
+            )
         return
     if model.startswith(("/", ".", "~")) or model.count("/") != 1 or "\\" in model:
         raise ConfigError(
