@@ -209,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] not in TRAIN_EXTRA_MODULES:
             raise
-        print(f"{command}: error: this needs the training stack ({err.name} is not installed): {TRAIN_EXTRA_HINT}", file=sys.stderr)
+        missing = f"this needs the training stack ({err.name} is not installed)"
+        print(f"{command}: error: {missing}: {TRAIN_EXTRA_HINT}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\n{command}: interrupted", file=sys.stderr)

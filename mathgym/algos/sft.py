@@ -202,7 +202,8 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     )
     try:
         trainer = SFTTrainer(config)
-        bar = tqdm(range(steps), desc=f"warm start: SFT of the tiny model on {env_id}", unit="step", disable=not progress, leave=False)
+        desc = f"warm start: SFT of the tiny model on {env_id}"
+        bar = tqdm(range(steps), desc=desc, unit="step", disable=not progress, leave=False)
         for step in bar:
             bar.set_postfix(loss=f"{sft_update(trainer, trainer.make_batch(step)):.3f}")
         bar.close()

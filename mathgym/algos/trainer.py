@@ -124,7 +124,8 @@ class Trainer:
         if cfg.model == TINY_MODEL:
             from mathgym.algos.sft import tiny_warm_start
 
-            path = str(tiny_warm_start(cfg.env, resolved_env_kwargs(cfg), steps=cfg.warm_start_steps, seed=0, progress=cfg.progress))
+            warm = tiny_warm_start(cfg.env, resolved_env_kwargs(cfg), steps=cfg.warm_start_steps, seed=0, progress=cfg.progress)
+            path = str(warm)
         targets = cfg.lora_target_modules
         lora = LoraSettings(
             r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=targets if targets == "all-linear" else tuple(targets.split(","))
