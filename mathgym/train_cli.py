@@ -31,7 +31,8 @@ def _train_parser(config_cls: type | None, algo: str) -> argparse.ArgumentParser
     parser = argparse.ArgumentParser(
         prog="mathgym train",
         description="Train a language model with RL on any registered env. Every option below can also be set in "
-        "a YAML file (--config) as `name: value`.",
+        'a YAML file (--config) as `name: value`. Training needs the train extra: pip install "mathgym[train]".',
+        epilog="Ctrl-C stops a run and prints the command that resumes it from its last checkpoint.",
     )
     algos = ", ".join(sorted(ALGORITHMS))
     parser.add_argument("--algo", default=algo, help=f"algorithm: {algos} (options below are {algo}'s) [default: grpo]")
@@ -196,7 +197,7 @@ def _eval_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(
         prog="mathgym eval",
-        description="Evaluate a model on an env: pass@1 and pass@k on a fixed seed set.",
+        description='Evaluate a model on an env: pass@1 and pass@k on a fixed seed set (needs pip install "mathgym[train]").',
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--env", default=defaults.env, help="environment id")
