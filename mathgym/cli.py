@@ -5,10 +5,18 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
 from typing import Any
+
+#: Modules of the ``train`` extra: a missing one means the extra is not installed.
+TRAIN_EXTRA_MODULES = frozenset({"torch", "transformers", "peft", "accelerate", "matplotlib", "safetensors", "tokenizers"})
+TRAIN_EXTRA_HINT = 'pip install "mathgym[train]"'
+#: What a terminal sends for arrow and function keys when it is not in raw mode (``^[[A``...).
+_ESCAPE_SEQUENCE = re.compile(r"\x1b(\[[0-9;]*[A-Za-z~]|O[A-Za-z])")
 
 
 def _parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
@@ -16,8 +24,10 @@ def _parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"mathgym: env option {pair!r} must look like KEY=VALUE")
+        if not sep or not key.strip():
+            from mathgym.errors import ConfigError
+
+            raise ConfigError(f"-o {pair!r}: an env option looks like KEY=VALUE (e.g. -o difficulty=2).")
         try:
             kwargs[key] = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
@@ -69,7 +79,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from mathgym.checks import run_checks
 
     env_id = mathgym.resolve_env_id(args.env_id)
-    results = run_checks(env_id, _parse_env_kwargs(args.option))
+    kwargs = _parse_env_kwargs(args.option)
+    _make_env(env_id, kwargs).close()  # bad options are one error, not one per check
+    results = run_checks(env_id, kwargs)
     for result in results:
         mark = "PASS" if result.passed else "FAIL"
         print(f"[{mark}] {result.name}: {result.detail}")
@@ -78,25 +90,45 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _make_env(env_id: str, kwargs: dict[str, Any], **extra: Any) -> Any:
+    """``gym.make`` whose option errors are one :class:`ConfigError` naming the env's real options."""
+    import gymnasium as gym
+
+    from mathgym.config import check_env_kwargs
+
+    check_env_kwargs(env_id, kwargs, "-o")
+    return gym.make(env_id, **extra, **kwargs)
+
+
 def _read_action(multiline: bool) -> str | None:
-    if not multiline:
-        line = sys.stdin.readline()
-        return None if line == "" else line.rstrip("\n")
-    lines = []
-    for line in sys.stdin:
-        if line.rstrip("\n") == ".":
-            return "\n".join(lines)
-        lines.append(line.rstrip("\n"))
-    return "\n".join(lines) if lines else None
+    """One action from stdin (``None`` at end of input). Arrow-key escape sequences are dropped,
+    and an action that is left empty is asked for again: neither uses up a turn."""
+    while True:
+        if not multiline:
+            line = sys.stdin.readline()
+            if line == "":
+                return None
+            action = _ESCAPE_SEQUENCE.sub("", line.rstrip("\n"))
+        else:
+            lines = []
+            for line in sys.stdin:
+                if line.rstrip("\n") == ".":
+                    break
+                lines.append(_ESCAPE_SEQUENCE.sub("", line.rstrip("\n")))
+            else:
+                if not lines:
+                    return None
+            action = "\n".join(lines)
+        if action.strip():
+            return action
+        print("(empty: type an action; Ctrl-D quits)\n> ", end="", flush=True)
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    import gymnasium as gym
-
     import mathgym
 
     env_id = mathgym.resolve_env_id(args.env_id)
-    env = gym.make(env_id, render_mode="ansi", **_parse_env_kwargs(args.option))
+    env = _make_env(env_id, _parse_env_kwargs(args.option), render_mode="ansi")
     obs, info = env.reset(seed=args.seed)
     hint = "end your answer with a line holding only '.'" if args.multiline else "one line per action"
     print(f"== {env_id} (task {info['task_id']}, up to {info['max_turns']} turn(s); {hint}; Ctrl-D quits)\n")
@@ -115,7 +147,8 @@ def cmd_play(args: argparse.Namespace) -> int:
             print(obs)
         if terminated or truncated:
             end = "solved" if info.get("correct") else ("out of turns" if truncated else "episode over")
-            print(f"\n== {end}: total reward {total:+.3f}; answer: {info.get('answer')}")
+            print(f"\n== {end}: total reward {total:+.3f}")
+            print(f"reference solution: {info.get('answer')}")
             return 0
 
 
@@ -139,7 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
     play.set_defaults(func=cmd_play)
 
-    for name, text in (("train", "train a model with RL on an env (see `mathgym train --help`)"), ("eval", "evaluate a model on an env")):
+    for name, text in (
+        ("train", "train a model on an env: grpo, ppo, dpo or sft (see `mathgym train --help`)"),
+        ("eval", "evaluate a model on an env (see `mathgym eval --help`)"),
+    ):
         command = sub.add_parser(name, help=text, add_help=False)
         command.add_argument("rest", nargs=argparse.REMAINDER)
         command.set_defaults(func=lambda args, name=name: _run_training_command(name, args.rest))
@@ -147,25 +183,42 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_training_command(name: str, argv: list[str]) -> int:
-    try:
-        from mathgym import train_cli
-    except ImportError as err:
-        raise SystemExit(f"mathgym {name} needs the training stack: pip install 'mathgym[train]' ({err})") from None
+    from mathgym import train_cli
+
     return int(train_cli.main(name, argv) or 0)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from mathgym.errors import MathgymError
-
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _run(argv: list[str]) -> int:
     if argv and argv[0] in ("train", "eval"):  # argparse.REMAINDER drops a leading --option
         return _run_training_command(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``mathgym`` command; every error a user can cause is one line on stderr and a non-zero exit."""
+    from mathgym.errors import MathgymError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = f"mathgym {argv[0]}" if argv and not argv[0].startswith("-") else "mathgym"
     try:
-        return int(args.func(args) or 0)
+        return _run(argv)
     except MathgymError as err:
-        print(f"mathgym: error: {err}", file=sys.stderr)
+        print(f"{command}: error: {err}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] not in TRAIN_EXTRA_MODULES:
+            raise
+        missing = f"this needs the training stack ({err.name} is not installed)"
+        print(f"{command}: error: {missing}: {TRAIN_EXTRA_HINT}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\n{command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `mathgym envs | head -1`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would fail again
+        return 141
 
 
 if __name__ == "__main__":

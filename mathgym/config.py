@@ -118,10 +118,9 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def env_accepts(env_id: str, name: str) -> bool:
-    """Whether env ``env_id``'s constructor takes a keyword ``name``."""
-    import inspect
-
+def _entry_inits(env_id: str) -> tuple[bool, list[Any]]:
+    """The callables that receive ``gym.make(env_id, **kwargs)``'s keywords: the entry point,
+    or a class's ``__init__`` and, where it passes ``**kwargs`` on, its bases' up the MRO."""
     import gymnasium as gym
 
     import mathgym  # noqa: F401  (registers the envs)
@@ -130,18 +129,62 @@ def env_accepts(env_id: str, name: str) -> bool:
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
         entry = getattr(__import__(module, fromlist=[attr]), attr)
-    # A class whose __init__ passes **kwargs on is followed up its MRO to the __init__ that names them.
-    inits = [k.__dict__["__init__"] for k in entry.__mro__ if "__init__" in k.__dict__] if isinstance(entry, type) else [entry]
+    if not isinstance(entry, type):
+        return False, [entry]
+    return True, [k.__dict__["__init__"] for k in entry.__mro__ if "__init__" in k.__dict__ and k is not object]
+
+
+def env_options(env_id: str) -> list[str] | None:
+    """The keyword options env ``env_id``'s constructor takes, or ``None`` when it takes any (``**kwargs``)."""
+    import inspect
+
+    names: list[str] = []
+    is_class, inits = _entry_inits(env_id)
     for init in inits:
         try:
             params = inspect.signature(init).parameters
         except (TypeError, ValueError):
-            return False
-        if name in params:
-            return True
+            return None
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        names += [n for n, p in params.items() if p.kind in kinds and n != "self" and n not in names]
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return False
-    return not isinstance(entry, type)  # a factory taking **kwargs: assume it does
+            return names
+    return names if is_class else None  # a factory taking **kwargs: assume it takes any
+
+
+def env_accepts(env_id: str, name: str) -> bool:
+    """Whether env ``env_id``'s constructor takes a keyword ``name``."""
+    options = env_options(env_id)
+    return options is None or name in options
+
+
+def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], option_name: str = "env_kwargs") -> None:
+    """Raise :class:`ConfigError` when ``kwargs`` names an option env ``env_id`` does not take.
+
+    The message names the env's real options and the closest one.
+    """
+    import difflib
+
+    check_mapping_keys(option_name, kwargs)
+    options = env_options(env_id)
+    unknown = [k for k in kwargs if options is not None and k not in options]
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), options or [], n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"{env_id} has no option {unknown[0]!r}.{hint} Its options: {', '.join(options or [])}."
+        )
+
+
+def check_mapping_keys(name: str, value: Mapping[Any, Any]) -> None:
+    """Reject a key such as ``difficulty:99``: YAML read ``{difficulty:99}`` (no space) as one key."""
+    for key, item in value.items():
+        if item is None and isinstance(key, str) and ":" in key:
+            k, _, v = key.partition(":")
+            raise ConfigError(
+                f"{name}: the key {key!r} looks like KEY:VALUE; YAML needs a space after the colon: "
+                f"{{{k}: {v}}}."
+            )
 
 
 #: The file beside a model's weights that holds the env options it was trained with.
@@ -249,13 +292,11 @@ def config_help(cls: type) -> dict[str, str]:
 
 def parse_value(cls: type, name: str, raw: Any) -> Any:
     """Convert ``raw`` (a string from the command line, or a YAML value) to field ``name``'s type."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = [f.name for f in dataclasses.fields(cls)]
     if name not in names:
-        import difflib
-
-        close = difflib.get_close_matches(name, names, n=3)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ConfigError(f"Unknown option {name!r} for {cls.__name__}.{hint}")
+        close = suggest_names(name, names)
+        hint = f" Did you mean {' or '.join('--' + c.replace('_', '-') for c in close)}?" if close else ""
+        raise ConfigError(f"Unknown option --{name.replace('_', '-')}.{hint} See --help for the options.")
     annotation = field_type(cls, name)
     origin = typing.get_origin(annotation)
     if isinstance(raw, BareFlag) and annotation is not bool:
@@ -264,8 +305,8 @@ def parse_value(cls: type, name: str, raw: Any) -> Any:
         literal = raw if isinstance(raw, str) and any(isinstance(a, str) for a in typing.get_args(annotation)) else raw
         check_literal(name, literal, annotation)
         return literal
-    value = yaml.safe_load(raw) if isinstance(raw, str) else raw
     try:
+        value = yaml.safe_load(raw) if isinstance(raw, str) else raw
         if annotation is bool:
             if not isinstance(value, bool):
                 raise ValueError
@@ -283,10 +324,48 @@ def parse_value(cls: type, name: str, raw: Any) -> Any:
                 return {}
             if not isinstance(value, Mapping):
                 raise ValueError
-            return dict(value)
-    except (TypeError, ValueError):
+            value = dict(value)
+    except (TypeError, ValueError, yaml.YAMLError):
         raise ConfigError(f"{name}={raw!r} is not a valid {getattr(annotation, '__name__', annotation)}.") from None
+    if isinstance(value, Mapping):
+        check_mapping_keys(name, value)
     return value
+
+
+def suggest_names(name: str, names: Sequence[str], n: int = 2) -> list[str]:
+    """The options a misspelt ``name`` most likely meant: abbreviations (``lr`` → ``learning_rate``),
+    then prefixes (``learn`` → ``learning_rate``), then close spellings.
+
+    Example:
+        >>> suggest_names("lr", ["learning_rate", "lr_schedule", "seed"])
+        ['learning_rate', 'lr_schedule']
+    """
+    import difflib
+
+    def initials(option: str) -> str:
+        return "".join(part[:1] for part in option.split("_"))
+
+    key = name.replace("-", "_").lower()
+    found = [o for o in names if initials(o) == key]
+    found += [o for o in names if o.startswith(key) and o not in found]
+    found += [o for o in difflib.get_close_matches(key, names, n=n, cutoff=0.6) if o not in found]
+    return found[:n]
+
+
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """The ``option: value`` mapping of a YAML config file; :class:`ConfigError` when it is
+    missing, unreadable, not YAML or not a mapping."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise ConfigError(f"Cannot read config file {path}: {err.strerror or err}.") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"Config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(f"Config file {path} must hold a YAML mapping of option: value (it holds a {type(loaded).__name__}).")
+    return dict(loaded)
 
 
 def build_config(cls: type, yaml_path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Any:
@@ -299,12 +378,7 @@ def build_config(cls: type, yaml_path: str | Path | None = None, overrides: Mapp
     """
     values: dict[str, Any] = {}
     if yaml_path is not None:
-        try:
-            loaded = yaml.safe_load(Path(yaml_path).read_text()) or {}
-        except OSError as err:
-            raise ConfigError(f"Cannot read config file {yaml_path}: {err}") from None
-        if not isinstance(loaded, Mapping):
-            raise ConfigError(f"Config file {yaml_path} must hold a YAML mapping of option: value.")
+        loaded = read_yaml_mapping(yaml_path)
         values.update({str(k).replace("-", "_"): v for k, v in loaded.items()})
     values.update({str(k).replace("-", "_"): v for k, v in (overrides or {}).items()})
     values.pop("algo", None)

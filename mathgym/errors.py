@@ -9,7 +9,10 @@ exception a caller would naturally catch (``TypeError`` for a wrong action type,
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
+
+from gymnasium.error import ResetNeeded
 
 
 class MathgymError(Exception):
@@ -20,8 +23,12 @@ class InvalidActionError(MathgymError, TypeError):
     """``step()`` received something other than a ``str``."""
 
 
-class ResetNeededError(MathgymError, RuntimeError):
-    """``step()`` was called before the first ``reset()``."""
+class ResetNeededError(MathgymError, RuntimeError, ResetNeeded):
+    """``step()`` was called before the first ``reset()``.
+
+    It is also gymnasium's :class:`gymnasium.error.ResetNeeded` (what gymnasium's own order
+    check raises), so ``except gymnasium.error.ResetNeeded`` catches it from any env.
+    """
 
 
 class EpisodeFinishedError(MathgymError, RuntimeError):
@@ -41,12 +48,26 @@ class UnknownEnvError(MathgymError, KeyError):
 
     def __init__(self, env_id: str, known: Iterable[str]):
         self.env_id = env_id
-        self.suggestions = difflib.get_close_matches(env_id, list(known), n=3, cutoff=0.5)
+        self.suggestions = _close_env_ids(env_id, list(known))
         hint = f" Did you mean: {', '.join(self.suggestions)}?" if self.suggestions else ""
         super().__init__(f"No environment registered as {env_id!r}.{hint} Run `mathgym envs` to list them.")
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return str(self.args[0])
+
+
+def _close_env_ids(env_id: str, known: list[str]) -> list[str]:
+    """Registered ids whose name (without ``-vN``) is close to ``env_id``'s: the shared version
+    suffix alone must not make ``NoSuchEnv-v0`` look like ``Countdown-v0``."""
+
+    def name(i: str) -> str:
+        return re.sub(r"-v\d+$", "", i.rsplit("/", 1)[-1]).lower()
+
+    by_name: dict[str, list[str]] = {}
+    for i in known:
+        by_name.setdefault(name(i), []).append(i)
+    close = difflib.get_close_matches(name(env_id), list(by_name), n=3, cutoff=0.6)
+    return [i for n in close for i in by_name[n]][:3]
 
 
 def require_option(name: str, value: object, allowed: Iterable[object]) -> None:

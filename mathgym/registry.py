@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import re
 import warnings
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -46,6 +48,31 @@ def register_env(env_id: str, entry_point: str, description: str | None = None, 
     _CATALOGUE[env_id] = EnvInfo(env_id, description or "", source)
 
 
+def register_alias(old_id: str, new_id: str) -> None:
+    """Keep ``old_id`` working as a deprecated name of ``new_id``: ``gym.make(old_id)`` warns
+    (``DeprecationWarning``) and makes ``new_id``'s env; the catalogue lists only ``new_id``."""
+    if old_id in gym.registry:
+        return
+    # gymnasium also warns that the old id is "out of date" when its own env shares the name
+    # (FrozenLake-v0 vs FrozenLake-v1); the alias' own warning says what to use instead.
+    warnings.filterwarnings("ignore", message=rf".*The environment {re.escape(old_id)} is out of date", category=DeprecationWarning)
+    new = gym.spec(new_id)
+    gym.register(
+        id=old_id, entry_point=functools.partial(_make_deprecated, old_id, new_id), disable_env_checker=True,
+        order_enforce=new.order_enforce, max_episode_steps=new.max_episode_steps,
+    )
+
+
+def _make_deprecated(old_id: str, new_id: str, **kwargs: Any) -> gym.Env:
+    warnings.warn(f"mathgym: env id {old_id!r} is deprecated; use {new_id!r}.", DeprecationWarning, stacklevel=3)
+    spec = gym.spec(new_id)
+    entry = spec.entry_point
+    if isinstance(entry, str):
+        module, _, name = entry.partition(":")
+        entry = getattr(importlib.import_module(module), name)
+    return entry(**{**spec.kwargs, **kwargs})
+
+
 def describe(env_id: str) -> str:
     """The one-line description of a registered env (loads its class if needed)."""
     info = _CATALOGUE.get(env_id)
@@ -82,7 +109,7 @@ def load_plugins() -> list[str]:
             if callable(target):
                 target()
         except Exception as err:
-            warnings.warn(f"mathgym: plugin {ep.name!r} ({ep.value}) failed to load: {err!r}", RuntimeWarning, stacklevel=2)
+            _warn_plugin_failed(ep, err)
             continue
         source = ep.dist.name if ep.dist is not None else ep.name
         for env_id in sorted((set(gym.registry) | set(_CATALOGUE)) - before):
@@ -90,6 +117,25 @@ def load_plugins() -> list[str]:
             _CATALOGUE[env_id] = EnvInfo(env_id, info.description if info else "", source)
             added.append(env_id)
     return added
+
+
+def _warn_plugin_failed(ep: Any, err: Exception) -> None:
+    """Warn that plugin ``ep`` failed, pointing at the plugin's own code (file and line), not at mathgym."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    dist = ep.dist.name if ep.dist is not None else "?"
+    if isinstance(err, SyntaxError) and err.filename:
+        filename, lineno = err.filename, err.lineno or 0
+    else:
+        ours = [f for f in frames if "importlib" not in f.filename and f.filename != __file__]
+        filename, lineno = (ours[-1].filename, ours[-1].lineno or 0) if ours else (ep.value, 0)
+    where = f"{filename}:{lineno}" if lineno else filename
+    warnings.warn_explicit(
+        f"mathgym: plugin {ep.name!r} ({ep.value}, from {dist}) failed to load and is skipped: "
+        f"{type(err).__name__}: {err} (at {where})",
+        RuntimeWarning, filename=filename, lineno=lineno, module=ep.value.partition(":")[0],
+    )
 
 
 def list_envs() -> dict[str, str]:

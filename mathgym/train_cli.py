@@ -1,31 +1,44 @@
-"""``mathgym train`` and ``mathgym eval`` (needs the ``train`` extra).
+"""``mathgym train`` and ``mathgym eval`` (training needs the ``train`` extra).
 
     mathgym train [--env ID] [--algo grpo] [--model ID_OR_PATH] [--config run.yaml] [--key value ...]
     mathgym train --resume RUN_DIR
     mathgym eval --env ID --model PATH [--k 8] [--tasks 200]
+
+Options are parsed and checked (env id, env options, model path) before torch and
+transformers are imported, so ``--help`` and every option error answer at once, and a
+run that cannot start leaves no run directory behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-import yaml
-
-from mathgym.config import build_config, config_help, model_generation_defaults, split_overrides
+from mathgym.config import (
+    TINY_MODEL, build_config, check_env_kwargs, config_help, model_generation_defaults, read_yaml_mapping,
+    split_overrides,
+)
 from mathgym.errors import ConfigError, MathgymError
+
+RESUME_HINT = "mathgym train --resume {run_dir}"
 
 
 def _train_parser(config_cls: type | None, algo: str) -> argparse.ArgumentParser:
+    from mathgym.algos.registry import ALGORITHMS
+
     parser = argparse.ArgumentParser(
         prog="mathgym train",
         description="Train a language model with RL on any registered env. Every option below can also be set in "
-        "a YAML file (--config) as `name: value`.",
+        'a YAML file (--config) as `name: value`. Training needs the train extra: pip install "mathgym[train]".',
+        epilog="Ctrl-C stops a run and prints the command that resumes it from its last checkpoint.",
     )
-    parser.add_argument("--algo", default=algo, help="algorithm (grpo, sft, and any registered one)")
+    algos = ", ".join(sorted(ALGORITHMS))
+    parser.add_argument("--algo", default=algo, help=f"algorithm: {algos} (options below are {algo}'s) [default: grpo]")
     parser.add_argument("--config", help="YAML file of options")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     if config_cls is not None:
@@ -36,26 +49,31 @@ def _train_parser(config_cls: type | None, algo: str) -> argparse.ArgumentParser
     return parser
 
 
-def run_train(argv: Sequence[str]) -> int:
-    from mathgym.algos.registry import ALGORITHMS, get_algorithm
-
+def _head_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     head = argparse.ArgumentParser(add_help=False)
     head.add_argument("--algo")
     head.add_argument("--config")
     head.add_argument("--resume")
     head.add_argument("-h", "--help", action="store_true")
-    known, rest = head.parse_known_args(list(argv))
-    saved: dict = {}
-    if known.resume:
-        config_path = Path(known.resume) / "config.yaml"
-        if not config_path.is_file():
-            raise ConfigError(f"--resume {known.resume}: no config.yaml there; is it a run directory?")
-        saved = yaml.safe_load(config_path.read_text()) or {}
-    file_algo = None
-    if known.config and Path(known.config).is_file():
-        file_algo = (yaml.safe_load(Path(known.config).read_text()) or {}).get("algo")
-    algo = known.algo or saved.get("algo") or file_algo or "grpo"
-    trainer_cls, config_cls = get_algorithm(algo)
+    return head.parse_known_args(list(argv))
+
+
+def _saved_run_config(run_dir: str) -> dict[str, Any]:
+    config_path = Path(run_dir) / "config.yaml"
+    if not config_path.is_file():
+        what = "does not exist" if not Path(run_dir).exists() else "has no config.yaml"
+        raise ConfigError(f"--resume {run_dir}: {what}; give a run directory written by `mathgym train` (runs/<algo>-<env>-<time>).")
+    return read_yaml_mapping(config_path)
+
+
+def run_train(argv: Sequence[str]) -> int:
+    from mathgym.algos.registry import ALGORITHMS, get_config_class
+
+    known, rest = _head_arguments(argv)
+    saved = _saved_run_config(known.resume) if known.resume else {}
+    file_values = read_yaml_mapping(known.config) if known.config else {}
+    algo = known.algo or saved.get("algo") or file_values.get("algo") or "grpo"
+    config_cls = get_config_class(str(algo))
     if known.help:
         _train_parser(config_cls, algo).print_help()
         print("\nalgorithms: " + ", ".join(f"{k} ({v.description})" for k, v in sorted(ALGORITHMS.items())))
@@ -69,6 +87,9 @@ def run_train(argv: Sequence[str]) -> int:
         budgets = model_generation_defaults(config.model, set(overrides) | _yaml_keys(known.config))
         if budgets:  # the model's mathgym.json: the budgets it was trained and evaluated with
             config = build_config(config_cls, known.config, {**budgets, **overrides})
+    check_run_inputs(config)
+    trainer_cls = load_trainer(algo)  # torch and transformers load here, once the options are known good
+    check_model_loads(config.model)
     trainer = trainer_cls(config)
     say = print if trainer.dist.is_main else (lambda *_: None)  # one voice under data-parallel training
     if known.resume:
@@ -76,26 +97,123 @@ def run_train(argv: Sequence[str]) -> int:
             say(f"mathgym: no checkpoint in {known.resume}; starting from step 0")
         else:
             say(f"mathgym: resumed {known.resume} at step {trainer.step}")
-    result = trainer.train()
+    try:
+        result = trainer.train()
+    except KeyboardInterrupt:
+        print(interrupted_message(trainer), file=sys.stderr)
+        try:
+            trainer.close()  # the collector's envs and workers
+        except Exception:  # noqa: BLE001 - already stopping; the message above is what matters
+            pass
+        return 130
     say(result.summary(config.env))
     return 0
 
 
 def _yaml_keys(path: str | None) -> set[str]:
     """Option names a YAML config file sets."""
-    if not path or not Path(path).is_file():
+    if not path:
         return set()
-    return {str(k).replace("-", "_") for k in (yaml.safe_load(Path(path).read_text()) or {})}
+    return {str(k).replace("-", "_") for k in read_yaml_mapping(path)}
 
 
-def run_eval(argv: Sequence[str]) -> int:
-    from mathgym.agents.policy import LLMPolicy
-    from mathgym.algos.evaluate import evaluate_policy
-    from mathgym.algos.trainer import pretrained_path
-    from mathgym.config import TINY_MODEL, TrainConfig, read_model_settings, resolved_env_kwargs
+def load_trainer(algo: str) -> type:
+    """The trainer class of ``algo`` (imports the training stack)."""
+    from mathgym.algos.registry import get_algorithm
+
+    _quiet_transformers()
+    return get_algorithm(algo)[0]
+
+
+def interrupted_message(trainer: Any) -> str:
+    """What Ctrl-C during training says: where the last checkpoint is and how to go on."""
+    from mathgym.algos.checkpoint import latest_checkpoint
+
+    run_dir = trainer.run_dir
+    last = latest_checkpoint(run_dir) if Path(run_dir).is_dir() else None
+    saved = f"last checkpoint: {last}" if last is not None else "no checkpoint saved yet (see --save-every)"
+    return f"\nmathgym train: interrupted at step {trainer.step}; {saved}.\nResume with: {RESUME_HINT.format(run_dir=run_dir)}"
+
+
+def check_run_inputs(config: Any) -> None:
+    """Check what the run will load before anything heavy starts: the env id, its options, the model."""
+    import mathgym
+
+    config.env = mathgym.resolve_env_id(config.env)
+    check_env_kwargs(config.env, config.env_kwargs)
+    check_model_source(config.model)
+
+
+@contextlib.contextmanager
+def model_load_errors(model: str) -> Iterator[None]:
+    """Turn what transformers raises for a model that cannot be loaded (``OSError``: a hub id that
+    does not exist; ``ValueError``: a directory that is not a model) into one :class:`ConfigError` line."""
+    try:
+        yield
+    except (OSError, ValueError) as err:
+        if model == TINY_MODEL or isinstance(err, MathgymError):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"--model {model}: could not be loaded: {first}") from None
+
+
+def check_model_loads(model: str) -> None:
+    """Read ``model``'s config with transformers (a small file) so that a model that cannot be
+    loaded is one message before the run starts. Adapter directories (LoRA ``final/``) are read
+    by peft when the policy loads."""
+    if model == TINY_MODEL or (Path(model).expanduser() / "adapter_config.json").is_file():
+        return
+    from transformers import AutoConfig
+
+    with model_load_errors(model):
+        AutoConfig.from_pretrained(str(Path(model).expanduser()) if Path(model).expanduser().exists() else model)
+
+
+def check_model_source(model: str) -> None:
+    """Raise :class:`ConfigError` when ``model`` is neither the tiny model, a model directory,
+    nor a hub id that can be loaded (in the local cache when the hub is out of reach)."""
+    if model == TINY_MODEL:
+        return
+    path = Path(model).expanduser()
+    if path.exists():
+        if path.is_dir() and not any((path / name).is_file() for name in ("config.json", "adapter_config.json")):
+            raise ConfigError(
+                f"--model {model}: the directory holds no config.json (nor adapter_config.json); give a model "
+                "directory (e.g. a run's final/)."
+            )
+        return
+    if model.startswith(("/", ".", "~")) or model.count("/") != 1 or "\\" in model:
+        raise ConfigError(
+            f"--model {model}: no such directory, and not a hub id (ORG/NAME). Give a local model directory "
+            "(e.g. runs/<run>/final), a hub id such as Qwen/Qwen2.5-0.5B-Instruct, or 'tiny'."
+        )
+    from mathgym.envs.data import hub_offline
+
+    if _in_hub_cache(model) or not hub_offline():
+        return
+    raise ConfigError(
+        f"--model {model}: the Hugging Face hub cannot be reached (offline) and the model is not in the local cache. "
+        "Download it once while online, or give a local model directory."
+    )
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
+        return False
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    from mathgym.config import TrainConfig
 
     defaults = TrainConfig()
-    parser = argparse.ArgumentParser(prog="mathgym eval", description="Evaluate a model on an env: pass@1 and pass@k on a fixed seed set.")
+    parser = argparse.ArgumentParser(
+        prog="mathgym eval",
+        description='Evaluate a model on an env: pass@1 and pass@k on a fixed seed set (needs pip install "mathgym[train]").',
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--env", default=defaults.env, help="environment id")
     parser.add_argument("--model", default=TINY_MODEL, help="hub id, local path or run's final/ directory ('tiny': warm-started tiny model)")
     parser.add_argument("--env-kwargs", default=None, help="YAML mapping of env options (the test split is added when the env has one)")
@@ -108,26 +226,43 @@ def run_eval(argv: Sequence[str]) -> int:
         help=f"longest completion per turn [default: the model's mathgym.json, else {defaults.max_new_tokens}]",
     )
     parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda'")
-    args = parser.parse_args(list(argv))
+    parser.add_argument("--progress", default="true", choices=("true", "false"), help="show a progress bar")
+    return parser
+
+
+def run_eval(argv: Sequence[str]) -> int:
+    from mathgym.config import TrainConfig, parse_value, read_model_settings, resolved_env_kwargs
+
+    args = _eval_parser().parse_args(list(argv))
     if args.tasks < 1 or args.k < 1:
-        raise ConfigError("--tasks and --k must be at least 1.")
-    path = pretrained_path(TrainConfig(env=args.env, model=args.model))
+        raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
+    user_kwargs = parse_value(TrainConfig, "env_kwargs", args.env_kwargs) if args.env_kwargs else {}
+    progress = args.progress == "true"
+    config = TrainConfig(env=args.env, model=args.model, env_kwargs=user_kwargs, progress=progress)
+    check_run_inputs(config)
+    _quiet_transformers()
+    from mathgym.agents.policy import LLMPolicy
+    from mathgym.algos.evaluate import evaluate_policy
+    from mathgym.algos.trainer import pretrained_path
+
+    defaults = TrainConfig()
+    path = pretrained_path(config)
     # The model's mathgym.json: the env options and budgets it was trained and evaluated with.
     saved = read_model_settings(path)
-    same_env = saved.get("env") == args.env
+    same_env = saved.get("env") == config.env
     eval_env_kwargs = {**defaults.eval_env_kwargs, **(saved.get("eval_env_kwargs", {}) if same_env else {})}
-    user_kwargs = yaml.safe_load(args.env_kwargs) if args.env_kwargs else {}
-    config = TrainConfig(env=args.env, model=path, env_kwargs=user_kwargs, eval_env_kwargs=eval_env_kwargs)
+    config = TrainConfig(env=config.env, model=path, env_kwargs=user_kwargs, eval_env_kwargs=eval_env_kwargs)
     env_kwargs = resolved_env_kwargs(config, evaluation=True)
     generation = {**defaults.to_dict(), **(saved.get("generation", {}) if same_env else {})}
     max_new_tokens = args.max_new_tokens or int(generation["max_new_tokens"])
-    policy = LLMPolicy.from_pretrained(path, device=args.device)
+    with model_load_errors(args.model):
+        policy = LLMPolicy.from_pretrained(path, device=args.device)
     result = evaluate_policy(
-        policy, args.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,
+        policy, config.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,
         max_new_tokens=max_new_tokens, max_episode_tokens=int(generation["max_episode_tokens"]),
-        max_turns=int(generation["max_turns"]) or None,
+        max_turns=int(generation["max_turns"]) or None, progress=progress,
     )
-    print(f"{args.env} ({args.tasks} tasks from seed {args.seed}): pass@1 = {result.pass_at_1:.1%}", end="")
+    print(f"{config.env} ({args.tasks} tasks from seed {args.seed}): pass@1 = {result.pass_at_1:.1%}", end="")
     print(f", pass@{args.k} = {result.pass_at_k:.1%}" if args.k > 1 else " (greedy)")
     print("statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(result.statuses.items())))
     return 0
@@ -143,7 +278,6 @@ def _quiet_transformers() -> None:
 
 def main(name: str, argv: Sequence[str]) -> int:
     """Entry point used by ``mathgym.cli`` for ``train`` and ``eval``."""
-    _quiet_transformers()
     try:
         return run_train(argv) if name == "train" else run_eval(argv)
     except MathgymError as err:

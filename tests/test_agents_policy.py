@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -91,14 +93,26 @@ def test_hf_generate_backend_agrees_with_native_greedy(policy):
     assert hf.logprobs == pytest.approx(native.logprobs, abs=1e-4)
 
 
-def test_vllm_backend_is_import_guarded(policy):
-    pytest.importorskip("torch")
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
+def test_vllm_backend_is_import_guarded_or_agrees_with_native_greedy(policy):
+    if importlib.util.find_spec("vllm") is None:
         with pytest.raises(ConfigError, match="pip install vllm"):
             policy.set_backend("vllm")
-    with pytest.raises(ConfigError, match="backend='fast'"):
+        return
+    if not torch.cuda.is_available():
+        pytest.skip("vllm is installed but there is no GPU for its engine")
+    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    native = policy.generate([prompt], SamplingParams(temperature=0, max_new_tokens=6))[0]
+    policy.set_backend("vllm")
+    try:
+        served = policy.generate([prompt], SamplingParams(temperature=0, max_new_tokens=6))[0]
+    finally:
+        policy.set_backend("native")
+    assert served.token_ids == native.token_ids
+    assert served.logprobs == pytest.approx(native.logprobs, abs=1e-2)
+
+
+def test_an_unknown_backend_names_the_choices(policy):
+    with pytest.raises(ConfigError, match="backend='fast' is not allowed; choose one of 'native', 'hf', 'vllm'"):
         policy.set_backend("fast")
 
 

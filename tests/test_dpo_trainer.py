@@ -76,8 +76,14 @@ def test_cli_smoke_online_multi_turn(model_path, tmp_path):
         "--progress", "false", "--run-dir", str(run), "--loss-type", "hinge",
     ])
     assert code == 0
-    for rec in records(run):
-        assert 0 <= rec["loss/pairs"] <= 3 and "rollout/reward" in rec
+    recs = records(run)
+    assert [r["step"] for r in recs] == [1, 2]
+    for rec in recs:
+        assert 0 <= rec["loss/pairs"] <= 3 and "rollout/reward" in rec  # at most one pair per task
+        if rec["rollout/reward"] == 0.0:  # rewards are 0/1: a group with no success has no best-vs-worst gap
+            assert rec["loss/pairs"] == 0
+    # seeded: at step 2 one group has a success, so a pair forms and the loss is trained on it
+    assert sum(r["loss/pairs"] for r in recs) >= 1, recs
 
 
 def test_precomputed_reference_matches_the_model_reference(model_path, pref_file, tmp_path):

@@ -1,6 +1,8 @@
-"""Countdown-v0, GuessNumber-v0, Sokoban-v0, FrozenLake-v0: scripted agents win, random ones do not."""
+"""Countdown-v0, GuessNumber-v0, Sokoban-v0, FrozenLakeText-v0: scripted agents win, random ones do not."""
 
 from __future__ import annotations
+
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -58,10 +60,20 @@ def test_countdown_expert_wins_and_wrong_answers_lose():
 
 
 def test_countdown_random_agent_mostly_fails():
-    env = gym.make("Countdown-v0")
-    env.action_space.seed(0)
-    wins = sum(_play(env, lambda e: e.action_space.sample(), seed)[0] for seed in range(30))
-    assert wins <= 1
+    """A random player that writes *valid* expressions (the given numbers, random order and
+    operators) is scored "wrong", and rarely hits the target."""
+    env = gym.make("Countdown-v0", num_numbers=4)
+    rng = np.random.default_rng(0)
+
+    def random_expression(e):
+        numbers = [int(n) for n in rng.permutation(e.unwrapped.task.metadata["numbers"])]
+        ops = rng.choice(["+", "-", "*"], size=len(numbers) - 1)
+        return "\\boxed{" + str(numbers[0]) + "".join(f" {o} {n}" for o, n in zip(ops, numbers[1:])) + "}"
+
+    results = [_play(env, random_expression, seed) for seed in range(40)]
+    statuses = [info["status"] for _, info, _ in results]
+    assert statuses.count("wrong") >= 30, statuses  # the expressions are valid: judged, not rejected
+    assert sum(total for total, _, _ in results) <= 4
 
 
 def test_countdown_evaluator_is_exact_and_refuses_code():
@@ -95,7 +107,7 @@ def test_guess_number_feedback_format_errors_and_budget():
     obs, info = env.reset(options={"secret": 40})
     assert "40" not in obs and "40" not in info["task_id"] and "answer" not in info
     obs, reward, terminated, truncated, info = env.step("fifty?")
-    assert info["status"] == "format_error" and not terminated and "integer" in obs
+    assert info["status"] == "format_error" and not terminated and "integer" in obs and "2 guesses left" in obs
     obs, *_ , info = env.step("50")
     assert "lower" in obs and info["status"] == "in_progress"
     obs, reward, terminated, truncated, info = env.step("\\boxed{30}")
@@ -103,6 +115,17 @@ def test_guess_number_feedback_format_errors_and_budget():
     assert [m["role"] for m in info["messages"]] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
     with pytest.raises(ConfigError):
         gym.make("GuessNumber-v0", low=5, high=5)
+
+
+@pytest.mark.parametrize("guess", ["50.5", "1e2", "150", "0", "\\boxed{-3}", "about 12.75"])
+def test_guess_number_non_integer_or_out_of_range_is_a_format_error_that_uses_a_guess(guess):
+    env = gym.make("GuessNumber-v0", low=1, high=100, max_turns=3)
+    env.reset(options={"secret": 5})  # 50.5 must not read as 5, 1e2 not as 2
+    obs, reward, terminated, truncated, info = env.step(guess)
+    assert info["status"] == "format_error" and reward == 0.0 and not terminated, (guess, obs)
+    assert "from 1 to 100" in obs and "used up a guess (2 guesses left)" in obs and info["turn"] == 1
+    obs, reward, terminated, truncated, info = env.step("I guess 5.")
+    assert terminated and info["correct"] and info["status"] == "correct"
 
 
 def test_random_guessing_mostly_loses():
@@ -153,14 +176,14 @@ def test_sokoban_invalid_text_is_a_format_error_observation():
 
 
 def test_frozen_lake_shortest_path_agent_wins_on_firm_ice():
-    env = gym.make("FrozenLake-v0", size=5)
+    env = gym.make("FrozenLakeText-v0", size=5)
     for seed in range(20):
         total, info, _ = _play(env, lambda e: e.unwrapped.expert_action(), seed)
         assert total == 1.0 and info["correct"], seed
 
 
 def test_frozen_lake_random_agent_mostly_fails_and_uses_gymnasium_dynamics():
-    env = gym.make("FrozenLake-v0", map_name="8x8")
+    env = gym.make("FrozenLakeText-v0", map_name="8x8")
     rng = np.random.default_rng(0)
     moves = ["left", "down", "right", "up"]
     wins = sum(_play(env, lambda e: moves[int(rng.integers(4))], seed)[0] for seed in range(30))
@@ -171,3 +194,14 @@ def test_frozen_lake_random_agent_mostly_fails_and_uses_gymnasium_dynamics():
     assert info["position"] == 0 and info["status"] == "in_progress"
     obs, _, _, _, info = env.step("hmm")
     assert info["status"] == "format_error"
+
+
+def test_frozen_lake_old_id_is_a_deprecated_alias_of_the_text_env():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = gym.make("FrozenLake-v0", size=5)
+    ours = [w for w in caught if "'FrozenLake-v0' is deprecated; use 'FrozenLakeText-v0'" in str(w.message)]
+    assert ours and ours[0].category is DeprecationWarning, [str(w.message) for w in caught]
+    new = gym.make("FrozenLakeText-v0", size=5)
+    assert env.reset(seed=3)[0] == new.reset(seed=3)[0]
+    assert "FrozenLake-v0" not in mathgym.list_envs() and "FrozenLakeText-v0" in mathgym.list_envs()

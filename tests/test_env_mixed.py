@@ -142,7 +142,7 @@ def test_multi_task_vector_envs_agree():
 
 @pytest.mark.parametrize(
     "env_id,kwargs",
-    [(env_id, {"max_turns": 3}) for env_id in ("GuessNumber-v0", "Sokoban-v0", "FrozenLake-v0", "MathTool-v0", "CodeRepair-v0")]
+    [(env_id, {"max_turns": 3}) for env_id in ("GuessNumber-v0", "Sokoban-v0", "FrozenLakeText-v0", "MathTool-v0", "CodeRepair-v0")]
     + [("MathStep-v0", {"max_steps": 3})],
 )
 def test_multi_turn_envs_keep_the_transcript_and_render_it(env_id, kwargs):

@@ -117,7 +117,7 @@ def test_update_moves_probability_towards_rewarded_completions(model_path, tmp_p
         ({"num_iterations": "0"}, "num_iterations"),
         ({"grad_accum_steps": "3"}, "grad_accum_steps=3 must divide"),
         ({"beta": "-1"}, "beta=-1.0"),
-        ({"stepz": "3"}, "Did you mean: steps"),
+        ({"stepz": "3"}, "Unknown option --stepz. Did you mean --steps"),
         ({"steps": "many"}, "steps='many' is not a valid int"),
     ],
 )

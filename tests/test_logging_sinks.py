@@ -42,11 +42,14 @@ def test_wandb_offline_run_is_written_and_reused_on_resume(tmp_path, monkeypatch
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     run_dir = tmp_path / "run"
-    GRPOTrainer(GRPOConfig(**TINY, steps=1, run_dir=str(run_dir), log_wandb=True)).train()
+    GRPOTrainer(GRPOConfig(**TINY, steps=1, save_every=1, run_dir=str(run_dir), log_wandb=True)).train()
     run_id = (run_dir / "wandb_run_id").read_text().strip()
     runs = list((run_dir / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and runs[0].name.endswith(run_id)
     assert (runs[0] / f"run-{run_id}.wandb").stat().st_size > 0
-    GRPOTrainer(GRPOConfig(**TINY, steps=2, run_dir=str(run_dir), log_wandb=True)).train()
+    resumed = GRPOTrainer(GRPOConfig(**TINY, steps=2, save_every=1, run_dir=str(run_dir), log_wandb=True))
+    assert resumed.resume() and resumed.step == 1  # a real resume, from the step-1 checkpoint
+    resumed.train()
     assert (run_dir / "wandb_run_id").read_text().strip() == run_id
-    assert all(path.name.endswith(run_id) for path in (run_dir / "wandb").glob("offline-run-*"))
+    runs = list((run_dir / "wandb").glob("offline-run-*"))
+    assert runs and all(path.name.endswith(run_id) for path in runs), runs  # the same W&B run continued

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -68,6 +69,13 @@ def test_cli_smoke_step_level_math_step(model_path, tmp_path):
         "--model", str(model_path), *SMALL, "--run-dir", str(run),
     ])
     assert code == 0
+    steps = [r for r in records(run) if "rollout/reward" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for rec in steps:
+        # one reasoning step per turn: the untrained model never boxes an answer, so every episode takes both steps
+        assert rec["rollout/turns"] == 2.0, rec["rollout/turns"]
+        assert rec["loss/updates"] >= 1 and all(map(math.isfinite, (rec["loss/policy"], rec["loss/value"])))
+    assert (run / "checkpoints" / "latest").read_text() == "step-000002"
 
 
 def step_length_reward(problem, steps):

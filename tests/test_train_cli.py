@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from mathgym import train_cli  # noqa: E402
 from mathgym.algos.registry import ALGORITHMS, get_algorithm  # noqa: E402
@@ -27,10 +27,11 @@ def test_train_writes_a_complete_run_dir_and_prints_before_after(model_path, tmp
     code = train_cli.main("train", [
         "--config", str(cfg), "--model", str(model_path), "--eval-tasks", "3", "--run-dir", str(run),
         "--progress", "false", "--save-every", "1", "--loss-aggregation", "dr_grpo",
+        "--weight-decay", "0.1",  # changes the weights even when every reward (so every advantage) is 0
     ])
     assert code == 0
     out = capsys.readouterr().out
-    assert "accuracy before -> after:" in out and "3 held-out MathReason-v0 tasks" in out
+    assert "accuracy before -> after:" in out and "3 held-out MathReason-v0 tasks" in out and "; 2 steps in " in out
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["algo"] == "grpo" and saved["steps"] == 2 and saved["loss_aggregation"] == "dr_grpo"
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -43,9 +44,31 @@ def test_train_writes_a_complete_run_dir_and_prints_before_after(model_path, tmp
     assert (run / "reward_curve.png").stat().st_size > 1000
     assert (run / "checkpoints" / "latest").read_text() == "step-000002"
 
-    # resume of a finished run: nothing left to do, same final evaluation
+    assert oct((run / "final" / "model.safetensors").stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # not 0600
+
+    # resume of a finished run: nothing left to do, the same final evaluation; 0 steps ran in this process
+    from safetensors.torch import load_file
+
+    first = json.loads((run / "eval.json").read_text())
+    trained = load_file(run / "final" / "model.safetensors")
+    accuracy = out[out.index("accuracy before -> after:"):].split(";")[0]
     assert train_cli.main("train", ["--resume", str(run), "--progress", "false"]) == 0
-    assert "resumed" in capsys.readouterr().out
+    again = capsys.readouterr().out
+    assert f"resumed {run} at step 2" in again
+    assert accuracy in again and "0 steps (resumed at step 2, 2 in all)" in again
+    assert json.loads((run / "eval.json").read_text()) == first
+    resumed = load_file(run / "final" / "model.safetensors")  # written again from the restored weights
+    assert resumed.keys() == trained.keys() and all(torch.equal(resumed[k], trained[k]) for k in trained)
+    initial = load_file(model_path / "model.safetensors")
+    assert initial.keys() == trained.keys() and any(not torch.equal(initial[k], trained[k]) for k in trained)
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_train_multi_turn_env_and_sft_algo(model_path, tmp_path, capsys):
@@ -93,7 +116,7 @@ def test_bad_options_are_reported_with_the_field(capsys, model_path):
     assert train_cli.main("train", ["--model", str(model_path), "--scale-rewards", "std"]) == 2
     assert "scale_rewards='std' is not allowed; choose one of 'group', 'batch', 'none'" in capsys.readouterr().err
     assert train_cli.main("train", ["--algo", "a2c"]) == 2
-    assert "algo='a2c'" in capsys.readouterr().err
+    assert "--algo 'a2c' is not an algorithm; choose one of dpo, grpo, ppo, sft" in capsys.readouterr().err
 
 
 def test_a_bare_option_switches_a_boolean_on_and_other_options_need_a_value(capsys):
@@ -113,9 +136,40 @@ def test_help_lists_config_fields(capsys):
     assert "--eps-high" in out and "clip range above 1" in out and "token_mean" in out
 
 
+def test_resumed_summary_counts_the_steps_of_this_process(tmp_path):
+    from mathgym.algos.evaluate import EvalResult
+    from mathgym.algos.trainer import TrainResult
+
+    ev = EvalResult(0.5, 0.5, 1, 4, 0.5)
+    resumed = TrainResult(tmp_path, 200, 82.0, ev, ev, None, first_step=60).summary("MathReason-v0")
+    assert "140 steps (resumed at step 60, 200 in all) in 82s" in resumed
+    assert "; 200 steps in 82s" in TrainResult(tmp_path, 200, 82.0, ev, ev, None).summary("MathReason-v0")
+
+
 def test_registry_lazy_entries_load():
-    assert {"grpo", "sft"} <= ALGORITHMS.keys()
+    assert {"grpo", "ppo", "dpo", "sft"} <= ALGORITHMS.keys()
     trainer_cls, config_cls = get_algorithm("grpo")
     assert trainer_cls.algo_name == "grpo" and config_cls.__name__ == "GRPOConfig"
     with pytest.raises(ConfigError, match="choose one of"):
         get_algorithm("nope")
+
+
+def test_progress_bars_say_what_is_happening_and_hide_with_progress_false(model_path, tmp_path, capsys, monkeypatch):
+    from mathgym.algos.sft import tiny_warm_start
+
+    monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path / "cache"))
+    tiny_warm_start("MathReason-v0", {"system_prompt": "", "difficulty": 0}, steps=1)
+    err = capsys.readouterr().err
+    assert "warm start: SFT of the tiny model on MathReason-v0" in err and "1/1" in err and "loss=" in err
+
+    assert train_cli.main("eval", ["--model", str(model_path), "--tasks", "3"]) == 0
+    assert "evaluating on MathReason-v0 (greedy)" in capsys.readouterr().err
+    assert train_cli.main("eval", ["--model", str(model_path), "--tasks", "3", "--progress", "false"]) == 0
+    assert "evaluating" not in capsys.readouterr().err
+
+    sft = ["--algo", "sft", "--model", str(model_path), "--steps", "2", "--batch-size", "4", "--num-demonstrations", "8",
+           "--eval-tasks", "2", "--run-dir", str(tmp_path / "sft")]
+    assert train_cli.main("train", sft) == 0
+    err = capsys.readouterr().err
+    assert "sft MathReason-v0" in err and "loss/sft=" in err and "reward=" not in err  # SFT has no rollout reward
+    assert "evaluating on MathReason-v0" in err

@@ -12,13 +12,13 @@ code path. The loss is :func:`~mathgym.algos.dpo_losses.preference_loss`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from mathgym.algos.batch import RolloutBatch
-from mathgym.algos.dpo_losses import check_preference_options, preference_loss
+from mathgym.algos.configs import DPOConfig
+from mathgym.algos.dpo_losses import preference_loss
 from mathgym.algos.forward import ReferencePolicy
 from mathgym.algos.preferences import (
     PreferencePair,
@@ -28,38 +28,7 @@ from mathgym.algos.preferences import (
     sequence_logprobs,
 )
 from mathgym.algos.trainer import Trainer
-from mathgym.config import TrainConfig, option
 from mathgym.errors import ConfigError
-
-
-@dataclass
-class DPOConfig(TrainConfig):
-    """DPO options (on top of :class:`~mathgym.config.TrainConfig`)."""
-
-    beta: float = option(0.1, "strength of the implicit KL constraint to the reference")
-    loss_type: Literal["sigmoid", "ipo", "hinge", "robust"] = option("sigmoid", "preference loss")
-    label_smoothing: float = option(0.0, "assumed label-noise rate (cDPO for sigmoid; robust needs < 0.5)")
-    reference: Literal["auto", "copy", "adapter", "precomputed"] = option(
-        "auto", "reference: frozen copy, adapter-disabled model (LoRA), or the ref_*_logp fields of the file"
-    )
-    preference_file: str = option("", "JSONL of {prompt, chosen, rejected} pairs; empty: online pairs from the env")
-    eval_preference_file: str = option("", "held-out pairs: implicit-reward accuracy logged as eval/preference_accuracy")
-    pairs_per_step: int = option(32, "pairs per optimizer step (offline)")
-    logprob_reduction: Literal["sum", "mean"] = option("sum", "sequence log-prob: sum over completion tokens, or mean")
-    min_reward_gap: float = option(0.0, "online: pair best and worst only if their rewards differ by more than this")
-    max_length: int = option(512, "offline: longest prompt + completion in tokens (prompt cut from the left)")
-    epochs_per_batch: int = option(1, "optimizer steps on each batch of pairs")
-
-    def validate(self) -> None:
-        super().validate()
-        check_preference_options(self.loss_type, self.beta, self.label_smoothing)
-        for name in ("pairs_per_step", "max_length", "epochs_per_batch"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least 1.")
-        if self.min_reward_gap < 0:
-            raise ConfigError(f"min_reward_gap={self.min_reward_gap!r} is not allowed; it must be >= 0.")
-        if self.reference == "precomputed" and not self.preference_file:
-            raise ConfigError("reference='precomputed' needs a preference_file with ref_chosen_logp/ref_rejected_logp.")
 
 
 def _check_precomputed(pairs: list[PreferencePair], path: str) -> None:

@@ -19,10 +19,9 @@ from typing import Literal, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from mathgym.errors import ConfigError
+from mathgym.algos.configs import DPO_LOSS_TYPES, check_preference_options  # noqa: F401  (DPO_LOSS_TYPES re-exported)
 
 DPOLossType = Literal["sigmoid", "ipo", "hinge", "robust"]
-DPO_LOSS_TYPES: tuple[str, ...] = ("sigmoid", "ipo", "hinge", "robust")
 
 
 class PreferenceStats(NamedTuple):
@@ -63,17 +62,6 @@ def robust_loss(h: torch.Tensor, beta: float, label_smoothing: float) -> torch.T
     return (-(1.0 - label_smoothing) * F.logsigmoid(beta * h) + label_smoothing * F.logsigmoid(-beta * h)) / (
         1.0 - 2.0 * label_smoothing
     )
-
-
-def check_preference_options(loss_type: str, beta: float, label_smoothing: float) -> None:
-    """Raise :class:`ConfigError` for options no loss can use."""
-    if loss_type not in DPO_LOSS_TYPES:
-        raise ConfigError(f"loss_type={loss_type!r} is not allowed; choose one of {', '.join(DPO_LOSS_TYPES)}.")
-    if not beta > 0:
-        raise ConfigError(f"beta={beta!r} must be > 0.")
-    upper = 0.5 if loss_type == "robust" else 1.0
-    if not 0.0 <= label_smoothing < upper:
-        raise ConfigError(f"label_smoothing={label_smoothing!r} must be in [0, {upper}) for loss_type={loss_type!r}.")
 
 
 def preference_loss(

@@ -53,19 +53,25 @@ def evaluate_policy(
     max_turns: int | None = None,
     chunk: int = 100,
     make_envs: VectorEnvFactory | None = None,
+    progress: bool = False,
 ) -> EvalResult:
     """Evaluate on tasks ``seed .. seed + num_tasks - 1``.
 
     With ``k == 1`` decoding is greedy; with ``k > 1`` each task gets k samples at
     ``temperature`` (seeded, so the result is reproducible). ``make_envs`` builds the
-    vector envs (default ``gym.make_vec``; the trainer passes its executor's).
+    vector envs (default ``gym.make_vec``; the trainer passes its executor's). ``progress``
+    shows a bar on stderr, counting tasks.
     """
+    from tqdm.auto import tqdm
+
     greedy = k == 1
     params = SamplingParams(0.0 if greedy else temperature, 1.0, max_new_tokens)
     settings = RolloutSettings(group_size=k, sampling=params, max_episode_tokens=max_episode_tokens, max_turns=max_turns)
     generator = torch.Generator().manual_seed(seed)
     correct, any_correct, rewards, statuses = [], [], [], {}
     per_chunk = max(1, chunk // k)
+    mode = "greedy" if greedy else f"{k} samples each"
+    bar = tqdm(total=num_tasks, desc=f"evaluating on {env_id} ({mode})", unit="task", disable=not progress, leave=False)
     for start in range(0, num_tasks, per_chunk):
         seeds = list(range(seed + start, seed + min(start + per_chunk, num_tasks)))
         collector = RolloutCollector(env_id, env_kwargs, policy, len(seeds), settings, make_envs)
@@ -80,6 +86,9 @@ def evaluate_policy(
             rewards += [e.reward for e in group]
             for e in group:
                 statuses[e.status] = statuses.get(e.status, 0) + 1
+        bar.update(len(seeds))
+        bar.set_postfix(pass1=f"{sum(correct) / max(len(correct), 1):.1%}")
+    bar.close()
     n = max(len(correct), 1)
     return EvalResult(
         pass_at_1=sum(correct) / n,

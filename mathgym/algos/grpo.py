@@ -7,13 +7,11 @@ computes advantages, log-probs and reference log-probs and feeds them to it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 
 from mathgym.algos.advantages import ScaleRewards, group_normalized_advantages
 from mathgym.algos.batch import RolloutBatch
+from mathgym.algos.configs import GRPOConfig
 from mathgym.algos.forward import ReferencePolicy
 from mathgym.algos.losses import (
     LossAggregation,
@@ -24,30 +22,7 @@ from mathgym.algos.losses import (
     masked_mean,
 )
 from mathgym.algos.trainer import Trainer
-from mathgym.config import TrainConfig, option
-from mathgym.errors import ConfigError
 
-
-@dataclass
-class GRPOConfig(TrainConfig):
-    """GRPO options (on top of :class:`~mathgym.config.TrainConfig`)."""
-
-    beta: float = option(0.0, "weight of the k3 KL penalty to the reference model (0: no reference)")
-    eps_low: float = option(0.2, "clip range below 1 of the probability ratio")
-    eps_high: float = option(0.28, "clip range above 1 of the probability ratio (clip-higher)")
-    scale_rewards: Literal["group", "batch", "none"] = option("group", "divide centred rewards by the std of the group, the batch, or not at all")
-    loss_aggregation: Literal["token_mean", "sequence_mean", "dr_grpo"] = option("token_mean", "how per-token losses are averaged")
-    num_iterations: int = option(1, "optimizer passes over each batch (old log-probs stored at sampling)")
-    mask_truncated: bool = option(False, "leave completions that hit the token/turn budget out of the loss")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.beta < 0:
-            raise ConfigError(f"beta={self.beta!r} is not allowed; it must be >= 0.")
-        if not (0 <= self.eps_low < 1 and self.eps_high >= 0):
-            raise ConfigError(f"eps_low={self.eps_low!r}, eps_high={self.eps_high!r}: need 0 <= eps_low < 1 and eps_high >= 0.")
-        if self.num_iterations < 1:
-            raise ConfigError(f"num_iterations={self.num_iterations!r} is not allowed; it must be at least 1.")
 
 
 def grpo_loss(

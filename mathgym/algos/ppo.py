@@ -11,13 +11,13 @@ CLI and the loop are the shared :class:`~mathgym.algos.trainer.Trainer`'s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
 from mathgym.agents.value_head import ValueModel
 from mathgym.algos.batch import RolloutBatch
+from mathgym.algos.configs import PPOConfig
 from mathgym.algos.forward import ReferencePolicy, policy_forward
 from mathgym.algos.gae import compute_gae, place_step_rewards
 from mathgym.algos.losses import Normalizer, aggregate_loss, batch_normalizer, masked_mean
@@ -30,64 +30,7 @@ from mathgym.algos.ppo_losses import (
     whiten,
 )
 from mathgym.algos.trainer import Trainer
-from mathgym.config import TrainConfig, option
-from mathgym.errors import ConfigError
 
-
-@dataclass
-class PPOConfig(TrainConfig):
-    """PPO options (on top of :class:`~mathgym.config.TrainConfig`)."""
-
-    group_size: int = option(4, "samples per task (PPO needs no groups; more samples per prompt help the critic)")
-    value_model: Literal["shared", "separate"] = option(
-        "shared", "value head on the policy's trunk, or a separate critic copy"
-    )
-    advantage_level: Literal["token", "turn"] = option(
-        "turn", "GAE over tokens (TPPO) or over env steps, broadcast to their tokens (APPO)"
-    )
-    gamma: float = option(1.0, "discount factor of GAE")
-    lam: float = option(0.95, "lambda of GAE")
-    eps_low: float = option(0.2, "clip range below 1 of the probability ratio")
-    eps_high: float = option(0.2, "clip range above 1 of the probability ratio")
-    value_clip: float = option(0.2, "clip range of the value update around the rollout-time values (0: unclipped)")
-    value_coef: float = option(0.5, "weight of the value loss")
-    value_learning_rate: float = option(1e-3, "learning rate of the value head (and of the separate critic)")
-    entropy_coef: float = option(0.0, "weight of the entropy bonus")
-    kl_coef: float = option(0.0, "weight of the KL to the reference model (0: no reference)")
-    kl_mode: Literal["reward", "loss"] = option("reward", "KL as a per-token reward penalty, or as a loss term")
-    kl_estimator: Literal["k1", "k2", "k3"] = option("k1", "per-token KL estimator")
-    reference: Literal["auto", "copy", "adapter"] = option(
-        "auto", "reference: frozen copy, or the adapter-disabled model under LoRA"
-    )
-    whiten_advantages: bool = option(True, "normalise advantages to zero mean and unit variance over the batch")
-    ppo_epochs: int = option(2, "passes over each batch of rollouts")
-    num_minibatches: int = option(2, "optimizer steps per pass (the batch is split into this many minibatches)")
-    target_kl: float = option(0.0, "stop a batch's passes once approx KL(old || new) exceeds it (0: never); logged")
-    loss_aggregation: Literal["token_mean", "sequence_mean"] = option(
-        "token_mean", "how per-token losses are averaged"
-    )
-    mask_truncated: bool = option(False, "leave episodes that hit the token/turn budget out of the loss")
-
-    def validate(self) -> None:
-        super().validate()
-        for name in ("gamma", "lam"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; choose a value in [0, 1].")
-        for name in ("eps_low", "eps_high", "value_clip", "value_coef", "entropy_coef", "kl_coef", "target_kl"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be >= 0.")
-        if self.eps_low >= 1:
-            raise ConfigError(f"eps_low={self.eps_low!r} is not allowed; it must be below 1.")
-        if self.value_learning_rate <= 0:
-            raise ConfigError(f"value_learning_rate={self.value_learning_rate!r} is not allowed; it must be > 0.")
-        for name in ("ppo_epochs", "num_minibatches"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least 1.")
-        if self.num_minibatches * self.grad_accum_steps > self.num_tasks * self.group_size:
-            raise ConfigError(
-                f"num_minibatches * grad_accum_steps = {self.num_minibatches * self.grad_accum_steps} exceeds the batch "
-                f"num_tasks * group_size = {self.num_tasks * self.group_size}."
-            )
 
 
 class Targets(NamedTuple):

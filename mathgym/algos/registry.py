@@ -3,7 +3,7 @@
 Entries are import strings, so adding an algorithm is one line and importing the
 registry stays cheap::
 
-    ALGORITHMS["ppo"] = AlgoSpec("mathgym.algos.ppo:PPOTrainer", "mathgym.algos.ppo:PPOConfig", "PPO with GAE")
+    ALGORITHMS["ppo"] = AlgoSpec("mathgym.algos.ppo:PPOTrainer", "mathgym.algos.configs:PPOConfig", "PPO with GAE")
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ def _import(spec: str) -> type:
 
 
 ALGORITHMS: dict[str, AlgoSpec] = {
-    "grpo": AlgoSpec("mathgym.algos.grpo:GRPOTrainer", "mathgym.algos.grpo:GRPOConfig", "group-relative policy optimisation"),
-    "sft": AlgoSpec("mathgym.algos.sft:SFTTrainer", "mathgym.algos.sft:SFTConfig", "supervised fine-tuning on demonstrations"),
-    "ppo": AlgoSpec("mathgym.algos.ppo:PPOTrainer", "mathgym.algos.ppo:PPOConfig", "PPO with a value head and token/turn-level GAE"),
-    "dpo": AlgoSpec("mathgym.algos.dpo:DPOTrainer", "mathgym.algos.dpo:DPOConfig", "DPO/IPO/hinge/robust, offline pairs or online best-vs-worst"),
+    "grpo": AlgoSpec("mathgym.algos.grpo:GRPOTrainer", "mathgym.algos.configs:GRPOConfig", "group-relative policy optimisation"),
+    "sft": AlgoSpec("mathgym.algos.sft:SFTTrainer", "mathgym.algos.configs:SFTConfig", "supervised fine-tuning on demonstrations"),
+    "ppo": AlgoSpec("mathgym.algos.ppo:PPOTrainer", "mathgym.algos.configs:PPOConfig", "PPO with a value head and token/turn-level GAE"),
+    "dpo": AlgoSpec("mathgym.algos.dpo:DPOTrainer", "mathgym.algos.configs:DPOConfig", "DPO/IPO/hinge/robust, offline pairs or online best-vs-worst"),
 }
 
 
@@ -45,8 +45,17 @@ def register_algorithm(name: str, trainer: str, config: str, description: str = 
     ALGORITHMS[name] = AlgoSpec(trainer, config, description)
 
 
+def _spec(name: str) -> AlgoSpec:
+    if name not in ALGORITHMS:
+        raise ConfigError(f"--algo {name!r} is not an algorithm; choose one of {', '.join(sorted(ALGORITHMS))}.")
+    return ALGORITHMS[name]
+
+
 def get_algorithm(name: str) -> tuple[type, type]:
     """``(trainer_class, config_class)`` of ``name``; :class:`ConfigError` lists the known ones."""
-    if name not in ALGORITHMS:
-        raise ConfigError(f"algo={name!r} is not allowed; choose one of {', '.join(map(repr, sorted(ALGORITHMS)))}.")
-    return ALGORITHMS[name].load()
+    return _spec(name).load()
+
+
+def get_config_class(name: str) -> type:
+    """The config class of ``name`` alone: cheap (the built-in ones import no torch), for ``--help`` and option checks."""
+    return _import(_spec(name).config)

@@ -18,7 +18,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,9 @@ import torch
 
 from mathgym.agents.policy import LLMPolicy
 from mathgym.algos.batch import Episode, RolloutBatch
+from mathgym.algos.configs import SFTConfig
 from mathgym.algos.trainer import Trainer
-from mathgym.config import MODEL_SETTINGS_FILE, TrainConfig, option, write_model_settings
+from mathgym.config import MODEL_SETTINGS_FILE, write_model_settings
 from mathgym.errors import ConfigError, DatasetError
 
 Chat = list[dict[str, str]]
@@ -124,24 +124,11 @@ def env_demonstrations(env_id: str, env_kwargs: Mapping[str, Any], num: int, see
     return chats
 
 
-@dataclass
-class SFTConfig(TrainConfig):
-    """SFT options (on top of :class:`~mathgym.config.TrainConfig`)."""
-
-    data: str = option("", "JSONL demonstrations (plain or chat); empty: the env's expert on train tasks")
-    num_demonstrations: int = option(20_000, "demonstrations drawn from the env's expert when data is empty")
-    batch_size: int = option(64, "demonstrations per optimizer step")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.batch_size < 1 or self.num_demonstrations < 1:
-            raise ConfigError("batch_size and num_demonstrations must be at least 1.")
-
-
 class SFTTrainer(Trainer):
     """Supervised fine-tuning in the shared loop (``mathgym train --algo sft``)."""
 
     algo_name = "sft"
+    progress_metric = "loss/sft"
     config: SFTConfig
     data_parallel = True  # each rank trains on its share of the demonstrations, normalised by the global token count
     summed_stats = ("loss/sft",)
@@ -178,12 +165,14 @@ def sft_update(trainer: Trainer, batch: RolloutBatch) -> float:
     return loss_sum
 
 
-def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed: int = 0) -> Path:
+def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed: int = 0, progress: bool = True) -> Path:
     """The embedded tiny model after ``steps`` SFT steps on ``env_id``'s expert demonstrations.
 
     Cached under ``cache_dir()/warm_start/<hash of the settings>``: a second run reuses it.
-    ``steps == 0`` returns the untrained model.
+    ``steps == 0`` returns the untrained model. ``progress`` shows the SFT steps as a bar on stderr.
     """
+    from tqdm.auto import tqdm
+
     from mathgym.agents.tiny import TINY_MODEL_VERSION, cache_dir, tiny_model_path
 
     base = tiny_model_path(seed)
@@ -195,7 +184,13 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     if not has_expert:
         print(f"mathgym: {env_id} has no expert_action(); the tiny model starts untrained (no warm start)")
         return base
+    # Demonstrations: 4096, or as many as the steps can use (64 a step) when that is fewer; a short
+    # warm start then does not encode thousands it never trains on. The key names the count only
+    # when it is not the default, so full warm starts keep their cache.
+    demos = min(4096, steps * 64)
     settings = {"v": TINY_MODEL_VERSION, "env": env_id, "kwargs": dict(env_kwargs), "steps": steps, "seed": seed, "recipe": 2}
+    if demos != 4096:
+        settings["demos"] = demos
     key = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
     target = cache_dir() / "warm_start" / f"{env_id}-sft{steps}-{key}"
     model_settings = {"env": env_id, "env_kwargs": dict(env_kwargs)}
@@ -208,14 +203,21 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     print(f"mathgym: warm start of the tiny model ({steps} SFT steps on {env_id}), cached in {target}")
     config = SFTConfig(
         env=env_id, env_kwargs=dict(env_kwargs), model=str(base), steps=steps, learning_rate=3e-3, warmup_steps=20,
-        seed=seed, batch_size=64, num_demonstrations=4096, eval_tasks=0, save_every=0, progress=False,
+        seed=seed, batch_size=64, num_demonstrations=demos, eval_tasks=0, save_every=0, progress=False,
         run_dir=str(tmp / "run"), lr_schedule="constant",
     )
-    trainer = SFTTrainer(config)
-    for step in range(steps):
-        sft_update(trainer, trainer.make_batch(step))
-    trainer.policy.save_pretrained(tmp)
-    write_model_settings(tmp, model_settings)
+    try:
+        trainer = SFTTrainer(config)
+        desc = f"warm start: SFT of the tiny model on {env_id}"
+        bar = tqdm(range(steps), desc=desc, unit="step", disable=not progress, leave=False)
+        for step in bar:
+            bar.set_postfix(loss=f"{sft_update(trainer, trainer.make_batch(step)):.3f}")
+        bar.close()
+        trainer.policy.save_pretrained(tmp)
+        write_model_settings(tmp, model_settings)
+    except BaseException:  # Ctrl-C or an error: leave no half-written directory in the cache
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(tmp / "run", ignore_errors=True)
     try:
         os.replace(tmp, target)

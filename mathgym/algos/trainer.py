@@ -15,6 +15,7 @@ so that the ranks' summed gradients equal the single-process gradient.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -49,14 +50,22 @@ class TrainResult:
     eval_before: EvalResult | None
     eval_after: EvalResult | None
     final_model: Path | None
+    first_step: int = 0
+    """The step this process started from (> 0 when the run was resumed)."""
+
+    def _steps_text(self) -> str:
+        ran = self.steps - self.first_step
+        if self.first_step:
+            return f"{ran} steps (resumed at step {self.first_step}, {self.steps} in all) in {self.wall_time_s:.0f}s"
+        return f"{ran} steps in {self.wall_time_s:.0f}s"
 
     def summary(self, env_id: str) -> str:
         if self.eval_before is None or self.eval_after is None:
-            return f"run {self.run_dir}: {self.steps} steps in {self.wall_time_s:.0f}s"
+            return f"run {self.run_dir}: {self._steps_text()}"
         b, a = self.eval_before.pass_at_1 * 100, self.eval_after.pass_at_1 * 100
         return (
             f"accuracy before -> after: {b:.1f}% -> {a:.1f}% ({a - b:+.1f} points), greedy pass@1 on "
-            f"{self.eval_after.num_tasks} held-out {env_id} tasks; {self.steps} steps in {self.wall_time_s:.0f}s; "
+            f"{self.eval_after.num_tasks} held-out {env_id} tasks; {self._steps_text()}; "
             f"run dir {self.run_dir}"
         )
 
@@ -75,7 +84,17 @@ def pretrained_path(config: TrainConfig) -> str:
     from mathgym.algos.sft import tiny_warm_start
 
     base = tiny_model_path()
-    return str(tiny_warm_start(config.env, resolved_env_kwargs(config, model_dir=base), steps=config.warm_start_steps, seed=0))
+    kwargs = resolved_env_kwargs(config, model_dir=base)
+    return str(tiny_warm_start(config.env, kwargs, steps=config.warm_start_steps, seed=0, progress=config.progress))
+
+
+def readable_as_umask_allows(path: Path) -> None:
+    """Give the files under ``path`` the modes the umask allows: writers that go through a
+    private temporary file (safetensors) leave them 0600."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for item in [path, *path.rglob("*")]:
+        os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~mask)
 
 
 def seed_everything(seed: int) -> None:
@@ -99,6 +118,8 @@ class Trainer:
     data_parallel: ClassVar[bool] = False
     #: Loss statistics that are each rank's share of a global sum (added across ranks, not averaged).
     summed_stats: ClassVar[tuple[str, ...]] = ()
+    progress_metric: ClassVar[str] = "rollout/reward"
+    """The metric the progress bar shows after each step."""
 
     def __init__(self, config: TrainConfig, run_dir: str | Path | None = None, policy: LLMPolicy | None = None):
         config.validate()
@@ -108,7 +129,6 @@ class Trainer:
         self.dist = Distributed.from_environment(config.device)
         # Ranks must agree on the run directory (the default holds a time stamp): rank 0's wins.
         self.run_dir = Path(self.dist.broadcast_object(str(run_dir or config.run_dir or default_run_dir(self.algo_name, config.env))))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         if config.threads:
             torch.set_num_threads(config.threads)
         seed_everything(config.seed)
@@ -130,6 +150,7 @@ class Trainer:
         self._executor: Any = None  # config.executor's vector-env factory, made on first use
         self.logger: MetricsLogger | NullLogger = NullLogger(self.run_dir)
         if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)  # only now: a run that cannot start leaves no directory
             save_config(config, self.run_dir / "config.yaml", {"algo": self.algo_name})
             self.logger = MetricsLogger(self.run_dir, config.log_tensorboard, config.log_wandb, config.to_dict())
 
@@ -241,6 +262,7 @@ class Trainer:
             self.policy, cfg.env, self.eval_env_kwargs, num_tasks=cfg.eval_tasks,
             seed=cfg.eval_seed, k=cfg.eval_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
             max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None, make_envs=self.make_envs,
+            progress=cfg.progress,
         )
 
     # -- checkpoints -------------------------------------------------------------------------------
@@ -311,7 +333,7 @@ class Trainer:
         from tqdm.auto import tqdm
 
         cfg = self.config
-        start = time.perf_counter()
+        start, first_step = time.perf_counter(), self.step
         main = self.dist.is_main  # rank 0 alone evaluates, logs and writes files
         if cfg.eval_tasks and self.eval_before is None and main:
             self.eval_before = self.evaluate()
@@ -325,7 +347,7 @@ class Trainer:
                 metrics.update(self.evaluate().as_metrics())
             self.logger.log(self.step, metrics)
             bar.update(1)
-            bar.set_postfix(reward=f"{metrics.get('rollout/reward', float('nan')):.3f}")
+            bar.set_postfix({self.progress_metric: f"{metrics.get(self.progress_metric, float('nan')):.3f}"})
             if cfg.save_every and self.step % cfg.save_every == 0:
                 self.save()
         bar.close()
@@ -340,10 +362,11 @@ class Trainer:
         final = self.run_dir / "final"
         if main:
             self.save_model(final)
+            readable_as_umask_allows(final)
             plot_reward_curve(self.run_dir)
         self.logger.close()
         self.close()
-        return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final)
+        return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final, first_step)
 
     def save_model(self, path: str | Path) -> Path:
         """Save the policy with its ``mathgym.json`` (the env and generation settings it was

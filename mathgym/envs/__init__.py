@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import warnings
-
-from mathgym.registry import register_env
-
-# gymnasium warns that "FrozenLake-v0 is out of date" because its own FrozenLake-v1 shares the
-# name; mathgym's FrozenLake-v0 is the text front end over that v1, so the advice does not apply.
-warnings.filterwarnings("ignore", message=r".*The environment FrozenLake-v0 is out of date", category=DeprecationWarning)
+from mathgym.registry import register_alias, register_env
 
 #: (id, entry point, one-line description) of every built-in env.
 BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (
@@ -16,7 +10,7 @@ BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (
     ("Countdown-v0", "mathgym.envs.countdown:CountdownEnv", "Single-turn: reach a target with given numbers and + - * / (guaranteed solvable; 3-6 numbers)."),
     ("GuessNumber-v0", "mathgym.envs.guess_number:GuessNumberEnv", "Multi-turn game: find a secret integer from higher/lower feedback."),
     ("Sokoban-v0", "mathgym.envs.sokoban:SokobanEnv", "Multi-turn game: push boxes onto targets in a text grid (generated levels, BFS-verified solvable)."),
-    ("FrozenLake-v0", "mathgym.envs.frozen_lake:FrozenLakeEnv", "Multi-turn game: text front end over gymnasium's FrozenLake-v1 (random valid maps)."),
+    ("FrozenLakeText-v0", "mathgym.envs.frozen_lake:FrozenLakeEnv", "Multi-turn game: text front end over gymnasium's FrozenLake-v1 (random valid maps)."),
     ("CodeSandbox-v0", "mathgym.envs.code:CodeSandboxEnv", "Single-turn: write a Python function graded by hidden tests in the sandbox (built-in 48 tasks, HumanEval, MBPP/HumanEval JSONL)."),
     ("CodeRepair-v0", "mathgym.envs.code:CodeRepairEnv", "Multi-turn: submit code, read the failing tests' output, fix it within max_turns."),
     ("MathTool-v0", "mathgym.envs.math_tool:MathToolEnv", "Multi-turn math with a Python tool (<python>...</python> runs in the sandbox); \\boxed{} answer ends it."),
@@ -26,7 +20,21 @@ BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+#: Old id → new id. An old id still makes its env, with a DeprecationWarning; ``mathgym envs`` lists only the new.
+DEPRECATED_ALIASES: dict[str, str] = {
+    # gymnasium took "FrozenLake-v0" for an old version of its own FrozenLake-v1 and warned it was out of date.
+    "FrozenLake-v0": "FrozenLakeText-v0",
+}
+
+
 def register_builtin_envs() -> None:
-    """Register every built-in env with gymnasium (idempotent)."""
+    """Register every built-in env with gymnasium (idempotent).
+
+    The envs check the order of calls themselves (``step`` before ``reset`` raises
+    :class:`~mathgym.errors.ResetNeededError`, which is also gymnasium's ``ResetNeeded``), so
+    gymnasium's ``OrderEnforcing`` wrapper is left off.
+    """
     for env_id, entry_point, description in BUILTIN_ENVS:
-        register_env(env_id, entry_point, description)
+        register_env(env_id, entry_point, description, order_enforce=False)
+    for old, new in DEPRECATED_ALIASES.items():
+        register_alias(old, new)

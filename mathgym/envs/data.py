@@ -7,13 +7,20 @@ solution). ``datasets`` is imported only when a hub/local data set is actually l
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from mathgym.errors import DatasetError
+
+#: 50 GSM8K test problems shipped with mathgym (MIT licence beside the file), for examples that
+#: must run offline: ``gym.make("MathReason-v0", dataset=str(GSM8K_SAMPLE))``.
+GSM8K_SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gsm8k_test_sample.jsonl"
 from mathgym.rewards.extract import last_boxed
 
 _GSM8K_MARK = re.compile(r"####\s*(.+?)\s*$", re.S)
@@ -111,18 +118,65 @@ def load_jsonl(path: str | Path, columns: Mapping[str, str] | None = None) -> li
     return records
 
 
+def hub_offline(timeout_s: float = 3.0) -> bool:
+    """Whether the Hugging Face hub is out of reach: ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` is
+    set, or one connection to the hub fails within ``timeout_s`` (answered once per process)."""
+    global _OFFLINE
+    if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return True
+    if _OFFLINE is None:
+        url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+        port = url.port or (80 if url.scheme == "http" else 443)
+        try:
+            socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout_s).close()
+            _OFFLINE = False
+        except OSError:
+            _OFFLINE = True
+    return _OFFLINE
+
+
+_OFFLINE: bool | None = None
+
+
+def _enter_offline_mode(datasets: Any) -> None:
+    """Make ``datasets`` (already imported) read only its cache, without retrying the hub."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    for module in (getattr(datasets, "config", None), _hf_constants()):
+        for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+            if module is not None and hasattr(module, flag):
+                setattr(module, flag, True)
+
+
+def _hf_constants() -> Any:
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover - datasets depends on huggingface_hub
+        return None
+    return constants
+
+
 def load_hf(name: str, split: str, columns: Mapping[str, str] | None = None, subset: str | None = None) -> list[MathRecord]:
     """Load a ``datasets`` data set (hub id or local path) and map its columns."""
     try:
         import datasets  # noqa: PLC0415 - heavy import, only when a data set is loaded
     except ImportError as err:  # pragma: no cover - datasets is a core dependency
         raise DatasetError("loading a hub data set needs the `datasets` package") from err
+    local = Path(name).exists()
+    offline = not local and hub_offline()
+    if offline:  # datasets would retry the hub for ~30 s; the local cache is all there is
+        _enter_offline_mode(datasets)
     try:
         if Path(name, "dataset_info.json").is_file():  # a data set saved with save_to_disk
             table = datasets.load_from_disk(name)
         else:
             table = datasets.load_dataset(name, subset, split=split)
     except Exception as err:  # datasets raises many types; say which data set failed
+        if offline:
+            raise DatasetError(
+                f"could not load data set {name!r} (split {split!r}): the Hugging Face hub cannot be reached "
+                "(offline) and the data set is not in the local cache. Load it once while online, or give "
+                "a local .jsonl file."
+            ) from None
         raise DatasetError(f"could not load data set {name!r} (split {split!r}): {err}") from err
     return [record_from_row(row, columns) for row in table]
 

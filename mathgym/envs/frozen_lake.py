@@ -1,4 +1,4 @@
-"""FrozenLake-v0: a text front end over gymnasium's own ``FrozenLake-v1`` (multi-turn).
+"""FrozenLakeText-v0: a text front end over gymnasium's own ``FrozenLake-v1`` (multi-turn).
 
 The dynamics, map generator and rewards are gymnasium's; this module only turns the
 state into text and the agent's words into gymnasium's discrete actions.
@@ -103,7 +103,7 @@ class FrozenLakeEnv(TextEnv):
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         if "task_index" in options:
-            raise ConfigError("FrozenLake-v0 draws maps by seed; options['task_index'] is not supported.")
+            raise ConfigError("FrozenLakeText-v0 draws maps by seed; options['task_index'] is not supported.")
         seed = int(self.np_random.integers(2**31 - 1))
         if self.map_name is None:
             desc = generate_random_map(size=self.size, p=1.0 - self.hole_probability, seed=seed)

@@ -14,14 +14,26 @@ from mathgym.rewards.base import Status
 from mathgym.rewards.extract import last_boxed
 
 DEFAULT_SYSTEM_PROMPT = "Play the guessing game. Answer each turn with one integer."
-_INTEGER = re.compile(r"-?\d{1,18}")
+#: A number as written: digits, an optional decimal part, an optional exponent.
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_INTEGER = re.compile(r"[-+]?\d{1,18}")
 
 
-def parse_guess(action: str) -> int | None:
-    """The guess in an action: the last ``\\boxed{}`` integer, else the last integer in the text."""
+def parse_guess(action: str) -> int | str | None:
+    """The guess in an action: the last number in the last ``\\boxed{}``, else in the text.
+
+    Returns the integer, the number as written when it is not an integer (``"50.5"``,
+    ``"1e2"``: never read as 5 or 2), or ``None`` when there is no number.
+
+    Example:
+        >>> parse_guess("I guess 37."), parse_guess("50.5"), parse_guess("no idea")
+        (37, '50.5', None)
+    """
     boxed = last_boxed(action)
-    found = _INTEGER.findall(boxed if boxed is not None else action[-2000:])
-    return int(found[-1]) if found else None
+    found = _NUMBER.findall(boxed if boxed is not None else action[-2000:])
+    if not found:
+        return None
+    return int(found[-1]) if _INTEGER.fullmatch(found[-1]) else found[-1]
 
 
 class GuessNumberEnv(TextEnv):
@@ -30,6 +42,10 @@ class GuessNumberEnv(TextEnv):
     Reward 1 when the secret is found (terminated), 0 otherwise; the episode is truncated
     when ``max_turns`` guesses are spent. A binary search needs at most
     ``ceil(log2(high - low + 2))`` guesses, which is the default budget.
+
+    An answer that is not an integer from ``low`` to ``high`` (no number, ``50.5``, ``1e2``,
+    ``150``) has ``status="format_error"`` and *does* use up a guess (the feedback says so):
+    every turn counts, so the budget bounds the episode whatever the model writes.
 
     Args:
         low: Smallest possible secret.
@@ -74,8 +90,13 @@ class GuessNumberEnv(TextEnv):
     def _judge(self, action: str) -> Judgement:
         guess, secret = parse_guess(action), self.task.metadata["secret"]
         left = self.max_turns - self.turn
-        if guess is None:
-            return Judgement(0.0, Status.FORMAT_ERROR, False, f"That is not an integer. Answer with one integer. ({left} guesses left)")
+        if not isinstance(guess, int) or not self.low <= guess <= self.high:
+            what = "no number" if guess is None else (f"{guess} is not an integer" if isinstance(guess, str) else f"{guess} is out of range")
+            return Judgement(
+                0.0, Status.FORMAT_ERROR, False,
+                f"That guess does not count ({what}): answer with one integer from {self.low} to {self.high}. "
+                f"It used up a guess ({left} guesses left).",
+            )
         if guess == secret:
             return Judgement(1.0, Status.CORRECT, True, correct=True, reward_breakdown={"found": 1.0}, info={"guess": guess})
         low, high = self._bounds
