@@ -1,79 +1,176 @@
-"""Checkpoints: kill a run mid-way, resume it, and get the same metrics step for step."""
+"""Checkpoints: stop a run mid-way, resume it, and get the same metrics and weights step for step.
+
+Every algorithm (GRPO with a KL reference, PPO with its value head, DPO online and offline,
+SFT), with full fine-tuning, LoRA and gradient accumulation. The test model has attention
+dropout, so the global torch RNG matters too. :func:`test_each_piece_of_state_matters` drops
+one restored piece at a time and checks that the comparison then fails.
+"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from mathgym.algos.checkpoint import latest_checkpoint  # noqa: E402
+from mathgym.algos.dpo import DPOConfig, DPOTrainer  # noqa: E402
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
-from tests.trainkit import build_small_model  # noqa: E402
+from mathgym.algos.ppo import PPOConfig, PPOTrainer  # noqa: E402
+from mathgym.algos.preferences import expert_vs_corrupted_pairs, save_preference_jsonl  # noqa: E402
+from mathgym.algos.sft import SFTConfig, SFTTrainer  # noqa: E402
+from tests.trainkit import register_guess_env  # noqa: E402
 
 TIMING = ("perf/",)
+# A multi-turn env in which the random test model finds the number now and then: rewards vary.
+COMMON = dict(
+    env=register_guess_env(), env_kwargs={"high": 2, "max_turns": 2}, steps=4, num_tasks=2, max_new_tokens=6, learning_rate=5e-3, lr_schedule="linear",
+    warmup_steps=1, save_every=2, eval_tasks=0, progress=False, seed=3,
+)
+# name -> (trainer class, config class, options on top of COMMON)
+CASES = {
+    "grpo-kl": (GRPOTrainer, GRPOConfig, dict(beta=0.1, group_size=3)),
+    "grpo-kl-lora-accum": (GRPOTrainer, GRPOConfig, dict(beta=0.1, group_size=3, lora_r=4, grad_accum_steps=2, num_iterations=2)),
+    "ppo": (PPOTrainer, PPOConfig, dict(kl_coef=0.05, group_size=2, ppo_epochs=1)),
+    "ppo-lora-accum": (PPOTrainer, PPOConfig, dict(kl_coef=0.05, group_size=2, lora_r=4, grad_accum_steps=2, num_minibatches=1)),
+    "dpo-online": (DPOTrainer, DPOConfig, dict(group_size=3, beta=0.5)),
+    "dpo-offline-lora-accum": (DPOTrainer, DPOConfig, dict(pairs_per_step=3, lora_r=4, grad_accum_steps=2)),
+    "sft-accum": (SFTTrainer, SFTConfig, dict(batch_size=4, num_demonstrations=6, grad_accum_steps=2)),
+}
 
 
 class Killed(Exception):
     pass
 
 
-class _KilledAt(GRPOTrainer):
-    kill_at = -1
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory) -> Path:
+    """A 2-layer width-32 char-level Llama with attention dropout (so training consumes the torch RNG)."""
+    from mathgym.agents.tiny import build_tiny_model
 
-    def train_step(self):
-        if self.step == self.kill_at:
+    path = tmp_path_factory.mktemp("dropout-model")
+    model, tokenizer = build_tiny_model(seed=0, hidden_size=32, num_layers=2)
+    model.config.attention_dropout = 0.1
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def pref_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("prefs") / "pairs.jsonl"
+    save_preference_jsonl(expert_vs_corrupted_pairs("MathReason-v0", {"system_prompt": "", "difficulty": 0}, 5, seed=1), path)
+    return path
+
+
+def make(case: str, model_path: Path, run_dir: Path, pref_file: Path | None = None, **overrides):
+    trainer_cls, config_cls, options = CASES[case]
+    options = dict(options)
+    if "pairs_per_step" in options:
+        options["preference_file"] = str(pref_file)
+    config = config_cls(**{**COMMON, **options, **overrides}, model=str(model_path), run_dir=str(run_dir))
+    return trainer_cls(config)
+
+
+def kill_at(trainer, step: int) -> None:
+    """Run ``trainer`` and stop it (as a crash would) when it is about to train step ``step``."""
+    original = trainer.train_step
+
+    def train_step():
+        if trainer.step == step:
             raise Killed
-        return super().train_step()
+        return original()
 
-
-def _config(model_path, run_dir):
-    return GRPOConfig(
-        model=str(model_path), env_kwargs={"system_prompt": ""}, steps=5, num_tasks=2, group_size=3,
-        max_new_tokens=8, learning_rate=5e-3, lr_schedule="linear", save_every=2, eval_tasks=4, progress=False,
-        run_dir=str(run_dir), seed=3,
-    )
-
-
-def _comparable(records):
-    return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in records]
-
-
-def test_kill_and_resume_gives_the_same_metrics(tmp_path):
-    model_path = build_small_model(tmp_path / "model")
-    full = GRPOTrainer(_config(model_path, tmp_path / "full")).train()
-
-    killed = _KilledAt(_config(model_path, tmp_path / "killed"))
-    killed.kill_at = 3
+    trainer.train_step = train_step
     with pytest.raises(Killed):
-        killed.train()
-    assert latest_checkpoint(tmp_path / "killed").name == "step-000002"
-    assert max(r["step"] for r in read_metrics(tmp_path / "killed")) == 3  # logged past the checkpoint
+        trainer.train()
 
-    resumed = GRPOTrainer(_config(model_path, tmp_path / "killed"))
-    assert resumed.resume() and resumed.step == 2
-    result = resumed.train()
 
-    a, b = _comparable(read_metrics(tmp_path / "full")), _comparable(read_metrics(tmp_path / "killed"))
+def comparable(run_dir: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in read_metrics(run_dir)]
+
+
+def weights(trainer) -> dict[str, torch.Tensor]:
+    out = {f"policy.{k}": v for k, v in trainer.policy.model.state_dict().items()}
+    if hasattr(trainer, "value_model"):
+        out.update({f"value.{k}": v for k, v in trainer.value_model.state_dict().items()})
+    return out
+
+
+def assert_same_run(full_dir: Path, full, resumed_dir: Path, resumed) -> None:
+    a, b = comparable(full_dir), comparable(resumed_dir)
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
-        assert ra.keys() == rb.keys()
+        assert ra.keys() == rb.keys(), ra["step"]
         for key in ra:
-            assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-6), (ra["step"], key)
-    assert result.eval_after.pass_at_1 == full.eval_after.pass_at_1
-    for name in ("config.yaml", "metrics.jsonl", "reward_curve.png", "eval.json", "final/config.json"):
-        assert (tmp_path / "killed" / name).exists(), name
-    assert json.loads((tmp_path / "killed" / "eval.json").read_text())["before"]["num_tasks"] == 4
+            assert ra[key] == pytest.approx(rb[key], rel=1e-6, abs=1e-7), (ra["step"], key)
+    wa, wb = weights(full), weights(resumed)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        assert torch.allclose(wa[name].float(), wb[name].float(), rtol=1e-6, atol=1e-7), name
 
 
-def test_checkpoint_is_written_atomically(tmp_path):
-    model_path = build_small_model(tmp_path / "model")
-    trainer = GRPOTrainer(_config(model_path, tmp_path / "run"))
+@pytest.mark.parametrize("case", list(CASES))
+def test_stop_and_resume_equals_an_uninterrupted_run(case, model_path, pref_file, tmp_path):
+    full = make(case, model_path, tmp_path / "full", pref_file)
+    full.train()
+
+    killed = make(case, model_path, tmp_path / "run", pref_file)
+    kill_at(killed, 3)
+    assert latest_checkpoint(tmp_path / "run").name == "step-000002"
+    assert max(r["step"] for r in read_metrics(tmp_path / "run")) == 3  # logged past the checkpoint
+
+    resumed = make(case, model_path, tmp_path / "run", pref_file)
+    assert resumed.resume() and resumed.step == 2
+    resumed.train()
+    assert_same_run(tmp_path / "full", full, tmp_path / "run", resumed)
+
+
+PIECES = {  # piece of state -> a case whose resumed run depends on it
+    "model": "grpo-kl",
+    "optimizer": "grpo-kl",
+    "scheduler": "grpo-kl",
+    "generator": "grpo-kl",
+    "rng": "sft-accum",  # SFT samples nothing: only the dropout masks draw from the global RNG
+    "extra": "ppo",  # the value head
+    "scaler": None,  # fp16 only: see tests/test_precision.py
+}
+
+
+@pytest.mark.parametrize("piece", [p for p, case in PIECES.items() if case])
+def test_each_piece_of_state_matters(piece, model_path, pref_file, tmp_path):
+    """Resume with ``piece`` left at its fresh value: the runs must then differ (the test above can fail)."""
+    case = PIECES[piece]
+    full = make(case, model_path, tmp_path / "full", pref_file)
+    full.train()
+    killed = make(case, model_path, tmp_path / "run", pref_file)
+    kill_at(killed, 2)
+    resumed = make(case, model_path, tmp_path / "run", pref_file)
+    fresh = resumed.state_dict()
+    original = resumed.load_state_dict
+
+    def load_without_piece(state):
+        original({**state, piece: fresh[piece]})
+
+    resumed.load_state_dict = load_without_piece
+    assert resumed.resume()
+    resumed.train()
+    with pytest.raises(AssertionError):
+        assert_same_run(tmp_path / "full", full, tmp_path / "run", resumed)
+
+
+def test_checkpoint_is_written_atomically(model_path, tmp_path):
+    trainer = make("grpo-kl", model_path, tmp_path / "run")
+    stale = tmp_path / "run" / "checkpoints" / ".tmp-killed-mid-write"
+    stale.mkdir(parents=True)
+    (stale / "state.pt").write_bytes(b"half a checkpoint")
     trainer.step = 7
     path = trainer.save()
     assert path.name == "step-000007" and (path / "state.pt").is_file()
     assert not [p for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith(".tmp")]
     state = torch.load(path / "state.pt", weights_only=False)
-    assert {"model", "optimizer", "scheduler", "generator", "rng", "step"} <= state.keys()
+    assert {"model", "optimizer", "scheduler", "generator", "rng", "step", "config", "algo"} <= state.keys()
+    assert json.loads(json.dumps(state["config"]))["seed"] == 3

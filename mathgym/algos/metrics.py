@@ -37,6 +37,14 @@ def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
     return out
 
 
+def _step_of(line: str) -> float:
+    """The step of a ``metrics.jsonl`` line; a line cut short by a killed run counts as past every step."""
+    try:
+        return json.loads(line).get("step", -1)
+    except (json.JSONDecodeError, AttributeError):
+        return float("inf")
+
+
 class MetricsLogger:
     """Appends step metrics to ``run_dir/metrics.jsonl`` (and TensorBoard / W&B when asked).
 
@@ -83,7 +91,7 @@ class MetricsLogger:
             self._tb = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=step + 1)
         if not self.path.exists():
             return
-        keep = [line for line in self.path.read_text().splitlines() if line and json.loads(line).get("step", -1) <= step]
+        keep = [line for line in self.path.read_text().splitlines() if _step_of(line) <= step]
         self.path.write_text("".join(line + "\n" for line in keep))
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
