@@ -100,13 +100,17 @@ def weights(trainer) -> dict[str, torch.Tensor]:
     return out
 
 
-def assert_same_run(full_dir: Path, full, resumed_dir: Path, resumed) -> None:
+def assert_same_metrics(full_dir: Path, resumed_dir: Path) -> None:
     a, b = comparable(full_dir), comparable(resumed_dir)
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
         assert ra.keys() == rb.keys(), ra["step"]
         for key in ra:
             assert ra[key] == pytest.approx(rb[key], rel=1e-6, abs=1e-7), (ra["step"], key)
+
+
+def assert_same_run(full_dir: Path, full, resumed_dir: Path, resumed) -> None:
+    assert_same_metrics(full_dir, resumed_dir)
     wa, wb = weights(full), weights(resumed)
     assert wa.keys() == wb.keys()
     for name in wa:
@@ -174,3 +178,93 @@ def test_checkpoint_is_written_atomically(model_path, tmp_path):
     state = torch.load(path / "state.pt", weights_only=False)
     assert {"model", "optimizer", "scheduler", "generator", "rng", "step", "config", "algo"} <= state.keys()
     assert json.loads(json.dumps(state["config"]))["seed"] == 3
+
+
+LAUNCH = (  # `mathgym train` with the test env registered (the CLI's own entry point)
+    "import sys; from tests.trainkit import register_guess_env; register_guess_env(); "
+    "from mathgym.cli import main; sys.exit(main(['train'] + sys.argv[1:]))"
+)
+
+
+def test_sigkill_then_resume_from_the_command_line(model_path, tmp_path):
+    """A real ``mathgym train`` process killed with SIGKILL once a checkpoint exists, resumed with ``--resume``."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    options = {**COMMON, **CASES["grpo-kl-lora-accum"][2], "steps": 8, "eval_tasks": 2, "eval_every": 3, "threads": 1}
+    options.update(model=str(model_path), run_dir=str(tmp_path / "run"), num_iterations=1)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"algo": "grpo", **options}))
+    child_env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH, "--config", str(tmp_path / "run.yaml")], env=child_env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while latest_checkpoint(tmp_path / "run") is None and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    _, err = child.communicate()
+    assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    assert not (tmp_path / "run" / "final").exists()  # killed mid-run
+    killed_at = int(latest_checkpoint(tmp_path / "run").name.removeprefix("step-"))
+    assert 2 <= killed_at < 8
+
+    resumed = subprocess.run(
+        [sys.executable, "-c", LAUNCH, "--resume", str(tmp_path / "run")], env=child_env, capture_output=True, text=True,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resumed {tmp_path / 'run'} at step {killed_at}" in resumed.stdout
+
+    threads = torch.get_num_threads()
+    try:  # the uninterrupted run, in this process, with the same single thread
+        full = GRPOTrainer(GRPOConfig(**{**options, "run_dir": str(tmp_path / "full")}))
+        full.train()
+    finally:
+        torch.set_num_threads(threads)
+    assert_same_metrics(tmp_path / "full", tmp_path / "run")
+    from safetensors.torch import load_file
+
+    adapter_a = load_file(tmp_path / "full" / "final" / "adapter_model.safetensors")
+    adapter_b = load_file(tmp_path / "run" / "final" / "adapter_model.safetensors")
+    assert adapter_a.keys() == adapter_b.keys() and adapter_a
+    for name in adapter_a:
+        assert torch.allclose(adapter_a[name], adapter_b[name], rtol=1e-6, atol=1e-7), name
+    for name in ("config.yaml", "metrics.jsonl", "reward_curve.png", "eval.json"):
+        assert (tmp_path / "run" / name).exists(), name
+    assert json.loads((tmp_path / "run" / "eval.json").read_text())["before"]["num_tasks"] == 2
+
+
+def test_resume_says_what_changed_and_refuses_what_shapes_training(model_path, tmp_path, capsys):
+    from mathgym.errors import ConfigError
+
+    trainer = make("sft-accum", model_path, tmp_path / "run", steps=2)
+    trainer.train()
+    saved_config = (tmp_path / "run" / "config.yaml").read_text()
+
+    with pytest.raises(ConfigError) as refused:
+        make("sft-accum", model_path, tmp_path / "run", steps=3, learning_rate=1e-3, batch_size=2).resume()
+    message = str(refused.value)
+    assert "learning_rate 0.005 -> 0.001" in message and "batch_size 4 -> 2" in message and "steps" not in message.split(".")[0]
+    assert (tmp_path / "run" / "config.yaml").read_text() == saved_config  # a refused resume leaves the run as it was
+
+    with pytest.raises(ConfigError, match="already at step 2"):
+        make("sft-accum", model_path, tmp_path / "run", steps=1).resume()
+    with pytest.raises(ConfigError, match="trained with --algo sft, not dpo"):
+        make("dpo-online", model_path, tmp_path / "run").resume()
+
+    capsys.readouterr()
+    resumed = make("sft-accum", model_path, tmp_path / "run", steps=3, save_every=1, grad_accum_steps=4)
+    assert resumed.resume() and resumed.step == 2
+    out = capsys.readouterr().out
+    assert "steps 2 -> 3 (the linear learning-rate schedule now spans 3 steps" in out
+    assert "save_every 2 -> 1" in out
+    assert "warning: grad_accum_steps 2 -> 4 (the same update in other micro-batches" in out
+    assert {c.name: c.verdict for c in resumed.resume_changes} == {"steps": "warning", "save_every": "allowed", "grad_accum_steps": "warning"}
+    resumed.train()
+    assert [r["step"] for r in read_metrics(tmp_path / "run") if "loss/sft" in r] == [1, 2, 3]
+    assert "steps: 3" in (tmp_path / "run" / "config.yaml").read_text()

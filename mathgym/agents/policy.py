@@ -245,7 +245,11 @@ class LLMPolicy:
         model = self.model.get_base_model() if self.has_lora else self.model
         if not getattr(model, "supports_gradient_checkpointing", False):
             raise ConfigError(f"{type(model).__name__} does not support gradient checkpointing; set gradient_checkpointing=false.")
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name for it
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
     def mark_weights_updated(self) -> None:
         """Record that the weights changed (an optimizer step, a loaded checkpoint)."""
