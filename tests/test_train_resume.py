@@ -268,3 +268,16 @@ def test_resume_says_what_changed_and_refuses_what_shapes_training(model_path, t
     resumed.train()
     assert [r["step"] for r in read_metrics(tmp_path / "run") if "loss/sft" in r] == [1, 2, 3]
     assert "steps: 3" in (tmp_path / "run" / "config.yaml").read_text()
+
+
+def test_resume_changes_are_sorted_into_allowed_warned_and_refused():
+    from mathgym.algos.checkpoint import resume_changes
+    from mathgym.config import TrainConfig
+
+    saved = TrainConfig(steps=10).to_dict()
+    current = TrainConfig(steps=20, eval_every=5, threads=4, env="GuessNumber-v0", seed=1).to_dict()
+    verdicts = {c.name: c.verdict for c in resume_changes(saved, current, step=6)}
+    assert verdicts == {"env": "refused", "seed": "refused", "steps": "allowed", "threads": "warning", "eval_every": "allowed"}
+    assert [c.verdict for c in resume_changes(saved, TrainConfig(steps=5).to_dict(), step=6)] == ["refused"]
+    assert resume_changes({"steps": 10}, current, step=6)[0].name == "steps"  # options the checkpoint lacks: not compared
+    assert resume_changes(saved, TrainConfig(steps=10).to_dict(), step=6) == []

@@ -244,7 +244,9 @@ class LLMPolicy:
         """
         model = self.model.get_base_model() if self.has_lora else self.model
         if not getattr(model, "supports_gradient_checkpointing", False):
-            raise ConfigError(f"{type(model).__name__} does not support gradient checkpointing; set gradient_checkpointing=false.")
+            raise ConfigError(
+                f"{type(model).__name__} does not support gradient checkpointing; set gradient_checkpointing=false."
+            )
         kwargs = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name for it
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)

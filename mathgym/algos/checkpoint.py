@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -86,12 +86,15 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 # -- what may change when a run is resumed ------------------------------------------------------
 
 # Options that only steer the run (how long, when to save/evaluate, what to show): free to change.
-FREE_ON_RESUME = frozenset({"steps", "save_every", "eval_every", "progress", "log_tensorboard", "log_wandb", "threads", "run_dir"})
+FREE_ON_RESUME = frozenset(
+    {"steps", "save_every", "eval_every", "progress", "log_tensorboard", "log_wandb", "run_dir"}
+)
 # Options that change how the same update is computed or measured, not what it is: accepted with a warning.
 WARN_ON_RESUME = {
     "device": "the same update on other hardware; later steps may differ from an uninterrupted run in the last bits",
     "backend": "the same sampling distribution from another engine; samples differ from an uninterrupted run",
     "grad_accum_steps": "the same update in other micro-batches; later steps may differ in the last bits",
+    "threads": "the same update summed in another order; later steps may differ in the last bits",
     "gradient_checkpointing": "the same update with less memory; later steps may differ in the last bits",
     "vectorization_mode": "the same rollouts in another gymnasium vector mode",
     "eval_tasks": "the final accuracy is then measured on other tasks than the accuracy before training",
@@ -101,6 +104,9 @@ WARN_ON_RESUME = {
 }
 
 
+Verdict = Literal["allowed", "warning", "refused"]
+
+
 @dataclass(frozen=True)
 class OptionChange:
     """One option whose value differs from the checkpoint's configuration."""
@@ -108,7 +114,7 @@ class OptionChange:
     name: str
     old: Any
     new: Any
-    verdict: str  # "allowed", "warning" or "refused"
+    verdict: Verdict
     note: str = ""
 
     def __str__(self) -> str:
@@ -137,7 +143,8 @@ def resume_changes(saved: Mapping[str, Any], current: Mapping[str, Any], step: i
         if name == "steps" and new < step:
             changes.append(OptionChange(name, old, new, "refused", f"the checkpoint is already at step {step}"))
         elif name == "steps" and current.get("lr_schedule", "constant") != "constant":
-            note = f"the {current['lr_schedule']} learning-rate schedule now spans {new} steps: later learning rates change"
+            schedule = current["lr_schedule"]
+            note = f"the {schedule} learning-rate schedule now spans {new} steps: later learning rates change"
             changes.append(OptionChange(name, old, new, "warning", note))
         elif name in FREE_ON_RESUME:
             changes.append(OptionChange(name, old, new, "allowed"))
