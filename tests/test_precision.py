@@ -74,7 +74,7 @@ def test_bf16_grpo_steps_on_cpu(model_path, tmp_path):
 
 
 def test_fp16_autocast_with_grad_scaler_on_cpu(model_path, tmp_path):
-    trainer = grpo(model_path, tmp_path / "run", dtype="float16", lora_r=4, save_every=1)
+    trainer = grpo(model_path, tmp_path / "run", dtype="float16", lora_r=4, save_every=1, steps=1, max_new_tokens=4)
     assert trainer.scaler.is_enabled() and trainer.policy.autocast_dtype == torch.float16
     assert {p.dtype for p in trainer.policy.trainable_parameters()} == {torch.float32}  # master weights
     with trainer.policy.autocast():
@@ -85,9 +85,9 @@ def test_fp16_autocast_with_grad_scaler_on_cpu(model_path, tmp_path):
     records = [r for r in read_metrics(tmp_path / "run") if "loss/policy" in r]
     assert all("optim/grad_scale" in r for r in records) and torch.isfinite(torch.tensor(records[-1]["loss/policy"]))
     assert changed_weights(before, trainer.policy.model) > 0
-    state = torch.load(tmp_path / "run" / "checkpoints" / "step-000002" / "state.pt", weights_only=False)
+    state = torch.load(tmp_path / "run" / "checkpoints" / "step-000001" / "state.pt", weights_only=False)
     assert state["scaler"]["scale"] == trainer.scaler.get_scale()  # the scale is checkpointed and restored
-    resumed = grpo(model_path, tmp_path / "run", dtype="float16", lora_r=4, save_every=1)
+    resumed = grpo(model_path, tmp_path / "run", dtype="float16", lora_r=4, save_every=1, steps=1, max_new_tokens=4)
     resumed.scaler = torch.amp.GradScaler("cpu", init_scale=8.0)  # a different scale, that resume() must overwrite
     assert resumed.resume() and resumed.scaler.get_scale() == trainer.scaler.get_scale()
 
@@ -129,7 +129,7 @@ def test_gradient_checkpointing_recomputes_and_gives_the_same_gradients(model_pa
 
 
 def test_gradient_checkpointing_option_trains_like_without(model_path, tmp_path):
-    runs = [grpo(model_path, tmp_path / f"gc-{flag}", gradient_checkpointing=flag, lora_r=4) for flag in (False, True)]
+    runs = [grpo(model_path, tmp_path / f"gc-{flag}", gradient_checkpointing=flag, lora_r=4, steps=1) for flag in (False, True)]
     for trainer in runs:
         trainer.train()
     a, b = (read_metrics(tmp_path / f"gc-{flag}") for flag in (False, True))
@@ -137,3 +137,5 @@ def test_gradient_checkpointing_option_trains_like_without(model_path, tmp_path)
         for key in ("loss/policy", "loss/kl", "rollout/reward"):
             if key in ra:
                 assert ra[key] == pytest.approx(rb[key], rel=1e-4, abs=1e-6), key
+    assert not runs[0].policy.model.get_base_model().get_submodule("model.layers.0").gradient_checkpointing
+    assert runs[1].policy.model.get_base_model().get_submodule("model.layers.0").gradient_checkpointing

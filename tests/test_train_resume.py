@@ -117,10 +117,25 @@ def assert_same_run(full_dir: Path, full, resumed_dir: Path, resumed) -> None:
         assert torch.allclose(wa[name].float(), wb[name].float(), rtol=1e-6, atol=1e-7), name
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(model_path, pref_file, tmp_path_factory):
+    """``case -> (run dir, trainer)`` of the run that is never stopped (each trained once per module)."""
+    runs: dict[str, tuple[Path, object]] = {}
+
+    def run(case: str):
+        if case not in runs:
+            run_dir = tmp_path_factory.mktemp(f"full-{case}")
+            trainer = make(case, model_path, run_dir, pref_file)
+            trainer.train()
+            runs[case] = (run_dir, trainer)
+        return runs[case]
+
+    return run
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_stop_and_resume_equals_an_uninterrupted_run(case, model_path, pref_file, tmp_path):
-    full = make(case, model_path, tmp_path / "full", pref_file)
-    full.train()
+def test_stop_and_resume_equals_an_uninterrupted_run(case, model_path, pref_file, uninterrupted, tmp_path):
+    full_dir, full = uninterrupted(case)
 
     killed = make(case, model_path, tmp_path / "run", pref_file)
     kill_at(killed, 3)
@@ -130,7 +145,7 @@ def test_stop_and_resume_equals_an_uninterrupted_run(case, model_path, pref_file
     resumed = make(case, model_path, tmp_path / "run", pref_file)
     assert resumed.resume() and resumed.step == 2
     resumed.train()
-    assert_same_run(tmp_path / "full", full, tmp_path / "run", resumed)
+    assert_same_run(full_dir, full, tmp_path / "run", resumed)
 
 
 PIECES = {  # piece of state -> a case whose resumed run depends on it
@@ -145,11 +160,10 @@ PIECES = {  # piece of state -> a case whose resumed run depends on it
 
 
 @pytest.mark.parametrize("piece", [p for p, case in PIECES.items() if case])
-def test_each_piece_of_state_matters(piece, model_path, pref_file, tmp_path):
+def test_each_piece_of_state_matters(piece, model_path, pref_file, uninterrupted, tmp_path):
     """Resume with ``piece`` left at its fresh value: the runs must then differ (the test above can fail)."""
     case = PIECES[piece]
-    full = make(case, model_path, tmp_path / "full", pref_file)
-    full.train()
+    full_dir, full = uninterrupted(case)
     killed = make(case, model_path, tmp_path / "run", pref_file)
     kill_at(killed, 2)
     resumed = make(case, model_path, tmp_path / "run", pref_file)
@@ -163,7 +177,7 @@ def test_each_piece_of_state_matters(piece, model_path, pref_file, tmp_path):
     assert resumed.resume()
     resumed.train()
     with pytest.raises(AssertionError):
-        assert_same_run(tmp_path / "full", full, tmp_path / "run", resumed)
+        assert_same_run(full_dir, full, tmp_path / "run", resumed)
 
 
 def test_checkpoint_is_written_atomically(model_path, tmp_path):
@@ -196,7 +210,7 @@ def test_sigkill_then_resume_from_the_command_line(model_path, tmp_path):
 
     import yaml
 
-    options = {**COMMON, **CASES["grpo-kl-lora-accum"][2], "steps": 8, "eval_tasks": 2, "eval_every": 3, "threads": 1}
+    options = {**COMMON, **CASES["grpo-kl-lora-accum"][2], "steps": 6, "eval_tasks": 2, "eval_every": 3, "threads": 1}
     options.update(model=str(model_path), run_dir=str(tmp_path / "run"), num_iterations=1)
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({"algo": "grpo", **options}))
     child_env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -212,7 +226,7 @@ def test_sigkill_then_resume_from_the_command_line(model_path, tmp_path):
     assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
     assert not (tmp_path / "run" / "final").exists()  # killed mid-run
     killed_at = int(latest_checkpoint(tmp_path / "run").name.removeprefix("step-"))
-    assert 2 <= killed_at < 8
+    assert 2 <= killed_at < 6
 
     resumed = subprocess.run(
         [sys.executable, "-c", LAUNCH, "--resume", str(tmp_path / "run")], env=child_env, capture_output=True, text=True,
