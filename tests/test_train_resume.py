@@ -27,7 +27,7 @@ from tests.trainkit import register_guess_env  # noqa: E402
 TIMING = ("perf/",)
 # A multi-turn env in which the random test model finds the number now and then: rewards vary.
 COMMON = dict(
-    env=register_guess_env(), env_kwargs={"high": 2, "max_turns": 2}, steps=4, num_tasks=2, max_new_tokens=6, learning_rate=5e-3, lr_schedule="linear",
+    env=register_guess_env(), env_kwargs={"high": 2, "max_turns": 2}, steps=4, num_tasks=2, max_new_tokens=5, learning_rate=5e-3, lr_schedule="linear",
     warmup_steps=1, save_every=2, eval_tasks=0, progress=False, seed=3,
 )
 # name -> (trainer class, config class, options on top of COMMON)
@@ -35,9 +35,9 @@ CASES = {
     "grpo-kl": (GRPOTrainer, GRPOConfig, dict(beta=0.1, group_size=3)),
     "grpo-kl-lora-accum": (GRPOTrainer, GRPOConfig, dict(beta=0.1, group_size=3, lora_r=4, grad_accum_steps=2, num_iterations=2)),
     "ppo": (PPOTrainer, PPOConfig, dict(kl_coef=0.05, group_size=2, ppo_epochs=1)),
-    "ppo-lora-accum": (PPOTrainer, PPOConfig, dict(kl_coef=0.05, group_size=2, lora_r=4, grad_accum_steps=2, num_minibatches=1)),
+    "ppo-lora-accum": (PPOTrainer, PPOConfig, dict(kl_coef=0.05, group_size=2, lora_r=4, grad_accum_steps=2, num_minibatches=1, ppo_epochs=1)),
     "dpo-online": (DPOTrainer, DPOConfig, dict(group_size=3, beta=0.5)),
-    "dpo-offline-lora-accum": (DPOTrainer, DPOConfig, dict(pairs_per_step=3, lora_r=4, grad_accum_steps=2)),
+    "dpo-offline-lora-accum": (DPOTrainer, DPOConfig, dict(pairs_per_step=2, lora_r=4, grad_accum_steps=2)),
     "sft-accum": (SFTTrainer, SFTConfig, dict(batch_size=4, num_demonstrations=6, grad_accum_steps=2)),
 }
 
@@ -146,6 +146,8 @@ def test_stop_and_resume_equals_an_uninterrupted_run(case, model_path, pref_file
     assert resumed.resume() and resumed.step == 2
     resumed.train()
     assert_same_run(full_dir, full, tmp_path / "run", resumed)
+    after_resume = [r for r in read_metrics(tmp_path / "run") if r["step"] > 2]
+    assert any(r.get("loss/grad_norm", 0) > 0 or r.get("loss/sft", 0) > 0 for r in after_resume)  # it trained
 
 
 PIECES = {  # piece of state -> a case whose resumed run depends on it
