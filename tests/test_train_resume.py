@@ -33,7 +33,7 @@ COMMON = dict(
 # name -> (trainer class, config class, options on top of COMMON)
 CASES = {
     "grpo-kl": (GRPOTrainer, GRPOConfig, dict(beta=0.1, group_size=3)),
-    "grpo-kl-lora-accum": (GRPOTrainer, GRPOConfig, dict(beta=0.1, group_size=3, lora_r=4, grad_accum_steps=2, num_iterations=2)),
+    "grpo-kl-lora-accum": (GRPOTrainer, GRPOConfig, dict(beta=0.1, group_size=3, lora_r=4, grad_accum_steps=2)),
     "ppo": (PPOTrainer, PPOConfig, dict(kl_coef=0.05, group_size=2, ppo_epochs=1)),
     "ppo-lora-accum": (PPOTrainer, PPOConfig, dict(kl_coef=0.05, group_size=2, lora_r=4, grad_accum_steps=2, num_minibatches=1, ppo_epochs=1)),
     "dpo-online": (DPOTrainer, DPOConfig, dict(group_size=3, beta=0.5)),
@@ -213,7 +213,7 @@ def test_sigkill_then_resume_from_the_command_line(model_path, tmp_path):
     import yaml
 
     options = {**COMMON, **CASES["grpo-kl-lora-accum"][2], "steps": 6, "eval_tasks": 2, "eval_every": 3, "threads": 1}
-    options.update(model=str(model_path), run_dir=str(tmp_path / "run"), num_iterations=1)
+    options.update(model=str(model_path), run_dir=str(tmp_path / "run"))
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({"algo": "grpo", **options}))
     child_env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     child = subprocess.Popen(
