@@ -297,3 +297,15 @@ def test_resume_changes_are_sorted_into_allowed_warned_and_refused():
     assert [c.verdict for c in resume_changes(saved, TrainConfig(steps=5).to_dict(), step=6)] == ["refused"]
     assert resume_changes({"steps": 10}, current, step=6)[0].name == "steps"  # options the checkpoint lacks: not compared
     assert resume_changes(saved, TrainConfig(steps=10).to_dict(), step=6) == []
+
+
+def test_a_metrics_line_cut_by_a_kill_is_dropped_on_resume(tmp_path):
+    from mathgym.algos.metrics import MetricsLogger
+
+    logger = MetricsLogger(tmp_path, False, False, {})
+    for step in (1, 2, 3):
+        logger.log(step, {"rollout/reward": step / 10})
+    with (tmp_path / "metrics.jsonl").open("a") as fh:
+        fh.write('{"step": 4, "rollout/rew')  # the process died mid-write
+    logger.truncate_after(2)
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
