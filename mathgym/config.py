@@ -74,7 +74,12 @@ class TrainConfig:
     lora_alpha: int = option(16, "LoRA alpha")
     lora_target_modules: str = option("all-linear", "LoRA target modules: 'all-linear' or comma-separated names")
     device: str = option("auto", "'auto' (CUDA if available, else CPU), 'cpu', 'cuda', 'cuda:1', ...")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = option("auto", "'auto': bf16 on CUDA, else fp32")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = option(
+        "auto",
+        "'auto': bf16 on a CUDA GPU that has it, else fp32; bfloat16: bf16 weights; "
+        "float16: fp32 weights, fp16 autocast and a gradient scaler",
+    )
+    gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, more compute")
     threads: int = option(0, "torch CPU threads (0: torch's default)")
     run_dir: str = option("", "run directory (default runs/<algo>-<env>-<time>)")
     save_every: int = option(20, "checkpoint every N steps (0: only at the end)")

@@ -4,12 +4,13 @@
   with the tiny model it is several times faster than ``generate`` (less per-step
   machinery), and it returns exactly the log-probs it sampled from.
 - ``hf``: ``model.generate`` with ``output_scores``; works with any model generate supports.
-- ``vllm``: vLLM's offline engine, when installed (GPU).
+- ``vllm``: vLLM's offline engine, when installed (GPU); the policy's weights are pushed
+  into it after each update (:class:`WeightSync`, :func:`vllm_weights`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -197,30 +198,115 @@ class HFGenerateBackend:
         return _finish(policy, new.tolist(), logp.tolist(), params)
 
 
-class VLLMBackend:
-    """vLLM offline engine (GPU); the weights are synced from the policy on each call."""
+def vllm_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The weights of ``model`` under the names of its Hugging Face checkpoint, as vLLM's
+    ``load_weights`` takes them; under LoRA the adapters merged in (the model is not modified).
 
-    def __init__(self, policy: LLMPolicy):
+    peft names (``base_model.model.<name>.base_layer.weight``, ``lora_A``/``lora_B``,
+    ``modules_to_save``) map back to the base model's own ``<name>.weight``.
+    """
+    if not (hasattr(model, "peft_config") and hasattr(model, "get_base_model")):
+        yield from model.state_dict().items()
+        return
+    base = model.get_base_model()
+    for name, tensor in base.state_dict().items():
+        if "lora_" in name or ".original_module." in name:
+            continue  # adapter factors are merged below; a replaced module's original is not served
+        if ".base_layer." in name:
+            path, _, leaf = name.rpartition(".base_layer.")
+            layer = base.get_submodule(path)
+            if leaf == "weight" and not getattr(layer, "merged", False):
+                for adapter in getattr(layer, "active_adapters", ()):
+                    if adapter in getattr(layer, "lora_A", {}):
+                        tensor = tensor + layer.get_delta_weight(adapter).to(tensor.dtype)
+            name = f"{path}.{leaf}"
+        yield name.replace(".modules_to_save.default.", "."), tensor
+
+
+def vllm_model(engine: Any) -> Any:
+    """The model object inside an in-process vLLM ``LLM`` (it has ``load_weights``).
+
+    vLLM moved it across versions: V1 in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``)
+    and V0 keep it under ``llm_engine.model_executor.driver_worker[.worker].model_runner.model``.
+    """
+    executor = getattr(getattr(engine, "llm_engine", None), "model_executor", None)
+    worker = getattr(executor, "driver_worker", None)
+    for holder in (getattr(worker, "worker", None), worker):
+        model = getattr(getattr(holder, "model_runner", None), "model", None)
+        if model is not None and hasattr(model, "load_weights"):
+            return model
+    return None
+
+
+class WeightSync:
+    """Pushes the policy's weights into a generation engine when they changed since the last push.
+
+    Args:
+        policy: The trained policy (its ``weights_version`` says when the weights changed).
+        load: Called with an iterator of ``(name, tensor)`` (see :func:`vllm_weights`).
+    """
+
+    def __init__(self, policy: LLMPolicy, load: Callable[[Iterator[tuple[str, torch.Tensor]]], Any]):
+        self.policy, self.load = policy, load
+        self.synced_version: int | None = None
+
+    @torch.no_grad()
+    def __call__(self) -> bool:
+        """Push if needed; return whether it pushed."""
+        if self.synced_version == self.policy.weights_version:
+            return False
+        self.load(vllm_weights(self.policy.model))
+        self.synced_version = self.policy.weights_version
+        return True
+
+
+class VLLMBackend:
+    """vLLM's offline engine (GPU), in this process, sharing the GPU with training.
+
+    The engine loads the policy's starting weights from ``policy.name_or_path``; after every
+    optimizer step (or a loaded checkpoint) the next :meth:`generate` pushes the current weights
+    (LoRA merged in) through the model's ``load_weights`` and resets vLLM's prefix cache, whose
+    entries were computed with the old weights.
+
+    Args:
+        policy: The policy to sample from.
+        gpu_memory_utilization: Fraction of the GPU vLLM may take (weights + KV cache); the rest
+            is left to training.
+    """
+
+    def __init__(self, policy: LLMPolicy, gpu_memory_utilization: float = 0.4):
         try:
             import vllm  # noqa: F401
         except ImportError as err:
             raise ConfigError("backend='vllm' needs vLLM: pip install vllm (GPU only).") from err
+        import os
+
         from vllm import LLM
 
+        # The engine must live in this process for its weights to be replaced in place.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.policy = policy
-        self.engine = LLM(model=policy.name_or_path, dtype="auto", enable_prefix_caching=True)
+        dtype = policy.autocast_dtype or next(policy.model.parameters()).dtype
+        self.engine = LLM(
+            model=policy.name_or_path, dtype=str(dtype).removeprefix("torch."), enable_prefix_caching=True,
+            gpu_memory_utilization=gpu_memory_utilization,
+        )
+        self.sync = WeightSync(policy, self._load_weights)  # the first generate() pushes the policy's weights
 
-    def _sync_weights(self) -> None:
-        model = self.policy.model
-        runner = self.engine.llm_engine.model_executor.driver_worker.model_runner.model
-        if self.policy.has_lora:  # merge the adapter in, copy, and take it out again
-            model.merge_adapter()
-            state = {k.replace("base_model.model.", "").replace(".base_layer", ""): v
-                     for k, v in model.state_dict().items() if "lora_" not in k}
-            runner.load_weights(state.items())
-            model.unmerge_adapter()
+    def _load_weights(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
+        model = vllm_model(self.engine)
+        if model is not None:
+            model.load_weights(weights)
+        elif hasattr(self.engine, "apply_model"):  # the engine runs in worker processes: ship the weights there
+            cpu = [(name, tensor.detach().cpu()) for name, tensor in weights]
+            self.engine.apply_model(lambda m: m.load_weights(cpu))
         else:
-            runner.load_weights(model.state_dict().items())
+            raise ConfigError(
+                "Cannot update the weights of this vLLM version's engine (no in-process model and no "
+                "LLM.apply_model); set VLLM_ENABLE_V1_MULTIPROCESSING=0 or use a vLLM release with LLM.apply_model."
+            )
+        if hasattr(self.engine, "reset_prefix_cache"):  # cached prefixes hold the old weights' keys and values
+            self.engine.reset_prefix_cache()
 
     def generate(self, prompts, params, generator) -> list[Generation]:
         from vllm import SamplingParams as VSampling
@@ -228,7 +314,7 @@ class VLLMBackend:
 
         from mathgym.agents.policy import Generation
 
-        self._sync_weights()
+        self.sync()
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator)) if generator is not None else None
         sampling = VSampling(
             temperature=max(params.temperature, 0.0), top_p=params.top_p, max_tokens=params.max_new_tokens,

@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -94,22 +94,63 @@ class LoraSettings:
     dropout: float = 0.0
 
 
-def pick_device(device: str = "auto") -> torch.device:
-    """``"auto"`` → CUDA when available, else CPU."""
+def pick_device(device: str = "auto", cuda_available: bool | None = None) -> torch.device:
+    """``"auto"`` → CUDA when available, else CPU; an unavailable CUDA device is an error.
+
+    Args:
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
+        cuda_available: Whether CUDA can be used (default: ask torch).
+    """
+    cuda = torch.cuda.is_available() if cuda_available is None else cuda_available
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+        return torch.device("cuda" if cuda else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device={device!r} is not a torch device; use 'auto', 'cpu', 'cuda' or 'cuda:N'.") from None
+    if dev.type == "cuda" and not cuda:
+        raise ConfigError(f"device={device!r} but torch sees no CUDA GPU here; use device='cpu' (or 'auto').")
+    return dev
 
 
-def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """``"auto"`` → bfloat16 on a CUDA device that supports it, else float32."""
+class Precision(NamedTuple):
+    """How a policy stores and computes: ``weights`` dtype, and the ``autocast`` dtype (``None``: off).
+
+    ``float16`` keeps fp32 weights and computes under fp16 autocast with a gradient scaler
+    (fp16 weights with AdamW under- and overflow); ``bfloat16`` stores the weights in bf16.
+    """
+
+    weights: torch.dtype
+    autocast: torch.dtype | None = None
+
+
+def pick_precision(dtype: str, device: torch.device, bf16_supported: bool | None = None) -> Precision:
+    """Resolve the ``dtype`` option for ``device``.
+
+    ``"auto"`` → bfloat16 on a CUDA device that supports it, else float32.
+
+    Args:
+        dtype: ``"auto"``, ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        device: Where the model will live.
+        bf16_supported: Whether that CUDA device computes in bf16 (default: ask torch).
+    """
     table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype == "auto":
-        cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return torch.bfloat16 if cuda_bf16 else torch.float32
+        if device.type != "cuda":
+            return Precision(torch.float32)
+        supported = torch.cuda.is_bf16_supported() if bf16_supported is None else bf16_supported
+        return Precision(torch.bfloat16 if supported else torch.float32)
     if dtype not in table:
         raise ConfigError(f"dtype={dtype!r} is not allowed; choose one of 'auto', {', '.join(map(repr, table))}.")
-    return table[dtype]
+    if dtype == "float16":
+        return Precision(torch.float32, torch.float16)
+    return Precision(table[dtype])
+
+
+def pick_dtype(dtype: str, device: torch.device, bf16_supported: bool | None = None) -> torch.dtype:
+    """The dtype the model computes in (see :func:`pick_precision`)."""
+    precision = pick_precision(dtype, device, bf16_supported)
+    return precision.autocast or precision.weights
 
 
 def load_tokenizer(name_or_path: str):
@@ -133,6 +174,9 @@ class LLMPolicy:
         device: Where the model lives.
         backend: Generation backend name (``"native"``, ``"hf"``, ``"vllm"``).
         name_or_path: Where the model was loaded from.
+        autocast_dtype: Compute dtype of :meth:`autocast` (``None``: the weights' own dtype).
+        weights_version: Bumped by :meth:`mark_weights_updated` after each change of the
+            weights, so that a backend holding its own copy (vLLM) knows to re-sync.
     """
 
     model: Any
@@ -140,6 +184,8 @@ class LLMPolicy:
     device: torch.device
     backend: str = "native"
     name_or_path: str = ""
+    autocast_dtype: torch.dtype | None = None
+    weights_version: int = 0
     _backend_impl: Any = field(default=None, repr=False)
     _stop_ids: tuple[int, ...] | None = field(default=None, repr=False)
     _end_of_turn: int | None = field(default=None, repr=False)
@@ -153,12 +199,18 @@ class LLMPolicy:
         device: str = "auto",
         dtype: str = "auto",
         backend: str = "native",
+        gradient_checkpointing: bool = False,
     ) -> LLMPolicy:
-        """Load a hub id or local directory (a saved LoRA adapter directory works too)."""
+        """Load a hub id or local directory (a saved LoRA adapter directory works too).
+
+        ``dtype`` and ``device`` are resolved by :func:`pick_precision` and :func:`pick_device`;
+        ``gradient_checkpointing`` recomputes activations in the backward pass (less memory).
+        """
         from transformers import AutoModelForCausalLM
 
         dev = pick_device(device)
-        torch_dtype = pick_dtype(dtype, dev)
+        precision = pick_precision(dtype, dev)
+        torch_dtype = precision.weights
         adapter_config = Path(name_or_path) / "adapter_config.json"
         if adapter_config.is_file():
             from peft import AutoPeftModelForCausalLM
@@ -169,9 +221,43 @@ class LLMPolicy:
             if lora is not None and lora.r > 0:
                 model = apply_lora(model, lora)
         model.to(dev)
-        policy = cls(model=model, tokenizer=load_tokenizer(name_or_path), device=dev, name_or_path=str(name_or_path))
+        policy = cls(
+            model=model, tokenizer=load_tokenizer(name_or_path), device=dev, name_or_path=str(name_or_path),
+            autocast_dtype=precision.autocast,
+        )
+        if gradient_checkpointing:
+            policy.enable_gradient_checkpointing()
         policy.set_backend(backend)
         return policy
+
+    # -- precision and memory -------------------------------------------------------
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """A context computing forward passes in :attr:`autocast_dtype` (a no-op when ``None``)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute each layer's activations in the backward pass instead of keeping them.
+
+        Non-reentrant checkpointing: works under LoRA (frozen embeddings) without making the
+        inputs require grad. Only active in train mode; generation (eval mode) keeps its KV cache.
+        """
+        model = self.model.get_base_model() if self.has_lora else self.model
+        if not getattr(model, "supports_gradient_checkpointing", False):
+            raise ConfigError(
+                f"{type(model).__name__} does not support gradient checkpointing; set gradient_checkpointing=false."
+            )
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name for it
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+    def mark_weights_updated(self) -> None:
+        """Record that the weights changed (an optimizer step, a loaded checkpoint)."""
+        self.weights_version += 1
 
     # -- text <-> tokens ---------------------------------------------------------
 
@@ -256,7 +342,8 @@ class LLMPolicy:
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._backend_impl.generate(prompts, params, generator)
+            with self.autocast():
+                return self._backend_impl.generate(prompts, params, generator)
         finally:
             self.model.train(was_training)
 
@@ -280,11 +367,12 @@ class LLMPolicy:
             ``(logprobs, entropy)``, both ``(B, T)``; position 0 (no context) is 0.
         """
         logits = None
-        if groups is not None:
-            logits = shared_prefix_logits(self.model, input_ids, attention_mask, groups.to(input_ids.device))
-        if logits is None:
-            logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-        logprobs, entropy = logprobs_from_logits(logits, input_ids, temperature)
+        with self.autocast():
+            if groups is not None:
+                logits = shared_prefix_logits(self.model, input_ids, attention_mask, groups.to(input_ids.device))
+            if logits is None:
+                logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        logprobs, entropy = logprobs_from_logits(logits, input_ids, temperature)  # softmax in fp32
         return logprobs, entropy.detach()
 
     @contextlib.contextmanager

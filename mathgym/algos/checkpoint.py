@@ -1,8 +1,9 @@
 """Atomic, resumable checkpoints.
 
 Layout: ``RUN_DIR/checkpoints/step-000050/state.pt`` (+ ``RUN_DIR/checkpoints/latest``,
-a text file naming the newest one). A checkpoint is written into a temporary
-directory and renamed into place, so a run killed mid-write never leaves a broken one.
+a text file naming the newest one). A checkpoint is written (and flushed to disk) into a
+temporary directory and renamed into place, so a run killed mid-write never leaves a broken
+one; the next save removes what such a run left behind.
 """
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
+
+from mathgym.errors import ConfigError
 
 
 def rng_state() -> dict[str, Any]:
@@ -27,6 +32,7 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -38,9 +44,14 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep:
     """Write ``state`` atomically as the checkpoint of ``step``; keep the newest ``keep``."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(".tmp-*"):  # left by a run killed while writing
+        shutil.rmtree(stale, ignore_errors=True)
     target = root / f"step-{step:06d}"
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".tmp-"))
-    torch.save(state, tmp / "state.pt")
+    with open(tmp / "state.pt", "wb") as fh:
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
     if target.exists():
         shutil.rmtree(target)
     os.replace(tmp, target)
@@ -70,3 +81,96 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The trainable parameters of ``model`` (the adapter under LoRA, everything otherwise)."""
     names = {n for n, p in model.named_parameters() if p.requires_grad}
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items() if k in names}
+
+
+# -- what may change when a run is resumed ------------------------------------------------------
+
+# Options that only steer the run (how long, when to save/evaluate, what to show): free to change.
+FREE_ON_RESUME = frozenset(
+    # executor/ray_actors: where env steps run never changes results (tests/test_ray_executor.py);
+    # log_samples: how many episodes samples.jsonl keeps.
+    {"steps", "save_every", "eval_every", "progress", "log_tensorboard", "log_wandb", "run_dir", "executor", "ray_actors",
+     "log_samples"}
+)
+# Options that change how the same update is computed or measured, not what it is: accepted with a warning.
+WARN_ON_RESUME = {
+    "device": "the same update on other hardware; later steps may differ from an uninterrupted run in the last bits",
+    "backend": "the same sampling distribution from another engine; samples differ from an uninterrupted run",
+    "grad_accum_steps": "the same update in other micro-batches; later steps may differ in the last bits",
+    "threads": "the same update summed in another order; later steps may differ in the last bits",
+    "gradient_checkpointing": "the same update with less memory; later steps may differ in the last bits",
+    "vectorization_mode": "the same rollouts in another gymnasium vector mode",
+    "eval_tasks": "the final accuracy is then measured on other tasks than the accuracy before training",
+    "eval_seed": "the final accuracy is then measured on other tasks than the accuracy before training",
+    "eval_samples": "the final pass@k is then not comparable with the one before training",
+    "eval_env_kwargs": "the final accuracy is then measured on other tasks than the accuracy before training",
+}
+
+
+Verdict = Literal["allowed", "warning", "refused"]
+
+
+@dataclass(frozen=True)
+class OptionChange:
+    """One option whose value differs from the checkpoint's configuration."""
+
+    name: str
+    old: Any
+    new: Any
+    verdict: Verdict
+    note: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.name} {self.old!r} -> {self.new!r}"
+        return f"{text} ({self.note})" if self.note else text
+
+
+def resume_changes(saved: Mapping[str, Any], current: Mapping[str, Any], step: int) -> list[OptionChange]:
+    """Compare a checkpoint's configuration with the one a run resumes with.
+
+    Options absent from either side (a newer or older mathgym) are not compared.
+
+    Args:
+        saved: The configuration stored in the checkpoint (``config.to_dict()``).
+        current: The configuration of the resuming run.
+        step: The checkpoint's step.
+
+    Returns:
+        One :class:`OptionChange` per differing option, in the configuration's order.
+    """
+    changes = []
+    for name, new in current.items():
+        if name not in saved or saved[name] == new:
+            continue
+        old = saved[name]
+        if name == "steps" and new < step:
+            changes.append(OptionChange(name, old, new, "refused", f"the checkpoint is already at step {step}"))
+        elif name == "steps" and current.get("lr_schedule", "constant") != "constant":
+            schedule = current["lr_schedule"]
+            note = f"the {schedule} learning-rate schedule now spans {new} steps: later learning rates change"
+            changes.append(OptionChange(name, old, new, "warning", note))
+        elif name in FREE_ON_RESUME:
+            changes.append(OptionChange(name, old, new, "allowed"))
+        elif name in WARN_ON_RESUME:
+            changes.append(OptionChange(name, old, new, "warning", WARN_ON_RESUME[name]))
+        else:
+            changes.append(OptionChange(name, old, new, "refused"))
+    return changes
+
+
+def check_resume(run_dir: str | Path, saved_algo: str | None, algo: str, changes: list[OptionChange]) -> None:
+    """Print the changes of a resumed run; raise :class:`ConfigError` if one is refused."""
+    if saved_algo is not None and saved_algo != algo:
+        raise ConfigError(f"Cannot resume {run_dir}: it was trained with --algo {saved_algo}, not {algo}.")
+    refused = [c for c in changes if c.verdict == "refused"]
+    if refused:
+        may = ", ".join(sorted(FREE_ON_RESUME | set(WARN_ON_RESUME)))
+        raise ConfigError(
+            f"Cannot resume {run_dir} with changed training options: {'; '.join(map(str, refused))}. They shape the "
+            f"training itself, so the run would not continue the one in the checkpoint. Resume without them, or start "
+            f"a new run from the weights (--model {Path(run_dir) / 'final'} once a run has finished). Options that may "
+            f"change on resume: {may}."
+        )
+    for change in changes:
+        kind = "warning: " if change.verdict == "warning" else ""
+        print(f"mathgym: resuming {run_dir}: {kind}{change}")

@@ -127,7 +127,7 @@ class DPOTrainer(Trainer):
                     cfg.beta, cfg.loss_type, cfg.label_smoothing,
                 )
                 weight = len(part) / len(chosen)
-                (loss * weight).backward()
+                self.backward(loss * weight)
                 totals["loss/dpo"] = totals.get("loss/dpo", 0.0) + loss.item() * weight / cfg.epochs_per_batch
                 for key, value in stats._asdict().items():
                     totals[f"loss/{key}"] = totals.get(f"loss/{key}", 0.0) + float(value) * weight / cfg.epochs_per_batch

@@ -136,7 +136,7 @@ class GRPOTrainer(Trainer):
                     ref_logprobs=ref[idx] if ref is not None else None, beta=cfg.beta, eps_low=cfg.eps_low,
                     eps_high=cfg.eps_high, aggregation=cfg.loss_aggregation, norm=norm,
                 )
-                loss.backward()
+                self.backward(loss)
                 weight = float(mask[idx].sum()) / kept_tokens / cfg.num_iterations
                 totals["loss/policy"] = totals.get("loss/policy", 0.0) + float(loss.detach()) / cfg.num_iterations
                 stats["entropy"] = masked_mean(entropy, mask[idx])

@@ -70,6 +70,14 @@ def episode_samples(batch: RolloutBatch, num: int) -> list[dict[str, Any]]:
     return out
 
 
+def _step_of(line: str) -> float:
+    """The step of a ``metrics.jsonl`` line; a line cut short by a killed run counts as past every step."""
+    try:
+        return json.loads(line).get("step", -1)
+    except (json.JSONDecodeError, AttributeError):
+        return float("inf")
+
+
 class MetricsLogger:
     """Appends step metrics to ``run_dir/metrics.jsonl`` (and TensorBoard / W&B when asked).
 
@@ -117,7 +125,7 @@ class MetricsLogger:
             self._tb = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=step + 1)
         for path in (self.path, self.samples_path):
             if path.exists():
-                keep = [line for line in path.read_text().splitlines() if line and json.loads(line).get("step", -1) <= step]
+                keep = [line for line in path.read_text().splitlines() if line and _step_of(line) <= step]
                 path.write_text("".join(line + "\n" for line in keep))
 
     def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:

@@ -152,7 +152,7 @@ class PPOTrainer(Trainer):
                 step_stats: dict[str, float] = {}
                 for idx in split(minibatch, cfg.grad_accum_steps):
                     loss, stats = self.minibatch_loss(batch, idx, targets, mask, norms)
-                    loss.backward()
+                    self.backward(loss)
                     for key, value in stats.items():
                         step_stats[key] = step_stats.get(key, 0.0) + value
                 step_stats["loss/grad_norm"] = self.optimizer_step(step_scheduler=False)

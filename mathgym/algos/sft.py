@@ -159,7 +159,7 @@ def sft_update(trainer: Trainer, batch: RolloutBatch) -> float:
         mb = batch.select(idx)
         logprobs, _ = trainer.policy.token_logprobs(mb.input_ids, mb.attention_mask)
         loss = sft_loss(logprobs, mb.action_mask) * float(mb.action_mask.sum()) / total_tokens
-        loss.backward()
+        trainer.backward(loss)
         loss_sum += float(loss.detach())
     trainer.optimizer_step()
     return loss_sum

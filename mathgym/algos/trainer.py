@@ -29,7 +29,17 @@ import torch
 
 from mathgym.agents.policy import LLMPolicy, LoraSettings, SamplingParams
 from mathgym.algos.batch import RolloutBatch
-from mathgym.algos.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state, trainable_state
+from mathgym.algos.checkpoint import (
+    OptionChange,
+    check_resume,
+    latest_checkpoint,
+    load_checkpoint,
+    resume_changes,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+    trainable_state,
+)
 from mathgym.algos.distributed import Distributed, NullLogger
 from mathgym.algos.evaluate import EvalResult, evaluate_policy
 from mathgym.algos.metrics import MetricsLogger, episode_samples, logprob_mismatch, plot_reward_curve, rollout_metrics
@@ -142,16 +152,22 @@ class Trainer:
             self.parameters_to_train(), lr=config.learning_rate, weight_decay=config.weight_decay
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        # fp16 autocast needs its gradients scaled; otherwise the scaler passes everything through.
+        fp16 = self.policy.autocast_dtype == torch.float16
+        self.scaler = torch.amp.GradScaler(self.policy.device.type, enabled=fp16)
         # Each rank samples its own stream; rank 0's is the single-process one.
         self.generator = torch.Generator().manual_seed(config.seed + 1_000_003 * self.dist.rank)
         self.step = 0
         self.eval_before: EvalResult | None = None
+        self.resume_changes: list[OptionChange] = []
         self._collector: RolloutCollector | None = None
         self._executor: Any = None  # config.executor's vector-env factory, made on first use
+        self._config_saved = False
         self.logger: MetricsLogger | NullLogger = NullLogger(self.run_dir)
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)  # only now: a run that cannot start leaves no directory
-            save_config(config, self.run_dir / "config.yaml", {"algo": self.algo_name})
+            if latest_checkpoint(self.run_dir) is None:  # a run to resume keeps its config.yaml until resume() accepts
+                self.save_config()
             self.logger = MetricsLogger(self.run_dir, config.log_tensorboard, config.log_wandb, config.to_dict())
 
     # -- construction hooks -----------------------------------------------------------
@@ -165,8 +181,10 @@ class Trainer:
         lora = LoraSettings(
             r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=targets if targets == "all-linear" else tuple(targets.split(","))
         )
-        device = self.dist.device(cfg.device)
-        return LLMPolicy.from_pretrained(path, lora=lora, device=device, dtype=cfg.dtype, backend=cfg.backend)
+        return LLMPolicy.from_pretrained(
+            path, lora=lora, device=self.dist.device(cfg.device), dtype=cfg.dtype, backend=cfg.backend,
+            gradient_checkpointing=cfg.gradient_checkpointing,
+        )
 
     def setup(self) -> None:
         """Called after the policy exists and before the optimizer is built."""
@@ -227,16 +245,27 @@ class Trainer:
         """Train on ``batch``; return ``loss/...`` statistics. Subclasses implement it."""
         raise NotImplementedError
 
+    def backward(self, loss: torch.Tensor) -> None:
+        """Accumulate the gradients of ``loss`` (scaled under fp16 autocast)."""
+        self.scaler.scale(loss).backward()
+
     def optimizer_step(self, step_scheduler: bool = True) -> float:
-        """Clip gradients, step optimizer (and scheduler unless ``step_scheduler=False``), zero grads; return grad norm."""
+        """Clip gradients, step optimizer (and scheduler unless ``step_scheduler=False``), zero grads; return grad norm.
+
+        Under fp16 the gradients are unscaled first, and a step whose gradients overflowed is
+        skipped (the scaler lowers its scale; the returned norm is then inf).
+        """
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.dist.all_reduce_gradients(params)  # sum of the ranks' shares (no-op in one process)
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else float("inf")
+        self.scaler.unscale_(self.optimizer)
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         if step_scheduler:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self.policy.mark_weights_updated()
         return float(norm)
 
     def _params(self) -> list[torch.nn.Parameter]:
@@ -258,12 +287,13 @@ class Trainer:
     def evaluate(self) -> EvalResult:
         """Greedy pass@1 (or pass@k) on the fixed held-out task set."""
         cfg = self.config
-        return evaluate_policy(
-            self.policy, cfg.env, self.eval_env_kwargs, num_tasks=cfg.eval_tasks,
-            seed=cfg.eval_seed, k=cfg.eval_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-            max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None, make_envs=self.make_envs,
-            progress=cfg.progress,
-        )
+        with self.policy.autocast():
+            return evaluate_policy(
+                self.policy, cfg.env, self.eval_env_kwargs, num_tasks=cfg.eval_tasks,
+                seed=cfg.eval_seed, k=cfg.eval_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+                max_episode_tokens=cfg.max_episode_tokens, max_turns=cfg.max_turns or None, make_envs=self.make_envs,
+                progress=cfg.progress,
+            )
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -275,12 +305,19 @@ class Trainer:
         """Restore what :meth:`extra_state` returned."""
 
     def state_dict(self) -> dict[str, Any]:
-        """The checkpoint's content (a collective under data-parallel training: every rank calls it)."""
+        """Everything a resumed run needs to continue exactly: weights (the adapter under LoRA),
+        optimizer, LR scheduler, gradient scaler, the sampling generator, the global RNGs, the
+        step, the evaluation before training, the subclass's :meth:`extra_state`, and the
+        configuration and algorithm (to say what a resumed run changed). A collective under
+        data-parallel training: every rank calls it."""
         state = {
             "step": self.step,
+            "algo": self.algo_name,
+            "config": self.config.to_dict(),
             "model": trainable_state(self.policy.model),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
             "generator": self.generator.get_state(),
             "rng": rng_state(),
             "eval_before": self.eval_before,
@@ -291,6 +328,7 @@ class Trainer:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (the configuration is not touched)."""
         own = state  # this rank's sampling/RNG states (a single-process checkpoint holds rank 0's only)
         if self.dist.enabled:
             ranks = state.get("ranks") or []
@@ -303,8 +341,11 @@ class Trainer:
         missing = self.policy.model.load_state_dict(state["model"], strict=False)
         if missing.unexpected_keys:
             raise RuntimeError(f"checkpoint holds unexpected weights: {missing.unexpected_keys[:5]}")
+        self.policy.mark_weights_updated()
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler.is_enabled() and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         self.generator.set_state(own["generator"])
         set_rng_state(own["rng"])
         self.step = int(state["step"])
@@ -317,12 +358,28 @@ class Trainer:
         path = save_checkpoint(self.run_dir, self.step, state) if self.dist.is_main else None
         return Path(self.dist.broadcast_object(str(path)))
 
+    def save_config(self) -> None:
+        """Write ``config.yaml`` (rank 0)."""
+        if self.dist.is_main:
+            save_config(self.config, self.run_dir / "config.yaml", {"algo": self.algo_name})
+        self._config_saved = True
+
     def resume(self) -> bool:
-        """Load the run directory's latest checkpoint; ``False`` when there is none."""
+        """Load the run directory's latest checkpoint; ``False`` when there is none.
+
+        Options that differ from the checkpoint's configuration are printed (``old -> new``);
+        one that shapes the training itself raises :class:`~mathgym.errors.ConfigError`
+        before anything is loaded (see :data:`~mathgym.algos.checkpoint.FREE_ON_RESUME` and
+        :data:`~mathgym.algos.checkpoint.WARN_ON_RESUME` for those that may change).
+        """
         path = latest_checkpoint(self.run_dir)
         if path is None:
             return False
-        self.load_state_dict(load_checkpoint(path))
+        state = load_checkpoint(path)
+        self.resume_changes = resume_changes(state.get("config", {}), self.config.to_dict(), int(state["step"]))
+        check_resume(self.run_dir, state.get("algo"), self.algo_name, self.resume_changes)
+        self.load_state_dict(state)
+        self.save_config()
         self.logger.truncate_after(self.step)
         return True
 
@@ -335,6 +392,8 @@ class Trainer:
         cfg = self.config
         start, first_step = time.perf_counter(), self.step
         main = self.dist.is_main  # rank 0 alone evaluates, logs and writes files
+        if not self._config_saved:
+            self.save_config()
         if cfg.eval_tasks and self.eval_before is None and main:
             self.eval_before = self.evaluate()
             self.logger.log(self.step, self.eval_before.as_metrics())
@@ -398,13 +457,14 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         """One step: batch, update; returns the step's metrics."""
         t0 = time.perf_counter()
-        batch = self.make_batch(self.step)
-        t1 = time.perf_counter()
-        mismatch = self.logprob_mismatch(batch)
-        if self.config.log_samples:
-            self.logger.log_samples(self.step + 1, episode_samples(batch, self.config.log_samples))
-        t_check = time.perf_counter()
-        stats = self.update(batch)
+        with self.policy.autocast():  # fp16: forward passes in fp16, losses and log-softmax in fp32
+            batch = self.make_batch(self.step)
+            t1 = time.perf_counter()
+            mismatch = self.logprob_mismatch(batch)
+            if self.config.log_samples:
+                self.logger.log_samples(self.step + 1, episode_samples(batch, self.config.log_samples))
+            t_check = time.perf_counter()
+            stats = self.update(batch)
         t2 = time.perf_counter()
         tokens = float(batch.action_mask.sum())
         return {
@@ -418,6 +478,7 @@ class Trainer:
             "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
             "optim/lr": float(self.scheduler.get_last_lr()[0]),
             **(self._executor.metrics() if hasattr(self._executor, "metrics") else {}),
+            **({"optim/grad_scale": float(self.scaler.get_scale())} if self.scaler.is_enabled() else {}),
         }
 
     def close(self) -> None:
