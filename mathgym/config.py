@@ -128,9 +128,9 @@ def _entry_inits(env_id: str) -> tuple[bool, list[Any]]:
     or a class's ``__init__`` and, where it passes ``**kwargs`` on, its bases' up the MRO."""
     import gymnasium as gym
 
-    import mathgym  # noqa: F401  (registers the envs)
+    import mathgym  # registers the envs
 
-    entry = gym.spec(env_id).entry_point
+    entry = gym.spec(mathgym.resolve_env_id(env_id)).entry_point  # also "module:Env-v0" ids
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
         entry = getattr(__import__(module, fromlist=[attr]), attr)

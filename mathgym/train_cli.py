@@ -139,8 +139,8 @@ def check_run_inputs(config: Any) -> None:
     """Check what the run will load before anything heavy starts: the env id, its options, the model."""
     import mathgym
 
-    config.env = mathgym.resolve_env_id(config.env)
-    check_env_kwargs(config.env, config.env_kwargs)
+    # Validate only: the id is kept as given ("module:Env-v0" stays importable in config.yaml and on resume).
+    check_env_kwargs(mathgym.resolve_env_id(config.env), config.env_kwargs)
     check_model_source(config.model)
 
 

@@ -88,7 +88,7 @@ def test_two_processes_make_the_single_process_update_and_resume(tmp_path):
         "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
         "-m", "mathgym", "train", "--resume", str(two), "--steps", "2",
     ])
-    assert done.stdout.count("resumed") == 1, done.stdout
+    assert done.stdout.count("mathgym: resumed ") == 1, done.stdout  # said once, by rank 0
     assert [m["step"] for m in _metrics(two)] == [1, 2]
     resumed = _state(two, 2)
     assert resumed["step"] == 2 and len(resumed["ranks"]) == 2

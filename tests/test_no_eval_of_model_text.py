@@ -3,7 +3,7 @@
 Model text reaches a parser that builds sympy expressions (math-verify, which calls
 ``parse_expr`` and latex2sympy) only in ``mathgym/rewards/_math_worker.py``: a helper
 process with a scrubbed environment whose deadline the parent enforces. Python source
-from a model runs only in the code sandbox's child (``_sandbox_worker.py``). The generated
+from a model runs only in the code sandbox's child (``_sandbox_child.py``, forked by ``_sandbox_worker.py``). The generated
 corpus's ground truth runs math-verify in a pool of spawned processes on generated text.
 A new call anywhere else fails this test: route it through a guarded helper instead.
 """
@@ -20,7 +20,10 @@ ROOT = Path(mathgym.__file__).parent
 FORBIDDEN_CALLS = {"eval", "exec", "sympify", "parse_expr"}
 #: Plain-text spellings, for a grep that also sees calls hidden from the AST walk (strings, getattr).
 GREP = re.compile(r"(?<![\w.])(?:eval|exec|sympify|parse_expr)\s*\(|\bsympy\.(?:sympify|parse_expr|S)\s*\(")
-ALLOWED_CALLS = {"rewards/_sandbox_worker.py": {"exec"}}  # this IS the sandboxed child
+ALLOWED_CALLS = {
+    "rewards/_sandbox_worker.py": {"exec"},  # the sandbox worker
+    "rewards/_sandbox_child.py": {"exec", "eval"},  # this IS the sandboxed child (code and test inputs run there)
+}
 #: Modules that may import a text-to-expression parser (sympy, math-verify, latex2sympy2).
 PARSER_IMPORTS_ALLOWED = {"rewards/_math_worker.py", "rewards/math_corpus.py"}
 PARSERS = ("sympy", "math_verify", "latex2sympy2_extended")

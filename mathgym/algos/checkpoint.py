@@ -158,8 +158,11 @@ def resume_changes(saved: Mapping[str, Any], current: Mapping[str, Any], step: i
     return changes
 
 
-def check_resume(run_dir: str | Path, saved_algo: str | None, algo: str, changes: list[OptionChange]) -> None:
-    """Print the changes of a resumed run; raise :class:`ConfigError` if one is refused."""
+def check_resume(
+    run_dir: str | Path, saved_algo: str | None, algo: str, changes: list[OptionChange], quiet: bool = False
+) -> None:
+    """Print the changes of a resumed run (unless ``quiet``: ranks other than 0); raise
+    :class:`ConfigError` if one is refused."""
     if saved_algo is not None and saved_algo != algo:
         raise ConfigError(f"Cannot resume {run_dir}: it was trained with --algo {saved_algo}, not {algo}.")
     refused = [c for c in changes if c.verdict == "refused"]
@@ -171,6 +174,6 @@ def check_resume(run_dir: str | Path, saved_algo: str | None, algo: str, changes
             f"a new run from the weights (--model {Path(run_dir) / 'final'} once a run has finished). Options that may "
             f"change on resume: {may}."
         )
-    for change in changes:
+    for change in [] if quiet else changes:
         kind = "warning: " if change.verdict == "warning" else ""
         print(f"mathgym: resuming {run_dir}: {kind}{change}")

@@ -377,7 +377,7 @@ class Trainer:
             return False
         state = load_checkpoint(path)
         self.resume_changes = resume_changes(state.get("config", {}), self.config.to_dict(), int(state["step"]))
-        check_resume(self.run_dir, state.get("algo"), self.algo_name, self.resume_changes)
+        check_resume(self.run_dir, state.get("algo"), self.algo_name, self.resume_changes, quiet=not self.dist.is_main)
         self.load_state_dict(state)
         self.save_config()
         self.logger.truncate_after(self.step)
@@ -447,11 +447,18 @@ class Trainer:
             return {}
         temperature = self.config.temperature or 1.0
         diffs = []
-        with torch.no_grad():
-            for idx in self.micro_batches(batch, rows):
-                mb = batch.select(idx).to(self.policy.device)
-                logprobs, _ = self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature, mb.group_ids)
-                diffs.append((logprobs - mb.old_logprobs).abs()[mb.action_mask.bool()].float().cpu())
+        # In eval mode, like the sampler: a measurement of numerics, not of dropout, and it must
+        # not draw from the RNG that the update's dropout draws from (resumed runs stay exact).
+        was_training = self.policy.model.training
+        self.policy.model.eval()
+        try:
+            with torch.no_grad():
+                for idx in self.micro_batches(batch, rows):
+                    mb = batch.select(idx).to(self.policy.device)
+                    logprobs, _ = self.policy.token_logprobs(mb.input_ids, mb.attention_mask, temperature, mb.group_ids)
+                    diffs.append((logprobs - mb.old_logprobs).abs()[mb.action_mask.bool()].float().cpu())
+        finally:
+            self.policy.model.train(was_training)
         return logprob_mismatch(torch.cat(diffs))
 
     def train_step(self) -> dict[str, float]:
