@@ -28,6 +28,7 @@ import functools
 import json
 import math
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,7 +120,11 @@ def plan_tests(tests: Sequence[tuple[str, str]]) -> tuple[TestPlan | None, str]:
 
     Plans are cached (a batch scores many samples of one task); a plan is only read.
     """
-    return _plan_cached(tuple((str(name), str(source)) for name, source in tests))
+    with _PLAN_LOCK:  # CPython 3.11's ast.parse is not safe to call from threads at once ("recursion depth mismatch")
+        return _plan_cached(tuple((str(name), str(source)) for name, source in tests))
+
+
+_PLAN_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=512)
