@@ -5,6 +5,11 @@ from pathlib import Path
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    # pytest-xdist runs two workers on two cores: one torch thread each (set before torch loads),
+    # unless a test asks for more. Oversubscribed OpenMP threads spin and slow every test several-fold.
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("MATHGYM_SHARED_DATA", REPO.parent / "shared" / "data"))
 GSM8K_TEST = SHARED_DATA / "gsm8k_test.jsonl"

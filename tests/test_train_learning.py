@@ -14,10 +14,12 @@ from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 
 
 @pytest.mark.learning
+@pytest.mark.xdist_group("learning")  # one worker runs the learning checks in turn
 @pytest.mark.timeout(1200)
 def test_grpo_raises_held_out_accuracy_over_the_warm_start(tmp_path, monkeypatch):
     monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path / "cache"))
-    config = GRPOConfig(steps=25, eval_tasks=200, save_every=0, progress=False, run_dir=str(tmp_path / "run"))
+    # threads=2: the figures in docs were taken with two threads (the float summation order shapes the run)
+    config = GRPOConfig(steps=25, eval_tasks=200, save_every=0, progress=False, threads=2, run_dir=str(tmp_path / "run"))
     result = GRPOTrainer(config).train()
     before, after = result.eval_before.pass_at_1, result.eval_after.pass_at_1
     print(result.summary(config.env))

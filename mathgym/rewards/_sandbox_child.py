@@ -95,7 +95,8 @@ def _hide(paths):
             done = libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, b"size=4k,mode=0555") == 0
         elif os.path.exists(path):
             done = libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None) == 0
-        else:
+        else:  # gone from view already: it lived under a dir the job sees as its own fresh tmpfs
+            hidden += 1
             continue
         if done:
             hidden += 1
