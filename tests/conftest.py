@@ -20,3 +20,24 @@ def gsm8k_path() -> Path:
     if not GSM8K_TEST.is_file():
         pytest.fail(f"GSM8K test file not found at {GSM8K_TEST}; set MATHGYM_SHARED_DATA")
     return GSM8K_TEST
+
+
+#: The learning checks (minutes each, two torch threads): one xdist worker runs them in turn,
+#: so that two of them never share the two cores at once.
+LEARNING_CHECKS = ("tests/test_train_learning.py", "tests/test_ppo_dpo_learning.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Schedule test by test, except the learning checks, which form one unit of work.
+
+    (xdist's own ``--dist loadgroup`` did not group tests with pytest 9 / xdist 3.8 here.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LearningChecksTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "learning-checks" if nodeid.split("::")[0] in LEARNING_CHECKS else nodeid
+
+    return LearningChecksTogether(config, log)
+

@@ -13,7 +13,7 @@ from mathgym.algos.metrics import read_metrics  # noqa: E402
 from mathgym.algos.ppo import PPOConfig, PPOTrainer  # noqa: E402
 from mathgym.algos.preferences import expert_vs_sampled_pairs, save_preference_jsonl  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("learning")]  # one worker runs the learning checks in turn
+pytestmark = pytest.mark.slow  # one xdist worker runs the learning checks in turn (conftest.py)
 LEVEL0 = {"difficulty": 0, "system_prompt": ""}
 COMMON = dict(env="MathReason-v0", env_kwargs=LEVEL0, eval_tasks=200, progress=False, save_every=0, threads=2)
 

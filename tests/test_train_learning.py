@@ -14,7 +14,6 @@ from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 
 
 @pytest.mark.learning
-@pytest.mark.xdist_group("learning")  # one worker runs the learning checks in turn
 @pytest.mark.timeout(1200)
 def test_grpo_raises_held_out_accuracy_over_the_warm_start(tmp_path, monkeypatch):
     monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path / "cache"))
