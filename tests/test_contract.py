@@ -6,7 +6,7 @@ import pytest
 
 from mathgym.checks import CHECKS, run_checks
 
-from envs_under_test import CONTRACT_KWARGS, contract_env_ids
+from tests.envs_under_test import CONTRACT_KWARGS, contract_env_ids
 
 ENV_IDS = contract_env_ids()
 

@@ -51,8 +51,18 @@ def _dataset(task: str, seed: int, size: int, config_json: str) -> Any:
     return _reasoning_gym().create_dataset(task, seed=seed, size=size, **json.loads(config_json))
 
 
+def _mapped_bytes() -> int:
+    """This process's address-space size (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
 def score_in_child(dataset: Any, answer: str, entry: Mapping[str, Any], timeout: float, memory_mb: int = 2048) -> dict[str, Any]:
-    """``dataset.score_answer(answer, entry)`` in a forked child with a deadline and a memory cap.
+    """``dataset.score_answer(answer, entry)`` in a forked child with a deadline and a memory cap
+    (``memory_mb`` above what the process already maps).
 
     Some scorers hand the model's text to sympy, where a hostile answer can run for hours or
     exhaust memory; the child is killed at the deadline. Returns ``{"score": float}``,
@@ -63,7 +73,9 @@ def score_in_child(dataset: Any, answer: str, entry: Mapping[str, Any], timeout:
     if pid == 0:  # child: score, report one JSON line, exit without running the parent's cleanup
         os.close(read_end)
         try:
-            limit = memory_mb * 2**20
+            # memory_mb more than the fork already maps: a caller with torch loaded maps gigabytes,
+            # and a cap below that would fail every allocation (and score every answer 0).
+            limit = _mapped_bytes() + memory_mb * 2**20
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             reply = {"score": float(dataset.score_answer(answer, entry))}
         except BaseException as err:  # noqa: BLE001 - everything is reported to the parent
