@@ -198,3 +198,14 @@ def test_math_tool_runs_the_tool_call_the_chatml_template_renders(policies):
             assert why in obs and info["status"] == "format_error" and not terminated
     finally:
         env.close()
+
+
+def test_a_broken_chat_template_is_one_clear_error(tmp_path):
+    from mathgym.agents.policy import LLMPolicy
+    from mathgym.errors import ConfigError
+    from tests.trainkit import build_small_model
+
+    policy = LLMPolicy.from_pretrained(str(build_small_model(tmp_path / "model")), device="cpu")
+    policy.tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }"  # unclosed: a syntax error
+    with pytest.raises(ConfigError, match="cannot render the env's messages"):
+        policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])

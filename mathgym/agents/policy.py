@@ -297,9 +297,19 @@ class LLMPolicy:
     def render_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
         """The chat as text (chat template, or ``role: content`` lines without one)."""
         if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(
-                list(messages), add_generation_prompt=add_generation_prompt, tokenize=False
-            )
+            from jinja2 import TemplateError
+
+            try:
+                return self.tokenizer.apply_chat_template(
+                    list(messages), add_generation_prompt=add_generation_prompt, tokenize=False
+                )
+            except TemplateError as err:  # a broken template, or one that refuses these roles
+                raise ConfigError(
+                    f"{self.template_name} cannot render the env's messages "
+                    f"(roles {[m['role'] for m in messages]}): {type(err).__name__}: {err}. Fix the template "
+                    "(tokenizer_config.json's chat_template or chat_template.jinja), or pass env option "
+                    "system_prompt='' for a template without a system role."
+                ) from None
         text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
         return text + ("assistant: " if add_generation_prompt else "")
 
