@@ -134,11 +134,14 @@ class RewardModel:
 
     def score_pairs(self, prompts: Sequence[Any], responses: Sequence[Any]) -> list[float]:
         """The score of each (prompt, response), ``batch_size`` rows at a time, without gradient."""
-        import torch
-
         if len(prompts) != len(responses):
             raise ConfigError(f"got {len(prompts)} prompts but {len(responses)} responses.")
-        rows = [self.encode(_text(p), _text(r)) for p, r in zip(prompts, responses)]
+        return self.score_rows([self.encode(_text(p), _text(r)) for p, r in zip(prompts, responses)])
+
+    def score_rows(self, rows: Sequence[Sequence[int]]) -> list[float]:
+        """The scores of token-id ``rows`` (from :meth:`encode`), ``batch_size`` at a time, in eval mode, without gradient."""
+        import torch
+
         scores: list[float] = []
         was_training = self.model.training
         self.model.eval()
