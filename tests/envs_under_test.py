@@ -33,10 +33,18 @@ REASONING_GYM_PREFIX = "ReasoningGym/"
 OPTIONAL_DEPENDENCY = {"ReasoningGym-v0": "reasoning_gym"}
 
 
+#: Envs graded by an LLM judge: in a test run, the fixture judge served on 127.0.0.1 (tests/judge_server.py).
+JUDGED_ENVS = ("OpenQA-v0",)
+
+
 def contract_kwargs(env_id: str) -> dict:
     """The constructor options of ``env_id`` in a contract run."""
     if env_id.startswith(REASONING_GYM_PREFIX):
         return {"size": 50}
+    if env_id in JUDGED_ENVS:
+        from tests.judge_server import fixture_judge_url
+
+        return {"judge_url": fixture_judge_url(), "judge_model": "fixture-judge", "judge_options": {"timeout_s": 10.0}}
     return CONTRACT_KWARGS.get(env_id, {})
 
 

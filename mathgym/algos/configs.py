@@ -411,3 +411,32 @@ class DistillConfig(TrainConfig):
             raise ConfigError(f"jsd_beta={self.jsd_beta!r} is not allowed; choose a value in (0, 1).")
         if not 0.0 <= self.skew_lambda < 1.0:
             raise ConfigError(f"skew_lambda={self.skew_lambda!r} is not allowed; choose a value in [0, 1).")
+
+
+@dataclass
+class RMConfig(TrainConfig):
+    """Reward-model options (on top of :class:`TrainConfig`); see :mod:`mathgym.algos.reward_model`.
+
+    The reward model is a one-label sequence classifier initialised from ``rm_init`` (default: ``model``,
+    whose causal-LM head is replaced by a fresh score head); ``model`` is the policy that samples the
+    online pairs, and its tokenizer's chat template renders them.
+    """
+
+    rm_init: str = option("", "reward model to start from: a classifier dir, or a causal LM (fresh score head); empty: --model")
+    preference_file: str = option("", "JSONL of {prompt, chosen, rejected, margin?} pairs; empty: online pairs from the env")
+    eval_preference_file: str = option("", "held-out pairs: pairwise accuracy logged as eval/pairwise_accuracy")
+    eval_pairs_every: int = option(0, "steps between evaluations on eval_preference_file (0: at the end only)")
+    eval_tasks: int = option(0, "held-out env tasks of the policy's before/after evaluation (the policy is not trained: 0 skips it)")
+    pairs_per_step: int = option(32, "pairs per optimizer step (offline)")
+    min_reward_gap: float = option(0.0, "online: pair best and worst only if their rewards differ by more than this")
+    reward_gap_margin: float = option(0.0, "online: margin = this x (chosen reward - rejected reward)")
+    max_length: int = option(512, "longest prompt + response in tokens (prompt cut from the left)")
+    epochs_per_batch: int = option(1, "optimizer steps on each batch of pairs")
+
+    def validate(self) -> None:
+        super().validate()
+        for name, least in (("pairs_per_step", 1), ("max_length", 2), ("epochs_per_batch", 1), ("eval_pairs_every", 0)):
+            if getattr(self, name) < least:
+                raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least {least}.")
+        if self.min_reward_gap < 0 or self.reward_gap_margin < 0:
+            raise ConfigError("min_reward_gap and reward_gap_margin must be >= 0.")

@@ -8,7 +8,8 @@ A JSONL line is ``{"prompt": ..., "chosen": ..., "rejected": ...}`` where
   assistant contents are joined (the common "conversation" layout);
 * optional ``ref_chosen_logp`` / ``ref_rejected_logp`` hold precomputed reference
   log-probs, so training needs no reference model in memory
-  (:func:`annotate_reference_logprobs` writes them).
+  (:func:`annotate_reference_logprobs` writes them);
+* optional ``margin`` says how much better ``chosen`` is (reward-model training reads it).
 
 Example:
     >>> pair = best_worst_pair("What is 1 + 1?", ["2", "3", "\\\\boxed{2}"], [0.0, 0.0, 1.0])
@@ -47,6 +48,7 @@ class PreferencePair:
         ref_rejected_logp: Precomputed reference log-prob of ``rejected`` (or ``None``).
         chosen_reward: Reward of ``chosen`` where the pair came from an env (for metrics).
         rejected_reward: Reward of ``rejected`` where the pair came from an env.
+        margin: How much better ``chosen`` is (the ``margin`` of a reward model's loss; ``None``: 0).
     """
 
     prompt: str | tuple[Message, ...]
@@ -56,6 +58,15 @@ class PreferencePair:
     ref_rejected_logp: float | None = None
     chosen_reward: float | None = None
     rejected_reward: float | None = None
+    margin: float | None = None
+
+
+def _margin(value: Any, line: int) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise DatasetError(f"line {line}: 'margin' must be a number.")
+    return float(value)
 
 
 def _completion_text(value: Any, field: str, line: int) -> str:
@@ -100,6 +111,7 @@ def load_preference_jsonl(path: str | Path) -> list[PreferencePair]:
                     _completion_text(row["rejected"], "rejected", number),
                     row.get("ref_chosen_logp"),
                     row.get("ref_rejected_logp"),
+                    margin=_margin(row.get("margin"), number),
                 )
             )
     if not pairs:

@@ -63,3 +63,8 @@ def get_algorithm(name: str) -> tuple[type, type]:
 def get_config_class(name: str) -> type:
     """The config class of ``name`` alone: cheap (the built-in ones import no torch), for ``--help`` and option checks."""
     return _import(_spec(name).config)
+
+ALGORITHMS["rm"] = AlgoSpec(
+    "mathgym.algos.reward_model:RMTrainer", "mathgym.algos.configs:RMConfig",
+    "reward model (Bradley-Terry) on preference pairs: a JSONL file or online best-vs-worst of any env",
+)

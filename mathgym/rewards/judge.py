@@ -143,6 +143,19 @@ def parse_judge_score(reply: str) -> float | None:
     return value / MAX_SCORE
 
 
+def judgement_from_reply(reply: str, details: Mapping[str, Any] | None = None) -> RewardResult:
+    """The judge's reply as a result: its score in ``[0, 1]`` (``correct`` at 1, ``wrong`` at 0, ``partial``
+    in between), or :attr:`Status.ERROR` (an infrastructure status, never a 0) when it holds no single
+    valid ``SCORE`` line. ``details`` (attempts, failures...) are kept with the reply's first 2000 characters.
+    """
+    details = {"reply": reply[:2000], **(details or {})}
+    value = parse_judge_score(reply)
+    if value is None:
+        return RewardResult(0.0, Status.ERROR, {**details, "reason": "the judge's reply holds no single valid SCORE line"})
+    status = Status.CORRECT if value == 1.0 else Status.WRONG if value == 0.0 else Status.PARTIAL
+    return RewardResult(value, status, {**details, "judge_score": value * MAX_SCORE})
+
+
 class JudgeRequestError(Exception):
     """One request to the judge failed; ``retry`` says whether trying again may help."""
 
@@ -248,20 +261,26 @@ class LLMJudge:
         parts = (self.mode, task.question, task.reference, task.rubric or self.rubric, response)
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
-    def _judge(self, response: Any, task: JudgeInput) -> RewardResult:
+    def _refusal(self, response: Any, task: JudgeInput) -> RewardResult | None:
+        """The result of a response refused before any judging (not text, too long), or ``None``."""
         if not isinstance(response, str):
             return RewardResult(0.0, Status.UNPARSEABLE, {"reason": f"the response is a {type(response).__name__}, not text"})
         if len(response) > self.max_response_chars:
             return RewardResult(0.0, Status.TOO_LONG, {"chars": len(response), "limit": self.max_response_chars})
         if self.mode == "rubric" and not (task.rubric or self.rubric):
-            raise ConfigError("LLMJudge(mode='rubric') needs a rubric: pass rubric= or give each task one.")
-        key = self._key(response, task)
+            raise ConfigError(f"{type(self).__name__}(mode='rubric') needs a rubric: pass rubric= or give each task one.")
+        return None
+
+    def _cached(self, key: str) -> RewardResult | None:
         with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                self.stats["cache_hits"] += 1
-                return RewardResult(self._cache[key].score, self._cache[key].status, {**self._cache[key].details, "cached": True})
-        result = self._ask(response, task)
+            if key not in self._cache:
+                return None
+            self._cache.move_to_end(key)
+            self.stats["cache_hits"] += 1
+            hit = self._cache[key]
+            return RewardResult(hit.score, hit.status, {**hit.details, "cached": True})
+
+    def _store(self, key: str, result: RewardResult) -> None:
         with self._lock:
             if result.status.is_infra_failure:
                 self.stats["errors"] += 1
@@ -269,6 +288,17 @@ class LLMJudge:
                 self._cache[key] = result
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
+
+    def _judge(self, response: Any, task: JudgeInput) -> RewardResult:
+        refused = self._refusal(response, task)
+        if refused is not None:
+            return refused
+        key = self._key(response, task)
+        cached = self._cached(key)
+        if cached is not None:
+            return cached
+        result = self._ask(response, task)
+        self._store(key, result)
         return result
 
     def _ask(self, response: str, task: JudgeInput) -> RewardResult:
@@ -289,12 +319,7 @@ class LLMJudge:
                 if err.retry:
                     continue
                 break
-            value = parse_judge_score(reply)
-            details = {"reply": reply[:2000], "attempts": attempt + 1, "failures": failures}
-            if value is None:
-                return RewardResult(0.0, Status.ERROR, {**details, "reason": "the judge's reply holds no single valid SCORE line"})
-            status = Status.CORRECT if value == 1.0 else Status.WRONG if value == 0.0 else Status.PARTIAL
-            return RewardResult(value, status, {**details, "judge_score": value * MAX_SCORE})
+            return judgement_from_reply(reply, {"attempts": attempt + 1, "failures": failures})
         return RewardResult(0.0, Status.ERROR, {"reason": "the judge endpoint failed", "attempts": len(failures), "failures": failures})
 
     def _post(self, body: bytes) -> str:

@@ -1,0 +1,159 @@
+"""An LLM judge that runs a local Hugging Face causal LM instead of calling an endpoint.
+
+:class:`LocalJudge` is :class:`~mathgym.rewards.judge.LLMJudge` with another backend: the same
+templates (the response between nonce-tagged delimiters, after the system message that says it is
+data to grade), the same ``SCORE: n`` parsing and normalisation to ``[0, 1]``, the same cache, and
+the same rule that a reply holding no single valid verdict is :attr:`Status.ERROR
+<mathgym.rewards.base.Status.ERROR>` (an infrastructure status, left out of the loss), never a 0.
+
+The chat goes through the model's own chat template (a template with no system role gets the system
+text folded into the user turn); the judgements a batch still needs are generated together, left-padded,
+``batch_size`` at a time. torch and transformers are imported when the model loads, not with this module.
+
+Example::
+
+    judge = LocalJudge.from_pretrained("Qwen/Qwen2.5-7B-Instruct", device="cuda")
+    judge.score("Paris.", JudgeInput("What is the capital of France?", reference="Paris"))
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from mathgym.errors import ConfigError
+from mathgym.rewards.base import RewardResult, Status
+from mathgym.rewards.judge import JudgeInput, JudgeMode, LLMJudge, judgement_from_reply
+
+
+def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of ``messages`` through ``tokenizer``'s chat template, with the generation prompt.
+
+    A template that refuses a system message (Gemma's) gets the system text at the head of the
+    first user turn instead.
+    """
+    try:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    except Exception:  # noqa: BLE001 - jinja raises its own TemplateError for an unsupported role
+        if messages[0]["role"] != "system":
+            raise
+        folded = [{"role": "user", "content": messages[0]["content"] + "\n\n" + messages[1]["content"]}, *messages[2:]]
+        ids = tokenizer.apply_chat_template(folded, add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 returns a BatchEncoding
+        ids = ids["input_ids"]
+    return list(ids)
+
+
+class LocalJudge(LLMJudge):
+    """A reward worker that grades responses with a local causal LM (see the module docstring).
+
+    Args:
+        model: A loaded ``AutoModelForCausalLM`` (in eval mode on its device).
+        tokenizer: Its tokenizer (with a chat template).
+        mode, rubric, max_response_chars, cache_size, name: As in :class:`~mathgym.rewards.judge.LLMJudge`.
+        batch_size: Judgements generated together.
+        max_new_tokens: The longest judge reply, in tokens.
+        temperature: 0 decodes greedily (the default: a judgement that does not change between calls).
+        max_prompt_tokens: A judge prompt longer than this is not generated: ``too_long``, score 0.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        mode: JudgeMode = "reference",
+        rubric: str = "",
+        batch_size: int = 8,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        max_prompt_tokens: int = 8192,
+        max_response_chars: int = 20_000,
+        cache_size: int = 100_000,
+        name: str = "judge",
+    ):
+        if mode not in ("reference", "rubric"):
+            raise ConfigError(f"mode={mode!r} is not allowed; choose one of 'reference', 'rubric'.")
+        if batch_size < 1 or max_new_tokens < 1 or temperature < 0 or cache_size < 0:
+            raise ConfigError("LocalJudge needs batch_size >= 1, max_new_tokens >= 1, temperature >= 0, cache_size >= 0.")
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ConfigError("LocalJudge needs a chat model: its tokenizer has no chat template.")
+        self.model, self.tokenizer = model, tokenizer
+        self.mode, self.rubric, self.name = mode, rubric, name
+        self.batch_size, self.max_new_tokens, self.temperature = int(batch_size), int(max_new_tokens), float(temperature)
+        self.max_prompt_tokens, self.max_response_chars, self.cache_size = int(max_prompt_tokens), int(max_response_chars), int(cache_size)
+        self._cache: OrderedDict[str, RewardResult] = OrderedDict()
+        self._lock = threading.Lock()
+        self.stats = {"requests": 0, "retries": 0, "cache_hits": 0, "errors": 0}
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, *, device: str = "auto", dtype: str = "auto", **kwargs: Any) -> LocalJudge:
+        """Load a hub id or local directory as the judge (``device``/``dtype`` as for a policy)."""
+        from transformers import AutoModelForCausalLM
+
+        from mathgym.agents.policy import load_tokenizer, pick_device, pick_precision
+
+        dev = pick_device(device)
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=pick_precision(dtype, dev).weights).to(dev).eval()
+        return cls(model, load_tokenizer(name_or_path), **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        raise TypeError("a LocalJudge holds a model and is not pickled: build one per process (LocalJudge.from_pretrained).")
+
+    # -- the worker interface ------------------------------------------------------------------------
+
+    def score_batch(self, completions: Sequence[str], references: Sequence[Any] | None = None) -> list[RewardResult]:
+        """Judge a batch: refusals and cached judgements first, the rest generated ``batch_size`` at a time."""
+        references = [None] * len(completions) if references is None else list(references)
+        if len(references) != len(completions):
+            raise ConfigError(f"got {len(completions)} completions but {len(references)} references.")
+        results: list[RewardResult | None] = [None] * len(completions)
+        pending: dict[str, list[int]] = {}  # a response asked twice in one batch is judged once
+        prompts: dict[str, list[int]] = {}
+        for i, (response, reference) in enumerate(zip(completions, references)):
+            task = JudgeInput.coerce(reference)
+            results[i] = self._refusal(response, task)
+            if results[i] is not None:
+                continue
+            key = self._key(response, task)
+            results[i] = self._cached(key)
+            if results[i] is not None:
+                continue
+            if key not in pending:
+                prompt = render_chat(self.tokenizer, self.messages(response, task))
+                if len(prompt) > self.max_prompt_tokens:
+                    results[i] = RewardResult(0.0, Status.TOO_LONG, {"prompt_tokens": len(prompt), "limit": self.max_prompt_tokens})
+                    continue
+                prompts[key] = prompt
+            pending.setdefault(key, []).append(i)
+        keys = list(prompts)
+        for start in range(0, len(keys), self.batch_size):
+            chunk = keys[start : start + self.batch_size]
+            for key, reply in zip(chunk, self.generate([prompts[k] for k in chunk])):
+                result = judgement_from_reply(reply, {"attempts": 1, "failures": []})
+                self._store(key, result)
+                for i in pending[key]:
+                    results[i] = result
+        return [r for r in results if r is not None]
+
+    def generate(self, prompts: list[list[int]]) -> list[str]:
+        """The judge's replies to token-id ``prompts``, generated together (left-padded)."""
+        import torch
+
+        from mathgym.agents.backends import left_pad
+
+        device = next(self.model.parameters()).device
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        input_ids, attention_mask = left_pad(prompts, pad_id, device)
+        sampling = {"do_sample": True, "temperature": self.temperature} if self.temperature > 0 else {"do_sample": False}
+        with self._lock:
+            self.stats["requests"] += len(prompts)
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=self.max_new_tokens, pad_token_id=pad_id,
+                **sampling,
+            )
+        new = out[:, input_ids.shape[1] :]  # (B, new tokens)
+        return self.tokenizer.batch_decode(new, skip_special_tokens=True)

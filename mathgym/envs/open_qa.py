@@ -1,0 +1,137 @@
+"""OpenQA-v0: open-ended questions with reference answers, graded by an LLM judge (single turn).
+
+The answer is free text, so no rule can grade it: a judge compares it with the task's reference
+answer (:class:`~mathgym.rewards.judge.LLMJudge`, ``mode="reference"``) and its normalised
+``[0, 1]`` score is the reward. The judge is an OpenAI-compatible endpoint (``judge_url`` and
+``judge_model``: vLLM, SGLang, llama.cpp or a hosted API) or any reward worker passed as ``judge``
+(a local model: :class:`~mathgym.agents.local_judge.LocalJudge`). A judgement that failed (the
+endpoint never answered well, or its reply held no valid verdict) is ``status="error"``: an
+infrastructure status, reward 0 but left out of training, never a wrong answer.
+
+The built-in data are 50 questions with reference answers written for mathgym
+(``mathgym/samples/open_qa.jsonl``: science, history, geography, mathematics, computing,
+economics, health, literature); ``dataset=PATH`` reads another JSONL of
+``{"question", "reference"}`` rows (``id`` optional).
+
+Example::
+
+    env = gym.make("OpenQA-v0", judge_url="http://127.0.0.1:8000/v1", judge_model="Qwen/Qwen2.5-7B-Instruct")
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step("Because air scatters blue light more than red.")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mathgym.core import Judgement, Task, TextEnv
+from mathgym.errors import ConfigError, DatasetError
+from mathgym.rewards.base import Status
+from mathgym.rewards.judge import JudgeInput, LLMJudge
+
+#: The built-in questions and reference answers.
+OPEN_QA_SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "open_qa.jsonl"
+DEFAULT_SYSTEM_PROMPT = "Answer the question accurately and concisely."
+
+
+def load_open_qa(path: str | Path) -> list[Task]:
+    """The tasks of a JSONL of ``{"question", "reference", "id"?}`` rows."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"OpenQA-v0: dataset {str(path)!r} does not exist.")
+    tasks = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DatasetError(f"{path}:{number}: not valid JSON ({err.msg}).") from None
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k].strip() for k in ("question", "reference")):
+            raise DatasetError(f"{path}:{number}: a row needs non-empty 'question' and 'reference' strings.")
+        task_id = str(row.get("id") or "oqa-" + hashlib.sha1(row["question"].encode()).hexdigest()[:12])
+        tasks.append(Task(task_id, row["question"], row["reference"]))
+    if not tasks:
+        raise DatasetError(f"OpenQA-v0: dataset {str(path)!r} has no questions.")
+    return tasks
+
+
+class OpenQAEnv(TextEnv):
+    """Open-ended questions graded against reference answers by an LLM judge (see the module docstring).
+
+    Args:
+        judge_url: The judge's OpenAI-compatible API root (``http://HOST:PORT/v1``).
+        judge_model: The model name the endpoint serves.
+        judge: A reward worker to grade with instead (``score_batch(completions, references)``),
+            e.g. a :class:`~mathgym.agents.local_judge.LocalJudge`; excludes ``judge_url``.
+        judge_options: Further :class:`~mathgym.rewards.judge.LLMJudge` options (``timeout_s``,
+            ``max_retries``, ``max_concurrency``, ``api_key_env``...).
+        dataset: A JSONL of questions and references (default: the built-in 50).
+        correct_threshold: A judge score at or above it counts as solved (``info["correct"]``).
+        system_prompt: System message; ``""`` for none.
+        max_length: Longest observation/action in characters.
+        render_mode: ``None`` or ``"ansi"``.
+    """
+
+    default_system_prompt = DEFAULT_SYSTEM_PROMPT
+
+    def __init__(
+        self,
+        judge_url: str = "",
+        judge_model: str = "",
+        judge: Any = None,
+        judge_options: Mapping[str, Any] | None = None,
+        dataset: str | Path = "",
+        correct_threshold: float = 0.8,
+        system_prompt: str | None = None,
+        max_length: int = 8192,
+        render_mode: str | None = None,
+    ):
+        super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)
+        if judge is not None and judge_url:
+            raise ConfigError("OpenQA-v0: give judge (a reward worker) or judge_url, not both.")
+        if judge is None:
+            if not judge_url or not judge_model:
+                raise ConfigError(
+                    "OpenQA-v0 is graded by an LLM judge: give judge_url=http://HOST:PORT/v1 and judge_model=NAME "
+                    "(an OpenAI-compatible endpoint, e.g. `vllm serve Qwen/Qwen2.5-7B-Instruct`), or judge=<reward worker>."
+                )
+            judge = LLMJudge(judge_url, judge_model, mode="reference", **dict(judge_options or {}))
+        elif judge_options:
+            raise ConfigError("OpenQA-v0: judge_options apply to the judge built from judge_url, not to judge=.")
+        if not callable(getattr(judge, "score_batch", None)):
+            raise ConfigError("OpenQA-v0: judge must be a reward worker with score_batch(completions, references).")
+        if isinstance(correct_threshold, bool) or not 0.0 < float(correct_threshold) <= 1.0:
+            raise ConfigError(f"correct_threshold={correct_threshold!r} is not allowed; choose a value in (0, 1].")
+        self.judge, self.correct_threshold = judge, float(correct_threshold)
+        self.tasks = load_open_qa(dataset or OPEN_QA_SAMPLE)
+
+    def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        index = options.get("task_index")
+        if index is None:
+            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tasks):
+            raise ConfigError(f"options['task_index']={index!r}: choose an integer from 0 to {len(self.tasks) - 1}.")
+        return self.tasks[index]
+
+    def _judge(self, action: str) -> Judgement:
+        if not action.strip():
+            return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"judge": 0.0}, info={"feedback": "empty answer"})
+        result = self.judge.score_batch([action], [JudgeInput(self.task.prompt, reference=self.task.answer)])[0]
+        # what the judgement says, not how it was reached (a cache hit or a retry must not change a step's info)
+        details = {k: v for k, v in result.details.items() if k in ("judge_score", "reason")}
+        if result.status.is_infra_failure:
+            return Judgement(0.0, result.status, True, reward_breakdown={"judge": 0.0}, info={"judge": details})
+        score = float(result.score)
+        return Judgement(
+            score, result.status, True, reward_breakdown={"judge": score}, correct=score >= self.correct_threshold,
+            info={"judge": details},
+        )
+
+    def expert_action(self) -> str:
+        """The task's reference answer."""
+        return self.task.answer
