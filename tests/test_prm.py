@@ -26,7 +26,7 @@ from mathgym.algos.prm_eval import (  # noqa: E402
 from mathgym.errors import ConfigError, DatasetError  # noqa: E402
 from mathgym.rewards.base import Status  # noqa: E402
 from mathgym.rewards.prm import PRM_SETTINGS_FILE, PRMError, PRMProcessReward, PRMTimeout, aggregate  # noqa: E402
-from tests.chat_fixtures import build_model, build_tokenizer  # noqa: E402
+from tests.chat_fixtures import cached_chat_model  # noqa: E402
 
 PROBLEM = "What is 12 + 30?"
 STEPS = ["12 + 30 = 42.", "So the sum is 42.", "The answer is \\boxed{42}."]
@@ -42,17 +42,16 @@ def _save(model, tokenizer, path, settings=None):
 
 @pytest.fixture(scope="module")
 def step_tag_dir(tmp_path_factory):
-    """A random Qwen2 causal LM without a settings file: read as Math-Shepherd's step_tag form."""
-    tokenizer = build_tokenizer("chatml")
-    return _save(build_model(tokenizer, "chatml", seed=3), tokenizer, tmp_path_factory.mktemp("prm") / "tag")
+    """A random 2-layer Qwen2 causal LM without a settings file: read as Math-Shepherd's step_tag form."""
+    return cached_chat_model(tmp_path_factory, "chatml")
 
 
 @pytest.fixture(scope="module")
-def step_head_dir(tmp_path_factory):
+def step_head_dir(step_tag_dir, tmp_path_factory):
     """A random Llama token classifier with two labels and a separator token (Qwen2.5-Math-PRM's form)."""
-    from transformers import LlamaConfig, LlamaForTokenClassification
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForTokenClassification
 
-    tokenizer = build_tokenizer("chatml")
+    tokenizer = AutoTokenizer.from_pretrained(step_tag_dir)
     tokenizer.add_special_tokens({"additional_special_tokens": ["<extra_0>"]})
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -221,3 +220,61 @@ def test_a_failing_prm_is_an_infrastructure_status_never_a_reward():
     _, reward, _, _, info = env.step("First I add the two numbers.")
     assert reward == 0.0 and info["status"] == Status.ERROR and "CUDA out of memory" in info["process_reward_error"]
     assert Status(info["status"]).is_infra_failure
+
+
+def _labelled(path, seeds):
+    """Solutions whose steps that say "wrong" are labelled 0 (learnable from the text alone)."""
+    rows = []
+    for i in seeds:
+        a, b = i % 7 + 1, i % 5 + 2
+        good, bad = f"{a} + {b} = {a + b}.", f"this is wrong: {a} + {b} = {a + b + 1}."
+        steps = [[good, good], [good, bad, good], [good, good, bad]][i % 3]
+        rows.append({"problem": f"What is {a} + {b}?", "steps": steps, "labels": [0.0 if "wrong" in s else 1.0 for s in steps]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_trained_prm_is_saved_loaded_and_scores_held_out_steps_better(step_tag_dir, tmp_path):
+    from mathgym.algos.prm import PRMConfig, PRMTrainer
+
+    data, held_out = _labelled(tmp_path / "train.jsonl", range(24)), _labelled(tmp_path / "held.jsonl", range(100, 110))
+    config = PRMConfig(
+        model=str(step_tag_dir), data=str(data), eval_data=str(held_out), steps=10, batch_size=8, learning_rate=1e-2,
+        save_every=0, log_samples=0, progress=False, device="cpu", run_dir=str(tmp_path / "run"),
+    )
+    result = PRMTrainer(config).train()
+    report = json.loads((result.run_dir / "prm_eval.json").read_text())
+    assert report["before"]["step_auc"] < 0.8 and report["after"]["step_auc"] > 0.95, report
+    assert report["after"]["first_error_accuracy"] > report["before"]["first_error_accuracy"]
+    prm = load_prm(result.final_model, device="cpu")  # the saved directory, as a user loads it
+    assert prm.settings.form == "step_tag" and json.loads((result.final_model / PRM_SETTINGS_FILE).read_text())["rule"] == "last"
+    rows = load_labelled_steps(held_out)
+    assert evaluate_prm(prm, rows).step_auc == pytest.approx(report["after"]["step_auc"])
+    scores = prm.score_steps([rows[0].problem], [list(rows[0].steps)])[0]
+    assert rows[0].labels == (1.0, 0.0, 1.0) and scores[1] < min(scores[0], scores[2])
+
+
+@pytest.mark.heavy
+def test_prm_training_resumes_where_it_stopped(step_tag_dir, tmp_path):
+    from mathgym.algos.prm import PRMConfig, PRMTrainer
+
+    data = _labelled(tmp_path / "train.jsonl", range(8))
+    options = dict(model=str(step_tag_dir), data=str(data), batch_size=4, save_every=2, log_samples=0, progress=False,
+                   device="cpu", run_dir=str(tmp_path / "run"), lora_r=4)
+    PRMTrainer(PRMConfig(steps=2, **options)).train()
+    again = PRMTrainer(PRMConfig(steps=3, **options))
+    assert again.resume() and again.step == 2
+    assert load_prm(again.train().final_model, device="cpu").settings.form == "step_tag"  # the LoRA adapter merged in
+
+
+def test_the_step_loss_against_hand_numbers_and_the_data_option_is_required():
+    from mathgym.algos.prm import PRMConfig, step_bce_loss
+
+    # BCE(sigmoid(0), 1) = ln 2; BCE(sigmoid(ln 3) = 0.75, 0) = ln 4; the masked third position does not count
+    margins, labels, mask = torch.tensor([[0.0, math.log(3.0), 5.0]]), torch.tensor([[1.0, 0.0, 0.0]]), torch.tensor([[1.0, 1.0, 0.0]])
+    loss, stats = step_bce_loss(margins, labels, mask)
+    assert float(loss) == pytest.approx(1.5 * math.log(2.0), abs=1e-6) and stats["step_accuracy"] == 0.0
+    _, stats = step_bce_loss(torch.tensor([[2.0, -1.0]]), torch.tensor([[0.9, 0.2]]), torch.ones(1, 2))
+    assert stats["step_accuracy"] == 1.0
+    with pytest.raises(ConfigError, match="data is empty"):
+        PRMConfig().validate()

@@ -41,6 +41,7 @@ from mathgym.algos.choices import (
 )
 from mathgym.errors import ConfigError
 from mathgym.options import check_literals, option
+from mathgym.rewards.prm import AggregationRule
 
 
 @dataclass
@@ -411,3 +412,28 @@ class DistillConfig(TrainConfig):
             raise ConfigError(f"jsd_beta={self.jsd_beta!r} is not allowed; choose a value in (0, 1).")
         if not 0.0 <= self.skew_lambda < 1.0:
             raise ConfigError(f"skew_lambda={self.skew_lambda!r} is not allowed; choose a value in [0, 1).")
+
+
+@dataclass
+class PRMConfig(TrainConfig):
+    """Process reward model training options (on top of :class:`TrainConfig`); see :mod:`mathgym.algos.prm`."""
+
+    data: str = option("", "JSONL of labelled solutions: {'problem', 'steps': [...], 'labels': [...]} (labels in [0, 1])")
+    eval_data: str = option("", "held-out labelled solutions: step AUC and first-error accuracy before and after (empty: none)")
+    batch_size: int = option(16, "labelled solutions per optimizer step")
+    step_tag: str = option("ки", "text written after each step; the token there predicts good_token or bad_token")
+    good_token: str = option("+", "the token meaning 'this step is right' (one token of the vocabulary)")
+    bad_token: str = option("-", "the token meaning 'this step is wrong' (one token of the vocabulary)")
+    max_length: int = option(1024, "longest input in tokens (the oldest tokens are cut first)")
+    rule: AggregationRule = option("last", "the aggregation a process reward built from the saved PRM uses by default")
+    warm_start_steps: int = option(0, "SFT steps of the tiny model's warm start (a PRM starts from the plain model)")
+    eval_tasks: int = option(0, "held-out env tasks of a policy evaluation (a PRM is measured on eval_data instead)")
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.data:
+            raise ConfigError("data is empty; give the labelled solutions: --data FILE (JSONL rows {problem, steps, labels}).")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size!r} is not allowed; it must be at least 1.")
+        if self.max_length < 8:
+            raise ConfigError(f"max_length={self.max_length!r} is not allowed; it must be at least 8.")
