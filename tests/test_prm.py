@@ -278,3 +278,13 @@ def test_the_step_loss_against_hand_numbers_and_the_data_option_is_required():
     assert stats["step_accuracy"] == 1.0
     with pytest.raises(ConfigError, match="data is empty"):
         PRMConfig().validate()
+
+
+def test_the_envs_of_a_vector_env_share_one_loaded_prm(step_tag_dir):
+    envs = gym.make_vec("MathStep-v0", num_envs=3, vectorization_mode="sync", process_reward=str(step_tag_dir))
+    models = {id(env.unwrapped.process_reward.prm) for env in envs.envs}
+    assert len(models) == 1
+    envs.reset(seed=0)
+    _, rewards, _, _, infos = envs.step(["First I add.", "I add the numbers.", "Adding gives the sum."])
+    assert all(0.0 < r <= 0.5 for r in rewards) and list(infos["status"]) == ["in_progress"] * 3
+    envs.close()

@@ -135,7 +135,13 @@ class PRMSettings:
         return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields that apply to this form (what :data:`PRM_SETTINGS_FILE` holds)."""
+        other = _STEP_HEAD_FIELDS if self.form == "step_tag" else _STEP_TAG_FIELDS
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in other}
+
+
+_STEP_TAG_FIELDS = ("step_tag", "good_token", "bad_token")
+_STEP_HEAD_FIELDS = ("separator", "correct_label", "chat_template", "system_prompt")
 
 
 def read_prm_settings(directory: str | Path) -> dict[str, Any] | None:
@@ -206,13 +212,22 @@ PRM_LOADER = "mathgym.agents.prm_model:load_prm"
 def process_reward_from_path(path: str | Path, rule: AggregationRule | None = None, **options: Any) -> PRMProcessReward:
     """Load the PRM at ``path`` (a directory or hub id) as a process reward; needs ``mathgym[train]``.
 
+    A process loads each ``(path, options)`` once: every env made with the same string shares the model.
+
     ``rule`` defaults to the directory's settings' ``rule`` (``last`` without one); ``options``
     go to :func:`~mathgym.agents.prm_model.load_prm` (``device``, ``batch_size``, ``timeout_s``...).
     """
-    module, _, name = PRM_LOADER.partition(":")
-    try:
-        load_prm = getattr(importlib.import_module(module), name)
-    except ImportError as err:
-        raise ConfigError(f"a PRM process reward needs the training stack ({err}); pip install 'mathgym[train]'.") from None
-    prm = load_prm(path, **options)
+    key = (str(path), json.dumps(options, sort_keys=True, default=str))
+    prm = _LOADED.get(key)
+    if prm is None:
+        module, _, name = PRM_LOADER.partition(":")
+        try:
+            load_prm = getattr(importlib.import_module(module), name)
+        except ImportError as err:
+            raise ConfigError(f"a PRM process reward needs the training stack ({err}); pip install 'mathgym[train]'.") from None
+        prm = _LOADED[key] = load_prm(path, **options)
     return PRMProcessReward(prm, rule or prm.settings.rule)
+
+
+#: The PRMs loaded by path in this process: the envs of a vector env share one copy of the model.
+_LOADED: dict[tuple[str, str], Any] = {}
