@@ -278,6 +278,8 @@ def test_the_step_loss_against_hand_numbers_and_the_data_option_is_required():
     assert stats["step_accuracy"] == 1.0
     with pytest.raises(ConfigError, match="data is empty"):
         PRMConfig().validate()
+    with pytest.raises(ConfigError, match="not a policy to play env tasks.*--eval-data"):
+        PRMConfig(data="x.jsonl", eval_tasks=10).validate()
 
 
 def test_the_envs_of_a_vector_env_share_one_loaded_prm(step_tag_dir):

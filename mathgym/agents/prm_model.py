@@ -219,7 +219,9 @@ def detect_settings(source: str, config: Any, overrides: dict[str, Any] | None =
     data = _settings_object(source)
     if data is None:
         archs = list(getattr(config, "architectures", None) or [])
-        if any(a.endswith(("ForTokenClassification", "ForProcessRewardModel")) for a in archs):
+        if any(a.endswith("ForProcessRewardModel") for a in archs):  # Qwen2.5-Math-PRM: trained on chat-rendered input
+            data = {"form": "step_head", "chat_template": True}
+        elif any(a.endswith("ForTokenClassification") for a in archs):
             data = {"form": "step_head"}
         elif any(a.endswith("ForCausalLM") for a in archs):
             data = {"form": "step_tag"}

@@ -437,3 +437,8 @@ class PRMConfig(TrainConfig):
             raise ConfigError(f"batch_size={self.batch_size!r} is not allowed; it must be at least 1.")
         if self.max_length < 8:
             raise ConfigError(f"max_length={self.max_length!r} is not allowed; it must be at least 8.")
+        if self.eval_tasks or self.eval_every:
+            raise ConfigError(
+                f"eval_tasks={self.eval_tasks!r}, eval_every={self.eval_every!r}: a PRM is not a policy to play env tasks; "
+                "measure it on held-out labelled steps with --eval-data FILE (and leave eval_tasks and eval_every at 0)."
+            )

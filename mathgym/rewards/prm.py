@@ -80,7 +80,8 @@ class PRMSettings:
 
     Without that file the form comes from the model's ``config.json`` (its architecture, never its
     name): a ``...ForCausalLM`` is read as ``step_tag`` with Math-Shepherd's tag and tokens, a
-    ``...ForTokenClassification`` (or a remote-code ``...ForProcessRewardModel``) as ``step_head``.
+    ``...ForTokenClassification`` as ``step_head``, a remote-code ``...ForProcessRewardModel`` (Qwen2.5-Math-PRM)
+    as ``step_head`` with ``chat_template`` on.
 
     Attributes:
         form: ``step_tag``: a causal LM; each step ends with ``step_tag``, and its score is
