@@ -121,7 +121,9 @@ class PRMTrainer(Trainer):
         """One optimizer step over the batch, normalised by its labelled steps."""
         return Plan([OptimizerStep(torch.arange(len(batch.input_ids)), max(float(batch.step_mask.sum()), 1.0))])
 
-    def loss(self, batch: StepBatch, items: torch.Tensor, step: OptimizerStep) -> tuple[torch.Tensor, dict[str, float]]:  # type: ignore[override]
+    def loss(  # type: ignore[override]
+        self, batch: StepBatch, items: torch.Tensor, step: OptimizerStep
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """The BCE of the micro-batch's steps, as their share of the step's labelled steps."""
         mb = batch.select(items)
         logits = self.policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
