@@ -41,6 +41,7 @@ from mathgym.algos.choices import (
 )
 from mathgym.errors import ConfigError
 from mathgym.options import check_literals, option
+from mathgym.rewards.prm import AggregationRule
 
 
 @dataclass
@@ -414,6 +415,7 @@ class DistillConfig(TrainConfig):
 
 
 @dataclass
+<<<<<<< HEAD
 class RMConfig(TrainConfig):
     """Reward-model options (on top of :class:`TrainConfig`); see :mod:`mathgym.algos.reward_model`.
 
@@ -440,3 +442,32 @@ class RMConfig(TrainConfig):
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least {least}.")
         if self.min_reward_gap < 0 or self.reward_gap_margin < 0:
             raise ConfigError("min_reward_gap and reward_gap_margin must be >= 0.")
+=======
+class PRMConfig(TrainConfig):
+    """Process reward model training options (on top of :class:`TrainConfig`); see :mod:`mathgym.algos.prm`."""
+
+    data: str = option("", "JSONL of labelled solutions: {'problem', 'steps': [...], 'labels': [...]} (labels in [0, 1])")
+    eval_data: str = option("", "held-out labelled solutions: step AUC and first-error accuracy before and after (empty: none)")
+    batch_size: int = option(16, "labelled solutions per optimizer step")
+    step_tag: str = option("ки", "text written after each step; the token there predicts good_token or bad_token")
+    good_token: str = option("+", "the token meaning 'this step is right' (one token of the vocabulary)")
+    bad_token: str = option("-", "the token meaning 'this step is wrong' (one token of the vocabulary)")
+    max_length: int = option(1024, "longest input in tokens (the oldest tokens are cut first)")
+    rule: AggregationRule = option("last", "the aggregation a process reward built from the saved PRM uses by default")
+    warm_start_steps: int = option(0, "SFT steps of the tiny model's warm start (a PRM starts from the plain model)")
+    eval_tasks: int = option(0, "held-out env tasks of a policy evaluation (a PRM is measured on eval_data instead)")
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.data:
+            raise ConfigError("data is empty; give the labelled solutions: --data FILE (JSONL rows {problem, steps, labels}).")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size!r} is not allowed; it must be at least 1.")
+        if self.max_length < 8:
+            raise ConfigError(f"max_length={self.max_length!r} is not allowed; it must be at least 8.")
+        if self.eval_tasks or self.eval_every:
+            raise ConfigError(
+                f"eval_tasks={self.eval_tasks!r}, eval_every={self.eval_every!r}: a PRM is not a policy to play env tasks; "
+                "measure it on held-out labelled steps with --eval-data FILE (and leave eval_tasks and eval_every at 0)."
+            )
+>>>>>>> 6b92d70b678774c0246f4e525fe2724279b7c9d4

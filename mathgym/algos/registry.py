@@ -41,6 +41,10 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         "mathgym.algos.distill:DistillTrainer", "mathgym.algos.configs:DistillConfig",
         "off-policy distillation from a teacher: (1 - w) CE + w D(teacher || student)",
     ),
+    "prm": AlgoSpec(
+        "mathgym.algos.prm:PRMTrainer", "mathgym.algos.configs:PRMConfig",
+        "a process reward model from labelled steps (BCE at each step tag)",
+    ),
 }
 
 

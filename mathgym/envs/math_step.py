@@ -28,6 +28,7 @@ from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import extract_answer
 from mathgym.rewards.math import MathVerifier, latex_gold, parse_number
+from mathgym.rewards.prm import process_reward_from_path
 
 #: ``(problem, steps) -> reward of the last step``; must be picklable (a module-level function
 #: or an object with ``__call__``) for vector envs.
@@ -77,14 +78,20 @@ class MathStepEnv(MathReasonEnv):
         split: ``"train"`` or ``"test"``.
         columns: Column mapping for other data formats.
         max_steps: Steps allowed before the episode is truncated (the turn budget).
-        process_reward: ``(problem, steps) -> float`` scoring the newest step; ``None`` (default)
-            gives 0 to every step, so only the outcome counts.
+        process_reward: ``(problem, steps) -> float`` scoring the newest step; a string is the
+            directory (or hub id) of a process reward model, scored through
+            :func:`mathgym.rewards.prm.process_reward_from_path` (needs ``mathgym[train]``);
+            ``None`` (default) gives 0 to every step, so only the outcome counts.
         process_weight: Multiplier of the process reward.
         outcome_weight: Multiplier of the outcome reward (1 for a right final answer) on the last step.
         process_cap: The episode's process rewards add up to at most ``process_cap *
             outcome_weight`` (a step past it earns only what is left), in ``[0, 1]``: with the
             default 0.5, writing steps without solving earns at most half of what a right
             answer does.
+        process_only: Pay the process reward alone: no outcome reward and no cap. The policy is then
+            trained to please the process reward, right answer or not (reward hacking: a PRM's
+            blind spots become the policy's target); keep the default (process + verified outcome)
+            unless you measure the outcome separately.
         system_prompt: System message; ``""`` for none.
         max_length: Longest observation/action in characters.
         verifier: The answer checker.
@@ -105,10 +112,11 @@ class MathStepEnv(MathReasonEnv):
         split: str = "train",
         columns: Mapping[str, str] | None = None,
         max_steps: int = 8,
-        process_reward: ProcessReward | None = None,
+        process_reward: ProcessReward | str | Path | None = None,
         process_weight: float = 1.0,
         outcome_weight: float = 1.0,
         process_cap: float = 0.5,
+        process_only: bool = False,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
         max_length: int = 16384,
         verifier: MathVerifier | None = None,
@@ -118,7 +126,10 @@ class MathStepEnv(MathReasonEnv):
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ConfigError(f"max_steps={max_steps!r} must be a positive integer.")
         self.max_turns = self.max_steps = max_steps
+        if isinstance(process_reward, (str, Path)):
+            process_reward = process_reward_from_path(process_reward)
         self.process_reward = process_reward
+        self.process_only = bool(process_only)
         if not 0.0 <= float(process_cap) <= 1.0:
             raise ConfigError(f"process_cap={process_cap!r} must be between 0 and 1 (a share of outcome_weight).")
         self.process_weight, self.outcome_weight = float(process_weight), float(outcome_weight)
@@ -151,7 +162,7 @@ class MathStepEnv(MathReasonEnv):
             breakdown = {"process": process, "outcome": 0.0}
             return Judgement(process, status or Status.IN_PROGRESS, False, self._observation(), breakdown, info=info)
         result = self.verifier.score(action, latex_gold(self.task.answer))
-        outcome = self.outcome_weight * result.score
+        outcome = 0.0 if self.process_only else self.outcome_weight * result.score
         info["extracted_answer"] = result.details.get("extracted")
         breakdown = {"process": process, "outcome": outcome}
         return Judgement(process + outcome, status or result.status, True, "", breakdown, result.score >= 1.0, info)
@@ -182,7 +193,7 @@ class MathStepEnv(MathReasonEnv):
         if not math.isfinite(process):
             info["process_zeroed"] = f"the process reward is {process}"
             return 0.0, None
-        left = self.process_cap * self.outcome_weight - self._process_total
+        left = math.inf if self.process_only else self.process_cap * self.outcome_weight - self._process_total
         if process > left:
             info["process_zeroed"] = "the episode's process budget (process_cap * outcome_weight) is spent"
             process = max(left, 0.0)

@@ -1,0 +1,179 @@
+"""Process reward model training (``mathgym train --algo prm --data FILE``): a causal LM learns
+to score each step of a solution.
+
+The PRM is of the ``step_tag`` form (:mod:`mathgym.agents.prm_model`): every step ends with
+``step_tag``, and the model's logits there, ``good_token`` against ``bad_token``, give the step's
+probability of being right, ``sigmoid(logit(good) - logit(bad))``. Training is binary cross-entropy
+of that probability against the step's label (hard 0/1 or soft in ``[0, 1]``, e.g. a Monte Carlo
+estimate), averaged over the steps of the batch (:func:`step_bce_loss`). Full fine-tuning or LoRA
+(``--lora-r``); runs checkpoint and resume like every trainer.
+
+The run's ``final/`` is a PRM directory: the model (a LoRA adapter merged into it), its tokenizer
+and ``mathgym_prm.json``, loadable by :func:`~mathgym.agents.prm_model.load_prm` and usable as
+MathStep-v0's ``process_reward``. With ``--eval-data`` the held-out steps are measured before and
+after (:mod:`mathgym.algos.prm_eval`: step AUC, first-error accuracy), into ``prm_eval.json``::
+
+    mathgym train --algo prm --data labelled.jsonl --eval-data held_out.jsonl --model Qwen/Qwen2.5-0.5B --lora-r 16
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from mathgym.agents.prm_model import PRM, encode_steps, load_prm, step_tag_margins
+from mathgym.algos.configs import PRMConfig
+from mathgym.algos.prm_eval import PRMEvalResult, evaluate_prm, load_labelled_steps
+from mathgym.algos.trainer import TrainResult, Trainer
+from mathgym.algos.update import OptimizerStep, Plan
+from mathgym.rewards.prm import PRMSettings, write_prm_settings
+
+__all__ = ["PRMConfig", "PRMTrainer", "StepBatch", "step_bce_loss"]
+
+
+def step_bce_loss(margins: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    """Binary cross-entropy of ``sigmoid(margins)`` against ``labels`` at the masked positions (their mean).
+
+    Args:
+        margins: ``(B, T)`` ``logit(good) - logit(bad)`` (:func:`~mathgym.agents.prm_model.step_tag_margins`).
+        labels: ``(B, T)`` each step's label in ``[0, 1]`` at its tag position.
+        mask: ``(B, T)`` 1 at the step tag positions.
+
+    Returns:
+        The loss and ``step_accuracy`` (the share of steps whose score is on the label's side of 0.5).
+
+    Example:
+        >>> loss, _ = step_bce_loss(torch.tensor([[0.0, 1.0986]]), torch.tensor([[1.0, 0.0]]), torch.ones(1, 2))
+        >>> round(float(loss), 4)  # (ln 2 + ln 4) / 2
+        1.0397
+    """
+    bce = F.binary_cross_entropy_with_logits(margins.float(), labels.float(), reduction="none")
+    count = mask.sum().clamp(min=1.0)
+    right = ((margins > 0) == (labels >= 0.5)).float()
+    return (bce * mask).sum() / count, {"step_accuracy": float((right * mask).sum() / count)}
+
+
+class StepBatch(NamedTuple):
+    """Labelled solutions as tensors: ``(B, T)`` tokens, attention mask, step positions and labels there."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    step_mask: torch.Tensor
+    labels: torch.Tensor
+
+    def select(self, index: torch.Tensor) -> StepBatch:
+        return StepBatch(*(t[index] for t in self))
+
+    def to(self, device: torch.device | str) -> StepBatch:
+        return StepBatch(*(t.to(device) for t in self))
+
+
+class PRMTrainer(Trainer):
+    """PRM training in the shared loop (see the module docstring and :class:`PRMConfig`)."""
+
+    algo_name = "prm"
+    progress_metric = "loss/prm"
+    config: PRMConfig
+
+    def setup(self) -> None:
+        cfg = self.config
+        self.settings = PRMSettings(
+            "step_tag", step_tag=cfg.step_tag, good_token=cfg.good_token, bad_token=cfg.bad_token, rule=cfg.rule,
+            max_length=cfg.max_length,
+        )
+        # The live model as a PRM: the same encoding and scoring as the saved directory's (checks the tokens too).
+        self.scorer = PRM(self.policy.model, self.policy.tokenizer, self.settings, batch_size=max(cfg.batch_size, 8), timeout_s=0)
+        tokenizer = self.policy.tokenizer
+        self.rows = []
+        for row in load_labelled_steps(cfg.data):
+            inputs = encode_steps(tokenizer, self.settings, row.problem, row.steps)
+            kept = [(p, label) for p, label in zip(inputs.positions, row.labels) if p >= 0]  # steps cut off: no label
+            self.rows.append((inputs.input_ids, kept))
+        self.held_out = load_labelled_steps(cfg.eval_data) if cfg.eval_data else []
+        self.order = torch.randperm(len(self.rows), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
+        self.prm_eval_before: PRMEvalResult | None = None
+
+    # -- data ----------------------------------------------------------------------------------------
+
+    def make_batch(self, step: int) -> StepBatch:  # type: ignore[override]
+        """Rows ``step * batch_size ...`` of the shuffled data (a pure function of the step: resumable)."""
+        n = self.config.batch_size
+        picks = [self.rows[self.order[(step * n + i) % len(self.order)]] for i in range(n)]
+        width = max(len(ids) for ids, _ in picks)
+        input_ids = torch.full((n, width), self.scorer.pad_id, dtype=torch.long)
+        attention, step_mask, labels = (torch.zeros((n, width)) for _ in range(3))
+        for r, (ids, kept) in enumerate(picks):
+            input_ids[r, : len(ids)] = torch.tensor(ids)
+            attention[r, : len(ids)] = 1.0
+            for position, label in kept:
+                step_mask[r, position], labels[r, position] = 1.0, label
+        return StepBatch(input_ids, attention.long(), step_mask, labels)
+
+    # -- the update ------------------------------------------------------------------------------------
+
+    def plan(self, batch: StepBatch) -> Plan:  # type: ignore[override]
+        """One optimizer step over the batch, normalised by its labelled steps."""
+        return Plan([OptimizerStep(torch.arange(len(batch.input_ids)), max(float(batch.step_mask.sum()), 1.0))])
+
+    def loss(  # type: ignore[override]
+        self, batch: StepBatch, items: torch.Tensor, step: OptimizerStep
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The BCE of the micro-batch's steps, as their share of the step's labelled steps."""
+        mb = batch.select(items)
+        logits = self.policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
+        margins = step_tag_margins(logits, self.scorer.good_id, self.scorer.bad_id)
+        loss, stats = step_bce_loss(margins, mb.labels, mb.step_mask)
+        share = float(mb.step_mask.sum()) / step.context
+        return loss * share, {"loss/prm": float(loss.detach()) * share, "loss/step_accuracy": stats["step_accuracy"] * share}
+
+    def train_step(self) -> dict[str, float]:
+        t0 = time.perf_counter()
+        batch = self.make_batch(self.step).to(self.policy.device)
+        with self.policy.autocast():
+            stats = self.optimize(batch, self.plan(batch))  # type: ignore[arg-type]
+        return {**stats, "perf/step_s": time.perf_counter() - t0, "optim/lr": float(self.scheduler.get_last_lr()[0])}
+
+    # -- evaluation, saving ----------------------------------------------------------------------------
+
+    def evaluate_prm(self, prm: Any | None = None) -> PRMEvalResult:
+        """Step AUC and first-error accuracy on ``eval_data`` (default: the model being trained)."""
+        with torch.no_grad(), self.policy.autocast():
+            return evaluate_prm(prm or self.scorer, self.held_out, self.scorer.batch_size)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"prm_eval_before": None if self.prm_eval_before is None else asdict(self.prm_eval_before)}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        before = state.get("prm_eval_before")
+        self.prm_eval_before = PRMEvalResult(**before) if before else None
+
+    def train(self) -> TrainResult:
+        """Train; with ``eval_data``, measure the held-out steps before, and the saved PRM after."""
+        if self.held_out and self.prm_eval_before is None:
+            self.prm_eval_before = self.evaluate_prm()
+            self.logger.log(self.step, self.prm_eval_before.as_metrics())
+            print(f"held-out step AUC before training: {self.prm_eval_before.step_auc:.3f}")
+        result = super().train()
+        if self.held_out and result.final_model is not None:
+            after = self.evaluate_prm(load_prm(result.final_model, device=str(self.policy.device)))
+            before = self.prm_eval_before
+            (self.run_dir / "prm_eval.json").write_text(json.dumps({"before": asdict(before), "after": asdict(after)}, indent=2))
+            print(f"held-out step AUC before -> after: {before.step_auc:.3f} -> {after.step_auc:.3f}; "
+                  f"first-error accuracy {before.first_error_accuracy:.3f} -> {after.first_error_accuracy:.3f}")
+        return result
+
+    def save_model(self, path: str | Path) -> Path:
+        """Save a PRM directory: the model (LoRA merged in), its tokenizer and ``mathgym_prm.json``."""
+        model = self.policy.model
+        if self.policy.has_lora:  # the end of training: the adapter is folded into the weights for good
+            model = self.policy.model = self.scorer.model = model.merge_and_unload()
+        model.save_pretrained(str(path))
+        self.policy.tokenizer.save_pretrained(str(path))
+        write_prm_settings(path, self.settings)
+        return Path(path)

@@ -1,0 +1,292 @@
+"""Process reward models: each form scored as its own logits say, the aggregation rules and the
+evaluation measures against hand numbers, a PRM trained, saved, loaded and scored, and MathStep-v0
+paying a PRM directory as its process reward."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+
+import gymnasium as gym
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import mathgym  # noqa: E402,F401
+from mathgym.agents.prm_model import load_prm  # noqa: E402
+from mathgym.algos.prm_eval import (  # noqa: E402
+    LabelledSolution,
+    evaluate_prm,
+    first_error_accuracy,
+    first_error_step,
+    load_labelled_steps,
+    step_auc,
+)
+from mathgym.errors import ConfigError, DatasetError  # noqa: E402
+from mathgym.rewards.base import Status  # noqa: E402
+from mathgym.rewards.prm import PRM_SETTINGS_FILE, PRMError, PRMProcessReward, PRMTimeout, aggregate  # noqa: E402
+from tests.chat_fixtures import cached_chat_model  # noqa: E402
+
+PROBLEM = "What is 12 + 30?"
+STEPS = ["12 + 30 = 42.", "So the sum is 42.", "The answer is \\boxed{42}."]
+
+
+def _save(model, tokenizer, path, settings=None):
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    if settings is not None:
+        (path / PRM_SETTINGS_FILE).write_text(json.dumps(settings))
+    return path
+
+
+@pytest.fixture(scope="module")
+def step_tag_dir(tmp_path_factory):
+    """A random 2-layer Qwen2 causal LM without a settings file: read as Math-Shepherd's step_tag form."""
+    return cached_chat_model(tmp_path_factory, "chatml")
+
+
+@pytest.fixture(scope="module")
+def step_head_dir(step_tag_dir, tmp_path_factory):
+    """A random Llama token classifier with two labels and a separator token (Qwen2.5-Math-PRM's form)."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForTokenClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(step_tag_dir)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<extra_0>"]})
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_labels=2, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(4)
+    return _save(LlamaForTokenClassification(config), tokenizer, tmp_path_factory.mktemp("prm") / "head")
+
+
+def _hand_logits(path, ids, causal=True):
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+
+    cls = AutoModelForCausalLM if causal else AutoModelForTokenClassification
+    model = cls.from_pretrained(path).eval()
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids])).logits[0]
+
+
+def test_a_causal_lm_is_scored_at_each_step_tag_by_good_against_bad(step_tag_dir):
+    prm = load_prm(step_tag_dir, device="cpu")
+    assert prm.settings.form == "step_tag" and prm.settings.step_tag == "ки"
+    tok = prm.tokenizer
+    text = f"{PROBLEM} {STEPS[0]} ки\n{STEPS[1]} ки\n{STEPS[2]} ки"
+    ids = tok(text)["input_ids"]
+    logits = _hand_logits(step_tag_dir, ids)
+    good, bad = tok.encode("+", add_special_tokens=False)[0], tok.encode("-", add_special_tokens=False)[0]
+    expected, start = [], 0
+    for _ in STEPS:  # the token holding the end of each tag: the last token of the text up to it
+        end = text.index("ки", start) + 2
+        prefix = tok(text[:end])["input_ids"]
+        assert ids[: len(prefix)] == prefix
+        pair = torch.softmax(logits[len(prefix) - 1, [good, bad]], dim=-1)
+        expected.append(float(pair[0]))
+        start = end
+    got = prm.score_steps([PROBLEM, PROBLEM], [STEPS, STEPS[:2]])
+    assert got[0] == pytest.approx(expected, abs=1e-5)
+    assert got[1] == pytest.approx(expected[:2], abs=1e-5)  # a prefix scores as in the whole solution
+    assert len(set(round(x, 6) for x in expected)) == 3  # the random model tells the steps apart
+    # a step that writes the tag itself adds no step: only the tags mathgym wrote are read
+    assert len(prm.score_steps([PROBLEM], [["12 ки + 30 ки = 42", "done"]])[0]) == 2
+
+
+def test_a_token_classifier_is_scored_at_each_separator(step_head_dir):
+    prm = load_prm(step_head_dir, device="cpu")
+    assert prm.settings.form == "step_head"
+    tok = prm.tokenizer
+    sep = tok.convert_tokens_to_ids("<extra_0>")
+    ids = tok(PROBLEM + "\n" + "".join(s + "<extra_0>" for s in STEPS))["input_ids"]
+    logits = _hand_logits(step_head_dir, ids, causal=False)
+    expected = [float(torch.softmax(logits[i], -1)[1]) for i, t in enumerate(ids) if t == sep]
+    assert len(expected) == 3
+    assert prm.score_steps([PROBLEM], [STEPS])[0] == pytest.approx(expected, abs=1e-5)
+
+    templated = load_prm(step_head_dir, device="cpu", chat_template=True, system_prompt="Reason.")
+    messages = [{"role": "system", "content": "Reason."}, {"role": "user", "content": PROBLEM},
+                {"role": "assistant", "content": "".join(s + "<extra_0>" for s in STEPS)}]
+    ids = tok.apply_chat_template(messages, tokenize=False)
+    ids = tok(ids, add_special_tokens=False)["input_ids"]
+    logits = _hand_logits(step_head_dir, ids, causal=False)
+    expected = [float(torch.softmax(logits[i], -1)[1]) for i, t in enumerate(ids) if t == sep]
+    assert templated.score_steps([PROBLEM], [STEPS])[0] == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_settings_file_decides_the_form_and_its_tokens(step_tag_dir, tmp_path):
+    import shutil
+
+    path = tmp_path / "custom"
+    shutil.copytree(step_tag_dir, path)
+    (path / PRM_SETTINGS_FILE).write_text(json.dumps({"form": "step_tag", "step_tag": "#", "good_token": "1", "bad_token": "0"}))
+    prm = load_prm(path, device="cpu")
+    assert (prm.settings.step_tag, prm.good_id) == ("#", prm.tokenizer.encode("1", add_special_tokens=False)[0])
+    (path / PRM_SETTINGS_FILE).write_text(json.dumps({"form": "step_head", "colour": 1}))
+    with pytest.raises(ConfigError, match="unknown key.*colour"):
+        load_prm(path, device="cpu")
+    with pytest.raises(ConfigError, match="good_token='\\+\\+ good' is .* tokens"):
+        load_prm(step_tag_dir, device="cpu", good_token="++ good")
+
+
+def test_a_long_solution_keeps_its_newest_steps_and_a_deadline_is_an_error_not_a_score(step_tag_dir):
+    prm = load_prm(step_tag_dir, device="cpu", max_length=40)
+    steps = [f"step {i}: {i} + {i} = {2 * i}." for i in range(12)]
+    scores = prm.score_steps([PROBLEM], [steps])[0]
+    assert math.isnan(scores[0]) and math.isfinite(scores[-1])
+    full = load_prm(step_tag_dir, device="cpu").score_steps([PROBLEM], [steps])[0]
+    assert len(scores) == len(full) == 12
+    slow = load_prm(step_tag_dir, device="cpu", batch_size=1, timeout_s=1e-9)
+    with pytest.raises(PRMTimeout):
+        slow.score_steps([PROBLEM, PROBLEM], [STEPS, STEPS])
+
+
+def test_aggregation_rules_against_hand_numbers():
+    scores = [0.9, 0.5, 0.8]
+    assert aggregate(scores, "min") == 0.5
+    assert aggregate(scores, "last") == 0.8
+    assert aggregate(scores, "mean") == pytest.approx(2.2 / 3)
+    assert aggregate(scores, "product") == pytest.approx(0.36)
+    assert aggregate([math.nan, 0.3], "min") == 0.3  # a step cut off by the window is left out
+    with pytest.raises(ConfigError, match="rule='max'"):
+        aggregate(scores, "max")
+    with pytest.raises(ValueError):
+        aggregate([], "last")
+
+
+def test_step_auc_and_first_error_accuracy_against_hand_numbers():
+    # positives 0.8, 0.6, 0.3; negatives 0.6, 0.2: pairs won 1 + 1, 0.5 + 1, 1 + 0 -> 4.5 / 6
+    assert step_auc([0.8, 0.6, 0.3, 0.6, 0.2], [1, 1, 1, 0, 0]) == pytest.approx(0.75)
+    assert step_auc([0.1, 0.9], [1.0, 0.0]) == 0.0
+    assert step_auc([0.3, 0.7], [0.2, 0.9]) == 1.0  # soft labels: 0.5 or more is right
+    assert math.isnan(step_auc([0.3, 0.7], [1, 1]))
+    assert first_error_step([0.9, 0.49, 0.1]) == 1 and first_error_step([0.5, 0.6]) == -1
+    got = first_error_accuracy([1, -1, 0, 2], [1, 2, -1, -1])
+    assert got == {"error_accuracy": 0.5, "correct_accuracy": 0.0, "f1": 0.0, "accuracy": 0.25}
+
+
+def test_labelled_steps_are_checked_line_by_line(tmp_path):
+    path = tmp_path / "steps.jsonl"
+    path.write_text(json.dumps({"problem": "p", "steps": ["a", "b"], "labels": [1, 0.25]}) + "\n")
+    assert load_labelled_steps(path) == [LabelledSolution("p", ("a", "b"), (1.0, 0.25))]
+    path.write_text(json.dumps({"problem": "p", "steps": ["a", "b"], "labels": [1]}) + "\n")
+    with pytest.raises(DatasetError, match="steps.jsonl:1: 'labels' must be a list with one label per step"):
+        load_labelled_steps(path)
+    path.write_text(json.dumps({"problem": "p", "steps": ["a"], "labels": [2]}) + "\n")
+    with pytest.raises(DatasetError, match="label 2 is not a number in"):
+        load_labelled_steps(path)
+
+
+class _Fixed:
+    """A scorer with set answers (the evaluation arithmetic, apart from any model)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def score_steps(self, problems, steps):
+        return [list(self.table[p]) for p in problems]
+
+
+def test_evaluate_prm_measures_the_scores_it_gets():
+    rows = [LabelledSolution("a", ("x", "y"), (1, 0)), LabelledSolution("b", ("x", "y"), (1, 1))]
+    result = evaluate_prm(_Fixed({"a": [0.9, 0.2], "b": [0.8, 0.4]}), rows)
+    assert result.step_auc == pytest.approx(1.0) and result.num_steps == 4
+    assert (result.error_accuracy, result.correct_accuracy, result.first_error_accuracy) == (1.0, 0.0, 0.5)
+
+
+def test_a_prm_directory_is_mathstep_s_process_reward(step_tag_dir):
+    env = gym.make("MathStep-v0", process_reward=str(step_tag_dir))
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("First I add the two numbers.")
+    expected = load_prm(step_tag_dir, device="cpu").score_steps([env.unwrapped.task.metadata["question"]],
+                                                                  [["First I add the two numbers."]])[0][0]
+    assert reward == pytest.approx(min(expected, 0.5), abs=1e-5) and info["status"] == Status.IN_PROGRESS
+    reward_fn = env.unwrapped.process_reward
+    assert isinstance(reward_fn, PRMProcessReward) and reward_fn.rule == "last"
+    again = pickle.loads(pickle.dumps(reward_fn))  # a subprocess vector env loads its own copy from the path
+    assert again("p", ["a step"]) == pytest.approx(reward_fn("p", ["a step"]), abs=1e-6)
+    env.close()
+
+
+class _Broken:
+    def score_steps(self, problems, steps):
+        raise PRMError("CUDA out of memory")
+
+
+def test_a_failing_prm_is_an_infrastructure_status_never_a_reward():
+    env = gym.make("MathStep-v0", process_reward=PRMProcessReward(_Broken(), "min"))
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("First I add the two numbers.")
+    assert reward == 0.0 and info["status"] == Status.ERROR and "CUDA out of memory" in info["process_reward_error"]
+    assert Status(info["status"]).is_infra_failure
+
+
+def _labelled(path, seeds):
+    """Solutions whose steps that say "wrong" are labelled 0 (learnable from the text alone)."""
+    rows = []
+    for i in seeds:
+        a, b = i % 7 + 1, i % 5 + 2
+        good, bad = f"{a} + {b} = {a + b}.", f"this is wrong: {a} + {b} = {a + b + 1}."
+        steps = [[good, good], [good, bad, good], [good, good, bad]][i % 3]
+        rows.append({"problem": f"What is {a} + {b}?", "steps": steps, "labels": [0.0 if "wrong" in s else 1.0 for s in steps]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_trained_prm_is_saved_loaded_and_scores_held_out_steps_better(step_tag_dir, tmp_path):
+    from mathgym.algos.prm import PRMConfig, PRMTrainer
+
+    data, held_out = _labelled(tmp_path / "train.jsonl", range(24)), _labelled(tmp_path / "held.jsonl", range(100, 110))
+    config = PRMConfig(
+        model=str(step_tag_dir), data=str(data), eval_data=str(held_out), steps=10, batch_size=8, learning_rate=1e-2,
+        save_every=0, log_samples=0, progress=False, device="cpu", run_dir=str(tmp_path / "run"),
+    )
+    result = PRMTrainer(config).train()
+    report = json.loads((result.run_dir / "prm_eval.json").read_text())
+    assert report["before"]["step_auc"] < 0.8 and report["after"]["step_auc"] > 0.95, report
+    assert report["after"]["first_error_accuracy"] > report["before"]["first_error_accuracy"]
+    prm = load_prm(result.final_model, device="cpu")  # the saved directory, as a user loads it
+    assert prm.settings.form == "step_tag" and json.loads((result.final_model / PRM_SETTINGS_FILE).read_text())["rule"] == "last"
+    rows = load_labelled_steps(held_out)
+    assert evaluate_prm(prm, rows).step_auc == pytest.approx(report["after"]["step_auc"])
+    scores = prm.score_steps([rows[0].problem], [list(rows[0].steps)])[0]
+    assert rows[0].labels == (1.0, 0.0, 1.0) and scores[1] < min(scores[0], scores[2])
+
+
+@pytest.mark.heavy
+def test_prm_training_resumes_where_it_stopped(step_tag_dir, tmp_path):
+    from mathgym.algos.prm import PRMConfig, PRMTrainer
+
+    data = _labelled(tmp_path / "train.jsonl", range(8))
+    options = dict(model=str(step_tag_dir), data=str(data), batch_size=4, save_every=2, log_samples=0, progress=False,
+                   device="cpu", run_dir=str(tmp_path / "run"), lora_r=4)
+    PRMTrainer(PRMConfig(steps=2, **options)).train()
+    again = PRMTrainer(PRMConfig(steps=3, **options))
+    assert again.resume() and again.step == 2
+    assert load_prm(again.train().final_model, device="cpu").settings.form == "step_tag"  # the LoRA adapter merged in
+
+
+def test_the_step_loss_against_hand_numbers_and_the_data_option_is_required():
+    from mathgym.algos.prm import PRMConfig, step_bce_loss
+
+    # BCE(sigmoid(0), 1) = ln 2; BCE(sigmoid(ln 3) = 0.75, 0) = ln 4; the masked third position does not count
+    margins, labels, mask = torch.tensor([[0.0, math.log(3.0), 5.0]]), torch.tensor([[1.0, 0.0, 0.0]]), torch.tensor([[1.0, 1.0, 0.0]])
+    loss, stats = step_bce_loss(margins, labels, mask)
+    assert float(loss) == pytest.approx(1.5 * math.log(2.0), abs=1e-6) and stats["step_accuracy"] == 0.0
+    _, stats = step_bce_loss(torch.tensor([[2.0, -1.0]]), torch.tensor([[0.9, 0.2]]), torch.ones(1, 2))
+    assert stats["step_accuracy"] == 1.0
+    with pytest.raises(ConfigError, match="data is empty"):
+        PRMConfig().validate()
+    with pytest.raises(ConfigError, match="not a policy to play env tasks.*--eval-data"):
+        PRMConfig(data="x.jsonl", eval_tasks=10).validate()
+
+
+def test_the_envs_of_a_vector_env_share_one_loaded_prm(step_tag_dir):
+    envs = gym.make_vec("MathStep-v0", num_envs=3, vectorization_mode="sync", process_reward=str(step_tag_dir))
+    models = {id(env.unwrapped.process_reward.prm) for env in envs.envs}
+    assert len(models) == 1
+    envs.reset(seed=0)
+    _, rewards, _, _, infos = envs.step(["First I add.", "I add the numbers.", "Adding gives the sum."])
+    assert all(0.0 < r <= 0.5 for r in rewards) and list(infos["status"]) == ["in_progress"] * 3
+    envs.close()
