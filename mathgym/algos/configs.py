@@ -415,7 +415,6 @@ class DistillConfig(TrainConfig):
 
 
 @dataclass
-<<<<<<< HEAD
 class RMConfig(TrainConfig):
     """Reward-model options (on top of :class:`TrainConfig`); see :mod:`mathgym.algos.reward_model`.
 
@@ -442,7 +441,9 @@ class RMConfig(TrainConfig):
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least {least}.")
         if self.min_reward_gap < 0 or self.reward_gap_margin < 0:
             raise ConfigError("min_reward_gap and reward_gap_margin must be >= 0.")
-=======
+
+
+@dataclass
 class PRMConfig(TrainConfig):
     """Process reward model training options (on top of :class:`TrainConfig`); see :mod:`mathgym.algos.prm`."""
 
@@ -470,4 +471,3 @@ class PRMConfig(TrainConfig):
                 f"eval_tasks={self.eval_tasks!r}, eval_every={self.eval_every!r}: a PRM is not a policy to play env tasks; "
                 "measure it on held-out labelled steps with --eval-data FILE (and leave eval_tasks and eval_every at 0)."
             )
->>>>>>> 6b92d70b678774c0246f4e525fe2724279b7c9d4
