@@ -182,8 +182,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from mathgym.install import extra_hint
 
         raise ConfigError(f'serving envs over HTTP needs aiohttp ({err.name} is not installed): {extra_hint("serve")}') from None
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env, "")
+        if not token.strip():
+            from mathgym.errors import ConfigError
+
+            raise ConfigError(f"--token-env {args.token_env}: the environment variable {args.token_env} is not set or empty.")
     server = EnvServer(args.env_id, max_sessions=args.max_sessions, session_timeout=args.session_timeout,
-                       env_kwargs=_parse_env_kwargs(args.option))
+                       env_kwargs=_parse_env_kwargs(args.option), token=token)
     run_forever(server, args.host, args.port)
     return 0
 
@@ -215,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-sessions", type=int, default=64, help="most envs held at once; more answer 503")
     serve.add_argument("--session-timeout", type=float, default=600.0, help="seconds after which an idle session is closed")
     serve.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env option every session gets")
+    serve.add_argument("--token-env", default="", metavar="VAR",
+                       help="answer 401 unless a request carries the token held in the environment variable VAR "
+                            "(clients: token_env='VAR')")
     serve.set_defaults(func=cmd_serve)
 
     for name, text in (

@@ -15,22 +15,33 @@ route                         request body                                answer
                                                                           ``max_sessions``, ``session_timeout``
 ``POST /sessions``            ``env_id`` (``null``: the one served),      201: ``session_id``, ``env_id``,
                               ``kwargs`` (env options)                    ``observation_space``, ``action_space``,
-                                                                          ``metadata``, ``render_mode``
+                                                                          ``metadata``, ``render_mode``,
+                                                                          ``max_turns`` (``null``: the env has none),
+                                                                          ``expert`` (whether it has an expert)
 ``POST /sessions/ID/reset``   ``seed`` (int or ``null``), ``options``     ``observation``, ``info``
 ``POST /sessions/ID/step``    ``action`` (a string for a text env)        ``observation``, ``reward``, ``terminated``,
                                                                           ``truncated``, ``info``
 ``GET /sessions/ID/render``   --                                          ``render``
+``GET /sessions/ID/expert``   --                                          ``action``: the env's ``expert_action()``
+                                                                          in its current state (what a warm start
+                                                                          imitates)
 ``POST /sessions/ID/copy``    --                                          201: ``session_id`` of a copy of the env
 ``DELETE /sessions/ID``       --                                          ``closed: true``
 ============================  ==========================================  ============================================
 
 Errors answer ``{"error": {"type", "message"}}`` with the status of :data:`mathgym.envs.wire.ERRORS`:
-400 unreadable request, 404 unknown env or session, 409 step before reset or after the end,
+400 unreadable request (or an expert asked of an env that has none), 401 a missing or wrong token,
+404 unknown env or session, 409 step before reset or after the end,
 422 an action that is not a string or options the env refuses, 503 ``--max-sessions`` reached
 (with ``Retry-After``), 500 an exception of the env itself (the server carries on).
 
 Trust: a client may pass any option the env's constructor takes (file paths of data sets
-included), so serve on 127.0.0.1 (the default) or a network whose clients you trust.
+included), so serve on 127.0.0.1 (the default) or a network whose clients you trust. A shared
+secret narrows who that is: ``mathgym serve ENV --token-env VAR`` reads a token from the
+environment variable ``VAR`` (never from the command line, where other users of the machine see
+it) and answers 401 to every request without the header ``Authorization: Bearer <token>``; the
+client sends it with ``gym.make("mathgym/Remote-v0", url=..., token_env="VAR")``. The token
+travels in clear over ``http://``: across an untrusted network, put the server behind TLS.
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ from mathgym.envs.wire import (
     BadRequestError,
     ServerBusyError,
     SessionNotFoundError,
+    UnauthorizedError,
     decode,
     describe_space,
     encode,
@@ -86,12 +98,17 @@ class EnvServer:
         max_sessions: Most sessions held at once; one more answers 503.
         session_timeout: Seconds after which an idle session is closed.
         env_kwargs: Options every session's env gets under its client's own.
+        token: A shared secret every request must carry as ``Authorization: Bearer <token>``
+            (``None``: no check).
     """
 
     def __init__(self, env_ids: Sequence[str], *, max_sessions: int = 64, session_timeout: float = 600.0,
-                 env_kwargs: Mapping[str, Any] | None = None):
+                 env_kwargs: Mapping[str, Any] | None = None, token: str | None = None):
         if not env_ids:
             raise ConfigError("mathgym serve needs at least one env id.")
+        if token is not None and not token.strip():
+            raise ConfigError("the server's token is empty: set the environment variable --token-env names to a secret.")
+        self._expected_auth = None if token is None else f"Bearer {token}".encode()
         if max_sessions < 1 or session_timeout <= 0:
             raise ConfigError(
                 f"--max-sessions must be at least 1 and --session-timeout positive, got {max_sessions} and {session_timeout}."
@@ -111,13 +128,14 @@ class EnvServer:
 
     def app(self) -> web.Application:
         """The aiohttp application: routes, the error middleware, the idle-session reaper."""
-        app = web.Application(middlewares=[_errors_as_json], client_max_size=MAX_REQUEST_BYTES)
+        app = web.Application(middlewares=[_errors_as_json, self._authorize], client_max_size=MAX_REQUEST_BYTES)
         app.add_routes([
             web.get("/", self.health),
             web.post("/sessions", self.create),
             web.post("/sessions/{sid}/reset", self.reset),
             web.post("/sessions/{sid}/step", self.step),
             web.get("/sessions/{sid}/render", self.render),
+            web.get("/sessions/{sid}/expert", self.expert),
             web.post("/sessions/{sid}/copy", self.copy),
             web.delete("/sessions/{sid}", self.delete),
         ])
@@ -168,6 +186,19 @@ class EnvServer:
         finally:
             session.calls_in_flight -= 1
 
+    @web.middleware
+    async def _authorize(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        """With a token: 401 for a request whose ``Authorization`` header is not ``Bearer <token>``."""
+        if self._expected_auth is not None:
+            given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+            if not secrets.compare_digest(given, self._expected_auth):
+                what = "a wrong token" if given else "no token"
+                raise UnauthorizedError(
+                    f"this server wants a token (mathgym serve --token-env) and the request carried {what}: "
+                    "pass token_env='VAR' to mathgym/Remote-v0, VAR being an environment variable that holds it."
+                )
+        return await handler(request)
+
     # -- routes ------------------------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.Response:
@@ -198,8 +229,10 @@ class EnvServer:
             raise
         sid = self._add(Session(env, env_id))
         log.info("session %s: %s %s", sid, env_id, kwargs)
+        max_turns = getattr(env.unwrapped, "max_turns", None)
         return _json({"session_id": sid, "env_id": env_id, **spaces, "metadata": encode(env.metadata),
-                      "render_mode": env.render_mode}, status=201)
+                      "render_mode": env.render_mode, "max_turns": max_turns if type(max_turns) is int else None,
+                      "expert": callable(getattr(env.unwrapped, "expert_action", None))}, status=201)
 
     async def reset(self, request: web.Request) -> web.Response:
         session, body = self._session(request), await _body(request)
@@ -227,6 +260,13 @@ class EnvServer:
     async def render(self, request: web.Request) -> web.Response:
         session = self._session(request)
         return _json({"render": encode(await self._run(session, session.env.render))})
+
+    async def expert(self, request: web.Request) -> web.Response:
+        session = self._session(request)
+        expert_action = getattr(session.env.unwrapped, "expert_action", None)
+        if not callable(expert_action):
+            raise BadRequestError(f"{session.env_id} has no expert_action(); only envs that have one answer this route.")
+        return _json({"action": encode(await self._run(session, expert_action))})
 
     async def copy(self, request: web.Request) -> web.Response:
         session = self._session(request)

@@ -15,6 +15,17 @@ process that opened it, so a client made before a fork, or unpickled in a vector
 opens its own. Pickling a client copies its session on the server (``POST .../copy``): the copy
 continues the episode independently, as a pickled local env does. The wire format and the
 errors are described in :mod:`mathgym.envs.wire`.
+
+A served env with an ``expert_action()`` keeps it: the client's ``expert_action()`` asks the
+server for the expert's action in the session's current state, so a warm start (SFT on the
+expert's demonstrations, ``mathgym train``'s first phase) runs against a served env as against
+a local one. A client of an env without an expert has no ``expert_action`` attribute, as the
+local env has none.
+
+A server started with ``--token-env VAR`` wants its token on every request: pass
+``token_env="VAR"``, the name of an environment variable of the client's process that holds the
+same token. The token is read from the environment at each connection, never stored in the
+env, so it stays out of pickles and logs.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from mathgym.envs.wire import (
     RemoteEnvError,
     ServerBusyError,
     SessionNotFoundError,
+    UnauthorizedError,
     decode,
     encode,
     error_from_body,
@@ -39,18 +51,22 @@ from mathgym.envs.wire import (
 )
 from mathgym.errors import ConfigError, InvalidActionError
 
-__all__ = ["BadRequestError", "RemoteEnv", "RemoteEnvError", "ServerBusyError", "SessionNotFoundError", "make_remote_env"]
+__all__ = [
+    "BadRequestError", "RemoteEnv", "RemoteEnvError", "ServerBusyError", "SessionNotFoundError", "UnauthorizedError",
+    "make_remote_env",
+]
 
 
 class _Connection:
     """One keep-alive HTTP connection to the server, reopened in a new process or after the server
     closed an idle one."""
 
-    def __init__(self, url: str, timeout: float):
+    def __init__(self, url: str, timeout: float, token_env: str | None = None):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"url={url!r} is not an http:// or https:// address of a `mathgym serve` server.")
-        self.url, self.timeout = url, float(timeout)
+        self.url, self.timeout, self.token_env = url, float(timeout), token_env
+        self._token()  # an unset variable is reported before any request
         self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
         self._prefix = parts.path.rstrip("/")
         self._conn: http.client.HTTPConnection | None = None
@@ -59,6 +75,16 @@ class _Connection:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_conn": None, "_pid": -1}
+
+    def _token(self) -> str | None:
+        """The token in the environment variable ``token_env`` (``None`` without one)."""
+        if self.token_env is None:
+            return None
+        token = os.environ.get(self.token_env, "")
+        if not token.strip():
+            raise ConfigError(f"token_env={self.token_env!r}: the environment variable {self.token_env} is not set or empty; "
+                              "set it to the token the server was started with (mathgym serve --token-env).")
+        return token
 
     def _open(self) -> http.client.HTTPConnection:
         if self._conn is None or self._pid != os.getpid():
@@ -75,6 +101,9 @@ class _Connection:
         """Send one request; return the answer's JSON, or raise the error it reports."""
         body = None if payload is None else json.dumps(payload, allow_nan=False).encode()
         headers = {"Accept": "application/json"} | ({} if body is None else {"Content-Type": "application/json"})
+        token = self._token()
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
         for attempt in (1, 2):
             conn = self._open()
             reused = self._used
@@ -118,17 +147,21 @@ class RemoteEnv(gym.Env[Any, Any]):
         url: The server's address, e.g. ``"http://127.0.0.1:8000"``.
         env_id: The env to make there (default: the one env the server serves).
         request_timeout: Seconds to wait for any answer of the server.
+        token_env: The name of an environment variable holding the server's token
+            (``mathgym serve --token-env``); ``None``: the server wants none.
         **env_kwargs: The env's constructor options (JSON-encodable, see :mod:`mathgym.envs.wire`).
 
     Raises:
         UnknownEnvError: The server does not serve ``env_id``.
         ConfigError: The env does not take these options.
         ServerBusyError: The server holds ``--max-sessions`` sessions already.
+        UnauthorizedError: The server wants a token and ``token_env`` holds none or another.
         RemoteEnvError: The server cannot be reached, or the env failed on it.
     """
 
-    def __init__(self, url: str, env_id: str | None = None, *, request_timeout: float = 300.0, **env_kwargs: Any):
-        self._http = _Connection(url, request_timeout)
+    def __init__(self, url: str, env_id: str | None = None, *, request_timeout: float = 300.0,
+                 token_env: str | None = None, **env_kwargs: Any):
+        self._http = _Connection(url, request_timeout, token_env)
         self._session: str | None = None
         answer = self._http.call("POST", "/sessions", {"env_id": env_id, "kwargs": encode(env_kwargs)})
         self._session = str(answer["session_id"])
@@ -137,6 +170,15 @@ class RemoteEnv(gym.Env[Any, Any]):
         self.action_space = space_from_description(answer["action_space"])
         self.metadata = decode(answer.get("metadata") or {})
         self.render_mode = answer.get("render_mode")
+        if isinstance(answer.get("max_turns"), int):
+            self.max_turns = int(answer["max_turns"])
+        self._has_expert = bool(answer.get("expert"))
+        if self._has_expert:
+            self.expert_action = self._expert_action
+
+    def _expert_action(self) -> Any:
+        """The served env's ``expert_action()`` in this session's current state."""
+        return decode(self._http.call("GET", self._session_path("/expert"))["action"])
 
     @property
     def session_id(self) -> str | None:
@@ -176,13 +218,19 @@ class RemoteEnv(gym.Env[Any, Any]):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
+        state.pop("expert_action", None)  # bound to this client: __setstate__ binds the copy's own
         if self._session is not None:  # the copy gets a session of its own, in the same state
             state["_session"] = str(self._http.call("POST", self._session_path("/copy"))["session_id"])
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.__dict__.get("_has_expert"):
+            self.expert_action = self._expert_action
+
 
 #: The options of :class:`RemoteEnv` itself (the others are the served env's).
-CLIENT_OPTIONS = ("url", "env_id", "request_timeout")
+CLIENT_OPTIONS = ("url", "env_id", "request_timeout", "token_env")
 
 
 def make_remote_env(url: str, env_id: str | None = None, **kwargs: Any) -> RemoteEnv:
@@ -197,7 +245,7 @@ def accepted_options(env_kwargs: dict[str, Any]) -> list[str] | None:
     (:func:`mathgym.registry.env_options`'s hook)."""
     if "url" not in env_kwargs:
         return None
-    http = _Connection(str(env_kwargs["url"]), float(env_kwargs.get("request_timeout", 300.0)))
+    http = _Connection(str(env_kwargs["url"]), float(env_kwargs.get("request_timeout", 300.0)), env_kwargs.get("token_env"))
     try:
         served = http.call("GET", "/")["options"]
     finally:

@@ -73,6 +73,11 @@ class ServerBusyError(RemoteEnvError):
     to time out."""
 
 
+class UnauthorizedError(RemoteEnvError):
+    """The server wants a shared secret (``mathgym serve --token-env VAR``) and the request did not
+    carry it: give the client ``token_env=`` the name of an environment variable holding the same token."""
+
+
 class BadRequestError(MathgymError, ValueError):
     """The server could not read a request (not JSON, a field missing or of the wrong type)."""
 
@@ -80,6 +85,7 @@ class BadRequestError(MathgymError, ValueError):
 #: Error name → (class the client raises, HTTP status the server answers with).
 ERRORS: dict[str, tuple[type[Exception], int]] = {
     "BadRequestError": (BadRequestError, 400),
+    "UnauthorizedError": (UnauthorizedError, 401),
     "UnknownEnvError": (UnknownEnvError, 404),
     "SessionNotFoundError": (SessionNotFoundError, 404),
     "ResetNeededError": (ResetNeededError, 409),
