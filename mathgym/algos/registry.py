@@ -41,6 +41,10 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         "mathgym.algos.distill:DistillTrainer", "mathgym.algos.configs:DistillConfig",
         "off-policy distillation from a teacher: (1 - w) CE + w D(teacher || student)",
     ),
+    "onpolicy-distill": AlgoSpec(
+        "mathgym.algos.onpolicy_distill:OnPolicyDistillTrainer", "mathgym.algos.configs:OnPolicyDistillConfig",
+        "on-policy distillation: the student samples, reward -KL(student || teacher) per token (+ env reward)",
+    ),
 }
 
 
