@@ -77,12 +77,13 @@ def test_the_signal_is_the_reverse_kl_computed_from_both_models_logits(models, t
     torch.testing.assert_close(mixed.double(), (2.0 * env_advantages[:, None].double() - 0.5 * expected) * mask, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.heavy  # a policy gradient on sampled tokens: ~30 steps before the KL falls (about 20 s)
 def test_the_student_gets_closer_to_the_teacher_on_its_own_samples(models, tmp_path):
-    trainer = OnPolicyDistillTrainer(_config(*models, tmp_path, steps=8, num_tasks=4, group_size=2, learning_rate=1e-2))
+    trainer = OnPolicyDistillTrainer(_config(*models, tmp_path, steps=40, num_tasks=4, group_size=2, learning_rate=1e-2))
     trainer.train()
     metrics = [json.loads(line) for line in (trainer.run_dir / "metrics.jsonl").read_text().splitlines()]
     kl = [m["loss/teacher_kl"] for m in metrics if "loss/teacher_kl" in m]
-    assert len(kl) == 8 and sum(kl[-2:]) < 0.7 * sum(kl[:2]), kl
+    assert len(kl) == 40 and sum(kl[-5:]) < 0.5 * sum(kl[:5]), kl
     assert all(p.grad is None for p in trainer.teacher.model.parameters())
 
 

@@ -143,6 +143,8 @@ class DistillTrainer(Trainer):
     algo_name = "distill"
     progress_metric = "loss/divergence"
     config: DistillConfig
+    data_parallel = True  # each rank distils its share of the prompts; the loss is normalised by every rank's tokens
+    summed_stats = ("loss/distill", "loss/ce", "loss/divergence")
 
     def setup(self) -> None:
         cfg = self.config
@@ -163,7 +165,8 @@ class DistillTrainer(Trainer):
         if None not in self._collectors:  # the trainer's collectors, keyed by curriculum level (none here)
             cfg = self.config
             settings = RolloutSettings(cfg.group_size, self.sampling, cfg.max_episode_tokens, cfg.max_turns or None, cfg.vectorization_mode)
-            self._collectors[None] = RolloutCollector(cfg.env, self.env_kwargs, self.teacher, cfg.num_tasks, settings, self.make_envs)
+            num_tasks = cfg.num_tasks // self.dist.world_size  # this rank's share (see Trainer.make_batch)
+            self._collectors[None] = RolloutCollector(cfg.env, self.env_kwargs, self.teacher, num_tasks, settings, self.make_envs)
         return self._collectors[None]
 
     def make_batch(self, step: int) -> RolloutBatch:
@@ -171,7 +174,7 @@ class DistillTrainer(Trainer):
         if not self.rows:
             return super().make_batch(step)
         n = self.config.num_tasks
-        picks = [self.order[(step * n + i) % len(self.order)] for i in range(n)]
+        picks = self.dist.shard([self.order[(step * n + i) % len(self.order)] for i in range(n)])  # this rank's rows
         return RolloutBatch.from_episodes(self.row_episodes(picks), self.policy.pad_token_id)
 
     def row_episodes(self, picks: Sequence[int]) -> list[Episode]:
@@ -226,8 +229,9 @@ class DistillTrainer(Trainer):
         return shift_right(d)
 
     def plan(self, batch: RolloutBatch) -> Plan:
-        """One optimizer step over the batch; the teacher's top-k computed once, normalised by the batch's tokens."""
-        tokens = max(float(batch.loss_mask().sum()), 1.0)
+        """One optimizer step over the batch; the teacher's top-k computed once, normalised by the batch's
+        tokens (every rank's under data-parallel training, so that the ranks' gradients add up to the whole batch's)."""
+        tokens = max(self.dist.sum(float(batch.loss_mask().sum())), 1.0)
         return Plan([OptimizerStep(torch.arange(len(batch)), (self.teacher_targets(batch), tokens))])
 
     def loss(self, batch: RolloutBatch, items: torch.Tensor, step: OptimizerStep) -> tuple[torch.Tensor, dict[str, float]]:
