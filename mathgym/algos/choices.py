@@ -72,3 +72,7 @@ DPOReference = Literal[ReferenceKind, "precomputed"]
 
 #: ``D(teacher || student)`` of knowledge distillation (:data:`mathgym.algos.distill_losses.DIVERGENCES`).
 Divergence = Literal["forward_kl", "reverse_kl", "jsd", "skew_forward_kl", "skew_reverse_kl"]
+
+#: Per-token estimator of the reverse KL ``KL(student || teacher)`` of on-policy distillation, at the sampled token:
+#: ``k1 = log p_s - log p_t``, ``k3 = r - 1 - log r`` with ``r = p_t / p_s`` (:data:`mathgym.algos.losses.KL_ESTIMATORS`).
+TeacherKLEstimator = Literal["k1", "k3"]

@@ -37,6 +37,7 @@ from mathgym.algos.choices import (
     PPOLossAggregation,
     ReferenceKind,
     ScaleRewards,
+    TeacherKLEstimator,
     VectorizationMode,
 )
 from mathgym.errors import ConfigError
@@ -471,3 +472,29 @@ class PRMConfig(TrainConfig):
                 f"eval_tasks={self.eval_tasks!r}, eval_every={self.eval_every!r}: a PRM is not a policy to play env tasks; "
                 "measure it on held-out labelled steps with --eval-data FILE (and leave eval_tasks and eval_every at 0)."
             )
+
+
+@dataclass
+class OnPolicyDistillConfig(GRPOConfig):
+    """On-policy distillation options (on top of :class:`GRPOConfig`); see :mod:`mathgym.algos.onpolicy_distill`."""
+
+    teacher: str = option(
+        "", "teacher model: hub id, local path, or 'tiny' (the tiny model's warm start on env); same vocabulary as --model"
+    )
+    teacher_device: str = option("auto", "where the teacher runs (no gradient): 'auto' = the student's device, 'cpu', 'cuda:1', ...")
+    kl_coef: float = option(1.0, "weight of the per-token reverse KL to the teacher in the advantage (reward -kl_coef * KL)")
+    teacher_kl_estimator: TeacherKLEstimator = option(
+        "k1", "per-token estimate of KL(student || teacher) at the sampled token: k1 = log p_s - log p_t; "
+        "k3 = r - 1 - log r with r = p_t / p_s (never negative)"
+    )
+    env_reward_coef: float = option(0.0, "weight of the env reward's group-relative advantage (0: the teacher's signal alone)")
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.teacher:
+            raise ConfigError("teacher is empty; give the teacher model: --teacher PATH (a hub id, a local path or 'tiny').")
+        for name in ("kl_coef", "env_reward_coef"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be >= 0.")
+        if self.kl_coef == 0 and self.env_reward_coef == 0:
+            raise ConfigError("kl_coef and env_reward_coef are both 0: nothing to learn from; set at least one > 0.")

@@ -40,7 +40,7 @@ from mathgym.agents.forward import logprobs_from_logits, shift_right
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.agents.tiny import TINY_MODEL
 from mathgym.algos.batch import Episode, RolloutBatch
-from mathgym.algos.configs import DistillConfig
+from mathgym.algos.configs import DistillConfig, TrainConfig
 from mathgym.algos.distill_losses import TeacherTopK, distillation_loss, teacher_top_k, token_divergence
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings
 from mathgym.algos.sft import Chat, encode_demonstration
@@ -48,7 +48,7 @@ from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan, micro_batches
 from mathgym.errors import ConfigError, DatasetError
 
-__all__ = ["DistillConfig", "DistillTrainer", "check_shared_vocabulary", "load_distill_rows"]
+__all__ = ["DistillConfig", "DistillTrainer", "check_shared_vocabulary", "load_distill_rows", "load_teacher", "shared_vocab_width"]
 
 
 def check_shared_vocabulary(teacher: Any, student: Any, teacher_name: str = "teacher", student_name: str = "student") -> None:
@@ -71,6 +71,39 @@ def check_shared_vocabulary(teacher: Any, student: Any, teacher_name: str = "tea
 
 def _output_width(policy: LLMPolicy) -> int:
     return int(policy.model.get_output_embeddings().weight.shape[0])
+
+
+def shared_vocab_width(teacher: LLMPolicy, student: LLMPolicy) -> int:
+    """The logits' width both models are compared over: the ids they share (a model may pad its output
+    layer past its vocabulary); :class:`ConfigError` when an output layer is narrower than the vocabulary."""
+    width = min(_output_width(teacher), _output_width(student))
+    if width < len(student.tokenizer):
+        raise ConfigError(
+            f"the teacher's or the student's output layer has fewer rows than the {len(student.tokenizer)} "
+            "tokens of their vocabulary."
+        )
+    return width
+
+
+def load_teacher(name: str, config: TrainConfig, student: LLMPolicy, device: str | None = None) -> LLMPolicy:
+    """The frozen teacher ``name`` (a hub id, a local path, or ``tiny``: the tiny model's warm start on
+    ``config.env``) on ``device`` (default: the student's), reading the student's tokens;
+    :class:`ConfigError` when it cannot be loaded or does not share the student's vocabulary."""
+    path = name
+    if path == TINY_MODEL:
+        from mathgym.algos.warm_start import prepare_model
+
+        path = prepare_model(dataclasses.replace(config, model=TINY_MODEL))
+    try:
+        teacher = LLMPolicy.from_pretrained(path, device=device or str(student.device), dtype=config.dtype)
+    except (OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"--teacher {name}: could not be loaded: {first}") from None
+    check_shared_vocabulary(teacher.tokenizer, student.tokenizer, name, config.model)
+    teacher.tokenizer = student.tokenizer  # the student's chat template renders every prompt
+    teacher.model.requires_grad_(False)
+    teacher.model.eval()
+    return teacher
 
 
 def load_distill_rows(path: str | Path) -> list[Chat]:
@@ -110,39 +143,19 @@ class DistillTrainer(Trainer):
     algo_name = "distill"
     progress_metric = "loss/divergence"
     config: DistillConfig
+    data_parallel = True  # each rank distils its share of the prompts; the loss is normalised by every rank's tokens
+    summed_stats = ("loss/distill", "loss/ce", "loss/divergence")
 
     def setup(self) -> None:
         cfg = self.config
         self.teacher = self.load_teacher()
-        # Both models' logits are compared over the ids they share (a model may pad its output layer).
-        self.vocab_width = min(_output_width(self.teacher), _output_width(self.policy))
-        if self.vocab_width < len(self.policy.tokenizer):
-            raise ConfigError(
-                f"the teacher's or the student's output layer has fewer rows than the {len(self.policy.tokenizer)} "
-                "tokens of their vocabulary."
-            )
+        self.vocab_width = shared_vocab_width(self.teacher, self.policy)
         self.rows = load_distill_rows(cfg.data) if cfg.data else []
         self.order = torch.randperm(len(self.rows), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
 
     def load_teacher(self) -> LLMPolicy:
-        """The frozen teacher on the student's device, reading the student's tokens; :class:`ConfigError`
-        when it cannot be loaded or does not share the student's vocabulary."""
-        cfg = self.config
-        path = cfg.teacher
-        if path == TINY_MODEL:
-            from mathgym.algos.warm_start import prepare_model
-
-            path = prepare_model(dataclasses.replace(cfg, model=TINY_MODEL))
-        try:
-            teacher = LLMPolicy.from_pretrained(path, device=str(self.policy.device), dtype=cfg.dtype)
-        except (OSError, ValueError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ConfigError(f"--teacher {cfg.teacher}: could not be loaded: {first}") from None
-        check_shared_vocabulary(teacher.tokenizer, self.policy.tokenizer, cfg.teacher, cfg.model)
-        teacher.tokenizer = self.policy.tokenizer  # the student's chat template renders every prompt
-        teacher.model.requires_grad_(False)
-        teacher.model.eval()
-        return teacher
+        """The frozen teacher on the student's device (see :func:`load_teacher`)."""
+        return load_teacher(self.config.teacher, self.config, self.policy)
 
     # -- data: the teacher writes the responses ------------------------------------------------------
 
@@ -152,7 +165,8 @@ class DistillTrainer(Trainer):
         if None not in self._collectors:  # the trainer's collectors, keyed by curriculum level (none here)
             cfg = self.config
             settings = RolloutSettings(cfg.group_size, self.sampling, cfg.max_episode_tokens, cfg.max_turns or None, cfg.vectorization_mode)
-            self._collectors[None] = RolloutCollector(cfg.env, self.env_kwargs, self.teacher, cfg.num_tasks, settings, self.make_envs)
+            num_tasks = cfg.num_tasks // self.dist.world_size  # this rank's share (see Trainer.make_batch)
+            self._collectors[None] = RolloutCollector(cfg.env, self.env_kwargs, self.teacher, num_tasks, settings, self.make_envs)
         return self._collectors[None]
 
     def make_batch(self, step: int) -> RolloutBatch:
@@ -160,7 +174,7 @@ class DistillTrainer(Trainer):
         if not self.rows:
             return super().make_batch(step)
         n = self.config.num_tasks
-        picks = [self.order[(step * n + i) % len(self.order)] for i in range(n)]
+        picks = self.dist.shard([self.order[(step * n + i) % len(self.order)] for i in range(n)])  # this rank's rows
         return RolloutBatch.from_episodes(self.row_episodes(picks), self.policy.pad_token_id)
 
     def row_episodes(self, picks: Sequence[int]) -> list[Episode]:
@@ -215,8 +229,9 @@ class DistillTrainer(Trainer):
         return shift_right(d)
 
     def plan(self, batch: RolloutBatch) -> Plan:
-        """One optimizer step over the batch; the teacher's top-k computed once, normalised by the batch's tokens."""
-        tokens = max(float(batch.loss_mask().sum()), 1.0)
+        """One optimizer step over the batch; the teacher's top-k computed once, normalised by the batch's
+        tokens (every rank's under data-parallel training, so that the ranks' gradients add up to the whole batch's)."""
+        tokens = max(self.dist.sum(float(batch.loss_mask().sum())), 1.0)
         return Plan([OptimizerStep(torch.arange(len(batch)), (self.teacher_targets(batch), tokens))])
 
     def loss(self, batch: RolloutBatch, items: torch.Tensor, step: OptimizerStep) -> tuple[torch.Tensor, dict[str, float]]:

@@ -156,19 +156,26 @@ class GRPOTrainer(Trainer):
             rows = torch.unique(torch.cat([rows, torch.nonzero(trainable).flatten()]))
         return rows
 
+    def token_advantages(self, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """The advantages the loss uses, from the episodes' ``(B,)`` ``batch.advantages``: those as they are
+        here; a subclass may return ``(B, T)`` per-token ones (on-policy distillation adds its teacher's signal)."""
+        return batch.advantages, {}
+
     def plan(self, batch: RolloutBatch) -> Plan:
         cfg = self.config
         mask = batch.loss_mask(cfg.mask_truncated)
         rewards, reward_stats = self.shaped_rewards(batch, mask)
         rewards, group_ids, own = self.dist.gather_groups(rewards, batch.group_ids)  # every rank's
         batch.advantages = episode_advantages(cfg.advantage, rewards, group_ids, cfg.scale_rewards)[own]
+        batch.advantages, signal_stats = self.token_advantages(batch, mask)
         norm = self.dist.normalizer(mask, cfg.max_new_tokens * max(1, max(len(s) for s in batch.step_rewards)))
         # Without a KL or entropy term a sequence whose advantage is 0 (a group where every sample scored the
         # same) adds exactly 0 to the loss and its gradient: leave it out of the passes. The
         # normaliser still counts its tokens, so the update is the same as with it.
         carries = mask.sum(-1) > 0
         if not self.kl_in_loss and cfg.entropy_coef == 0:
-            carries &= batch.advantages != 0
+            adv = batch.advantages
+            carries &= (adv != 0) if adv.dim() == 1 else ((adv * mask) != 0).any(-1)
         rows = torch.nonzero(carries).flatten()
         if self.kl_in_loss:
             self.score_reference(batch, rows)
@@ -177,6 +184,7 @@ class GRPOTrainer(Trainer):
         step = OptimizerStep(rows, GRPOStep(mask, norm, float(mask[rows].sum()) if len(rows) else 1.0, weights))
         stats = {
             **reward_stats,
+            **signal_stats,
             **({} if correction is None else correction.stats),
             "loss/policy": 0.0, "loss/kl": 0.0, "loss/clip_fraction": 0.0,  # what a batch without signal logs
             "loss/trained_sequences": len(rows) / max(len(batch), 1),

@@ -45,6 +45,10 @@ ALGORITHMS: dict[str, AlgoSpec] = {
         "mathgym.algos.prm:PRMTrainer", "mathgym.algos.configs:PRMConfig",
         "a process reward model from labelled steps (BCE at each step tag)",
     ),
+    "onpolicy-distill": AlgoSpec(
+        "mathgym.algos.onpolicy_distill:OnPolicyDistillTrainer", "mathgym.algos.configs:OnPolicyDistillConfig",
+        "on-policy distillation: the student samples, reward -KL(student || teacher) per token (+ env reward)",
+    ),
 }
 
 
