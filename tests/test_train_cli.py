@@ -154,7 +154,7 @@ def test_bad_options_are_reported_with_the_field(capsys, model_path):
     assert train_cli.main("train", ["--model", str(model_path), "--scale-rewards", "std"]) == 2
     assert "scale_rewards='std' is not allowed; choose one of 'group', 'batch', 'none'" in capsys.readouterr().err
     assert train_cli.main("train", ["--algo", "a2c"]) == 2
-    assert "--algo 'a2c' is not an algorithm; choose one of distill, dpo, grpo, onpolicy-distill, ppo, sft" in capsys.readouterr().err
+    assert "--algo 'a2c' is not an algorithm; choose one of distill, dpo, grpo, onpolicy-distill, ppo, prm, rm, sft" in capsys.readouterr().err
 
 
 def test_a_bare_option_switches_a_boolean_on_and_other_options_need_a_value(capsys):
