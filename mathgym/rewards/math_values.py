@@ -128,7 +128,7 @@ def _inverse(a: dict[Key, Fraction]) -> dict[Key, Fraction] | None:
     if len(a) != 1:
         return None
     (r, k), c = next(iter(a.items()))
-    return {(r, -k): 1 / (c * r)} if abs(k) <= 2 else None
+    return {(r, -k): 1 / (c * r)} if c and abs(k) <= 2 else None
 
 
 class _Reader:
@@ -272,6 +272,12 @@ def _elements(text: str) -> tuple | None:
     return items
 
 
+def _position(item: Scalar | Infinity) -> float:
+    if isinstance(item, Infinity):
+        return -math.inf if item.negative else math.inf
+    return item.approx()
+
+
 def _group(text: str) -> Group | None:
     if text.startswith("\\{") and text.endswith("\\}"):
         items = _elements(text[2:-2])
@@ -282,12 +288,12 @@ def _group(text: str) -> Group | None:
     if not items or len(items) < 2:
         return None
     if len(items) == 2:
-        low, high = (float("-inf") if i.negative else float("inf") if isinstance(i, Infinity) else i.approx() for i in items)
-        if not high - low > 1e-9 * max(1.0, abs(low), abs(high)):
-            if text[0] + text[-1] == "()" and not any(isinstance(i, Infinity) for i in items) and low - high > 1e-9 * max(1.0, abs(low)):
-                return Group("tuple", items)
-            return None  # an empty or reversed interval
-        return Group("interval", items, (_BRACKETS[text[0]], _BRACKETS[text[-1]]))
+        low, high = (_position(item) for item in items)
+        if high - low > 0 and (math.isinf(high - low) or high - low > 1e-9 * max(1.0, abs(low), abs(high))):
+            return Group("interval", items, (_BRACKETS[text[0]], _BRACKETS[text[-1]]))
+        if text[0] + text[-1] == "()" and low - high > 1e-9 * max(1.0, abs(low), abs(high)) and math.isfinite(low - high):
+            return Group("tuple", items)  # math-verify reads ``(b, a)`` with ``a < b`` as a tuple
+        return None  # empty, a point, or infinite ends the wrong way round
     if text[0] + text[-1] != "()" or any(isinstance(i, Infinity) for i in items):
         return None
     return Group("tuple", items)
