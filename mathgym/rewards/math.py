@@ -11,7 +11,8 @@ Design (see ``docs/rewards.md``):
   marker is ``unparseable``, an empty last box a ``format_error``. Where there is a marker
   the verdict is the same as in lenient mode.
 * The fast path (:mod:`mathgym.rewards.math_fast`) decides in-process only completions
-  whose shape proves what math-verify extracts (a plain number), with exact arithmetic.
+  whose shape proves what math-verify extracts (a plain number; a boxed fraction, radical,
+  multiple of π, percentage, set, interval, tuple, matrix or word), with exact arithmetic.
 * Everything else goes to math-verify in a helper process whose deadline this module
   owns: math-verify runs with its SIGALRM timeouts disabled, and a helper that misses the
   deadline is killed and replaced. So a hostile expression returns ``status="timeout"``
@@ -161,7 +162,8 @@ class MathVerifier:
         formats: The markers strict mode accepts, in order (``boxed``, ``gsm8k``,
             ``answer_is``).
         timeout: Seconds allowed to math-verify for one sample (in any thread).
-        fast_path: Decide plain numbers in-process (same verdicts, much faster).
+        fast_path: Decide plain numbers and MATH-style boxed answers in-process (same
+            verdicts, much faster).
         max_answer_chars: In strict mode, a longer marked answer is ``unparseable``.
         max_completion_chars: Longer completions are ``unparseable`` unless the fast path
             decides them (math-verify is not given a megabyte of text).

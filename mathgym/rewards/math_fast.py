@@ -1,4 +1,4 @@
-"""The in-process fast path of the math verifier: plain numbers, decided as math-verify decides them.
+"""The in-process fast path of the math verifier: plain numbers and MATH-style answers, decided as math-verify decides them.
 
 math-verify reads a completion by trying its extraction patterns in priority order
 (``final answer is … I hope``; then ``final answer … is`` and ``\\boxed``; then
@@ -25,13 +25,19 @@ In the answer and gsm8k shapes, nothing after ``N`` may start another number,
 expression, equation, LaTeX environment or percentage (no digit, ``=``, ``$``, ``\\``,
 brackets, braces, parentheses, operators, ``%``, "percent"): words and full stops only.
 
-``N`` is an integer or decimal (thousands commas in groups of three outside a box;
-``\\frac{a}{b}`` or ``a/b`` of integers inside a box) and the gold is such a number, such a
-fraction, or ``a/b`` of integers (which math-verify parses as an unevaluated quotient).
-Then both sides are sympy numbers, and :func:`numeric_verdict` gives math-verify's
-comparison, returning ``None`` (ask math-verify) where its float rounding could matter.
-Everything else goes to math-verify. ``tests/test_math_differential.py`` checks these
-verdicts against math-verify on the generated corpus and on fuzzed text (Unicode too).
+In the answer, gsm8k and bare shapes ``N`` is an integer or decimal (thousands commas in
+groups of three). In the boxed shape the box holds a value of the grammar of
+:mod:`~mathgym.rewards.math_values`: numbers, fractions, radicals, multiples of π and
+their sums, percentages, sets, intervals, tuples, matrices of numbers, ``\\text{word}``.
+The gold is such a number, ``a/b`` or ``\\frac{a}{b}`` as written, or a value of that
+grammar inside one ``$…$`` (as :func:`~mathgym.rewards.math.latex_gold` writes MATH's
+answers). Both are read exactly; :func:`fast_verdict` gives math-verify's comparison
+(:func:`numeric_verdict` for two rational numbers, with its float rounding and
+percentages), returning ``None`` (ask math-verify) wherever its rules could differ from
+exact comparison. Everything else goes to math-verify. ``tests/test_math_differential.py``
+and ``tests/test_math_fast_values.py`` check these verdicts against math-verify on the
+generated corpus, on fuzzed text (Unicode too), on fuzzed MATH-style answers and on
+MATH-500's answers.
 
 **Unicode.** math-verify's patterns read ``\\d`` and ``\\s`` as Unicode classes and match
 its keywords case-insensitively in Unicode (``anſwer`` and ``fİnal answer`` are "answer"
