@@ -18,7 +18,7 @@ import pytest
 
 from mathgym.rewards import MathVerifier, Status
 from mathgym.rewards.math_corpus import CATEGORIES, Pair, generate_corpus, math_verify_verdicts
-from mathgym.rewards.math_fast import fast_answer, fast_gold, numeric_verdict
+from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict
 
 SAMPLE = 12 * len(CATEGORIES)  # every category 12 times
 SEED = 20261123
@@ -99,10 +99,10 @@ def test_fast_path_decisions_on_fuzzed_text_are_math_verifys():
     while len(pairs) < 400:
         pair, tried = _fuzzed(rng), tried + 1
         gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
-        if gold is not None and found is not None and numeric_verdict(gold, found[0]) is not None:
+        if gold is not None and found is not None and fast_verdict(gold, found[0]) is not None:
             pairs.append(pair)
     truth = math_verify_verdicts(pairs)
-    wrong = [(p, t) for p, t in zip(pairs, truth) if numeric_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
+    wrong = [(p, t) for p, t in zip(pairs, truth) if fast_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
     assert not wrong, wrong[:5]
     assert 0.2 < sum(truth) / len(truth) < 0.8 and len(pairs) < 0.9 * tried  # both verdicts, and the fast path declines some
 
@@ -158,10 +158,10 @@ def test_fast_path_decisions_on_unicode_fuzzed_text_are_math_verifys():
     while len(pairs) < 400:
         pair, tried = _unicode_fuzzed(rng), tried + 1
         gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
-        if gold is not None and found is not None and numeric_verdict(gold, found[0]) is not None:
+        if gold is not None and found is not None and fast_verdict(gold, found[0]) is not None:
             pairs.append(pair)
     truth = math_verify_verdicts(pairs)
-    wrong = [(p, t) for p, t in zip(pairs, truth) if numeric_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
+    wrong = [(p, t) for p, t in zip(pairs, truth) if fast_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
     assert not wrong, wrong[:5]
     non_ascii = sum(not p.completion.isascii() for p in pairs)
     assert non_ascii > 50, non_ascii  # the fast path still decides text with harmless characters outside ASCII

@@ -10,7 +10,7 @@ import pytest
 from mathgym.errors import ConfigError
 from mathgym.rewards import MathVerifier, Status, boxed_contents, extract_answer, last_boxed, parse_number, parse_numeric
 from mathgym.rewards.math import latex_gold, numeric_verdict
-from mathgym.rewards.math_fast import fast_answer, fast_gold
+from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,7 @@ def test_fast_path_agrees_with_math_verify():
             parsed = None
             for gold in forms:
                 gold_number = fast_gold(gold)
-                verdict = None if found is None or gold_number is None else numeric_verdict(gold_number, found[0])
+                verdict = None if found is None or gold_number is None else fast_verdict(gold_number, found[0])
                 if verdict is not None:
                     parsed = parsed or parse(completion, parsing_timeout=None)
                     assert verdict == verify(golds[gold], parsed, timeout_seconds=None), (gold, completion, found)

@@ -11,7 +11,8 @@ Design (see ``docs/rewards.md``):
   marker is ``unparseable``, an empty last box a ``format_error``. Where there is a marker
   the verdict is the same as in lenient mode.
 * The fast path (:mod:`mathgym.rewards.math_fast`) decides in-process only completions
-  whose shape proves what math-verify extracts (a plain number), with exact arithmetic.
+  whose shape proves what math-verify extracts (a plain number; a boxed fraction, radical,
+  multiple of π, percentage, set, interval, tuple, matrix or word), with exact arithmetic.
 * Everything else goes to math-verify in a helper process whose deadline this module
   owns: math-verify runs with its SIGALRM timeouts disabled, and a helper that misses the
   deadline is killed and replaced. So a hostile expression returns ``status="timeout"``
@@ -32,7 +33,8 @@ from mathgym.errors import ConfigError, require_option
 from mathgym.rewards._procpool import WorkerTimeout, pool_for
 from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
-from mathgym.rewards.math_fast import Numeric, fast_answer, fast_gold, numeric_verdict
+from mathgym.rewards.math_fast import Numeric, fast_answer, fast_gold, fast_verdict, numeric_verdict
+from mathgym.rewards.math_values import Scalar, Value
 
 __all__ = [
     "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "gold_for_math_verify", "latex_gold", "numeric_verdict", "parse_number",
@@ -160,7 +162,8 @@ class MathVerifier:
         formats: The markers strict mode accepts, in order (``boxed``, ``gsm8k``,
             ``answer_is``).
         timeout: Seconds allowed to math-verify for one sample (in any thread).
-        fast_path: Decide plain numbers in-process (same verdicts, much faster).
+        fast_path: Decide plain numbers and MATH-style boxed answers in-process (same
+            verdicts, much faster).
         max_answer_chars: In strict mode, a longer marked answer is ``unparseable``.
         max_completion_chars: Longer completions are ``unparseable`` unless the fast path
             decides them (math-verify is not given a megabyte of text).
@@ -229,10 +232,10 @@ class MathVerifier:
             if refused is not None:
                 return refused
         if self.fast_path:
-            gold_number = fast_gold(gold)
-            found = fast_answer(completion) if gold_number is not None else None
+            gold_value = fast_gold(gold)
+            found = fast_answer(completion) if gold_value is not None else None
             if found is not None:
-                verdict = numeric_verdict(gold_number, found[0])  # type: ignore[arg-type]
+                verdict = fast_verdict(gold_value, found[0])  # type: ignore[arg-type]
                 if verdict is not None:
                     return _verdict(verdict, {**details, "path": "exact", "shape": found[1], "extracted": _show(found[0])})
         if len(completion) > self.max_completion_chars:
@@ -300,11 +303,14 @@ def _groups_by_gold(indices: list[int], golds: list[str], count: int) -> list[li
     return [sorted(group) for group in groups if group]
 
 
-def _show(number: Numeric) -> str:
-    """The number read, for ``details["extracted"]``: ``42``, ``0.5``, ``3/4``."""
-    if number.is_float:
-        return str(float(number.value))
-    return str(number.value)
+def _show(value: Value) -> str:
+    """The value read, for ``details["extracted"]``: ``42``, ``0.5``, ``3/4``, ``2*sqrt(3)``, ``{1, 2}``."""
+    if isinstance(value, Scalar):
+        if value.rational is not None:
+            shown = str(float(value.rational)) if value.is_float else str(value.rational)
+            return shown + "%" if value.percent else shown
+        return " + ".join(f"{c}" + (f"*sqrt({r})" if r != 1 else "") + (f"*pi^{k}" if k else "") for r, k, c in value.terms)
+    return repr(value)[:200]
 
 
 def _verdict(ok: bool, details: dict) -> RewardResult:

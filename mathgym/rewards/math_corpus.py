@@ -280,6 +280,30 @@ def _no_marker(rng: random.Random) -> Pair:
     return Pair("no_marker", gold, f"{_reasoning(rng)}\n{text}".lstrip(), None)
 
 
+_MATH_STYLE = [  # (gold as the math envs pass it, right forms, wrong forms): MATH-500's shapes of answer
+    ("$\\frac{3\\sqrt{5}}{5}$", ["\\frac{3}{\\sqrt{5}}", "\\frac{3\\sqrt5}{5}", "\\tfrac35\\sqrt{5}"], ["\\frac{\\sqrt{5}}{3}", "\\frac{3\\sqrt{5}}{4}"]),
+    ("$\\dfrac{14}{3}$", ["\\frac{14}{3}", "14/3", "\\dfrac{28}{6}"], ["\\frac{13}{3}", "\\frac{3}{14}"]),
+    ("$4\\sqrt{2}$", ["\\sqrt{32}", "4 \\sqrt 2", "\\frac{8}{\\sqrt{2}}"], ["2\\sqrt{4}", "\\sqrt{8}"]),
+    ("$\\frac{5\\pi}{6}$", ["\\frac{5}{6}\\pi", "5\\pi/6"], ["\\frac{\\pi}{6}", "\\frac{6\\pi}{5}"]),
+    ("$1 + \\sqrt{3}$", ["\\sqrt{3} + 1", "1+\\sqrt3"], ["1 - \\sqrt{3}", "2\\sqrt{3}"]),
+    ("$\\left( 3, \\frac{\\pi}{2} \\right)$", ["(3, \\frac{\\pi}{2})", "\\left(3, \\pi/2\\right)"], ["(3, \\pi)", "(2, \\frac{\\pi}{2})"]),
+    ("$[-2, 7]$", ["[-2,7]", "\\left[ -2, 7 \\right]"], ["(-2, 7)", "[-2, 7)"]),
+    ("$(-\\infty, 3]$", ["(-\\infty, 3]"], ["(-\\infty, 3)", "(-\\infty, 4]"]),
+    ("$\\{-2, 1\\}$", ["\\{1, -2\\}", "\\{-2, 1\\}"], ["\\{2, -1\\}", "\\{-2, 1, 3\\}"]),
+    ("$-2, 1$", ["1, -2", "-2,1"], ["2, -1", "-2, 3"]),
+    ("$\\begin{pmatrix} 1 & -2 \\\\ 0 & 3 \\end{pmatrix}$", ["\\begin{bmatrix}1&-2\\\\0&3\\end{bmatrix}"], ["\\begin{pmatrix} 1 & 2 \\\\ 0 & 3 \\end{pmatrix}"]),
+    ("$\\text{Evelyn}$", ["\\text{Evelyn}", "\\text{evelyn}"], ["\\text{Bob}"]),
+    ("$25\\%$", ["25\\%", "25"], ["26\\%", "24"]),
+]
+
+
+def _math_style(rng: random.Random) -> Pair:
+    gold, right, wrong = rng.choice(_MATH_STYLE)
+    answer = rng.choice(right if rng.random() < 0.5 else wrong)
+    ending = rng.choice(["So the answer is $\\boxed{{{}}}$.", "\\[\\boxed{{{}}}\\]", "The final answer is $\\boxed{{{}}}$", "\\boxed{{{}}}"])
+    return Pair("math_style", gold, f"{_reasoning(rng)}\n{ending.format(answer)}".lstrip(), "boxed")
+
+
 def _empty_last_box(rng: random.Random) -> Pair:
     value = rng.randint(1, 99)
     return Pair("empty_last_box", str(value), f"{_reasoning(rng)}\nSo \\boxed{{{value}}}. Wait, let me recheck: \\boxed{{}}".lstrip(), "empty_box")
@@ -291,7 +315,7 @@ CATEGORIES: dict[str, Callable[[random.Random], Pair]] = {
     "fraction": _fraction, "percent": _percent, "currency_units": _currency_units, "latex_expression": _latex_expression,
     "radical": _radical, "sets_tuples": _several_answers, "interval": _interval, "inequality": _inequality, "equation": _equation,
     "matrix": _matrix, "text_in_box": _text_in_box, "gsm8k": _gsm8k, "answer_is": _answer_is, "answer_variants": _answer_variants, "no_marker": _no_marker,
-    "empty_last_box": _empty_last_box,
+    "empty_last_box": _empty_last_box, "math_style": _math_style,
 }
 #: Plain numbers written plainly after a marker (the share the fast path is built for); the
 #: other notations of numbers (signs, padding, separators, commas, units) have their own categories.

@@ -1,4 +1,4 @@
-"""The in-process fast path of the math verifier: plain numbers, decided as math-verify decides them.
+"""The in-process fast path of the math verifier: plain numbers and MATH-style answers, decided as math-verify decides them.
 
 math-verify reads a completion by trying its extraction patterns in priority order
 (``final answer is … I hope``; then ``final answer … is`` and ``\\boxed``; then
@@ -25,13 +25,19 @@ In the answer and gsm8k shapes, nothing after ``N`` may start another number,
 expression, equation, LaTeX environment or percentage (no digit, ``=``, ``$``, ``\\``,
 brackets, braces, parentheses, operators, ``%``, "percent"): words and full stops only.
 
-``N`` is an integer or decimal (thousands commas in groups of three outside a box;
-``\\frac{a}{b}`` or ``a/b`` of integers inside a box) and the gold is such a number, such a
-fraction, or ``a/b`` of integers (which math-verify parses as an unevaluated quotient).
-Then both sides are sympy numbers, and :func:`numeric_verdict` gives math-verify's
-comparison, returning ``None`` (ask math-verify) where its float rounding could matter.
-Everything else goes to math-verify. ``tests/test_math_differential.py`` checks these
-verdicts against math-verify on the generated corpus and on fuzzed text (Unicode too).
+In the answer, gsm8k and bare shapes ``N`` is an integer or decimal (thousands commas in
+groups of three). In the boxed shape the box holds a value of the grammar of
+:mod:`~mathgym.rewards.math_values`: numbers, fractions, radicals, multiples of π and
+their sums, percentages, sets, intervals, tuples, matrices of numbers, ``\\text{word}``.
+The gold is such a number, ``a/b`` or ``\\frac{a}{b}`` as written, or a value of that
+grammar inside one ``$…$`` (as :func:`~mathgym.rewards.math.latex_gold` writes MATH's
+answers). Both are read exactly; :func:`fast_verdict` gives math-verify's comparison
+(:func:`numeric_verdict` for two rational numbers, with its float rounding and
+percentages), returning ``None`` (ask math-verify) wherever its rules could differ from
+exact comparison. Everything else goes to math-verify. ``tests/test_math_differential.py``
+and ``tests/test_math_fast_values.py`` check these verdicts against math-verify on the
+generated corpus, on fuzzed text (Unicode too), on fuzzed MATH-style answers and on
+MATH-500's answers.
 
 **Unicode.** math-verify's patterns read ``\\d`` and ``\\s`` as Unicode classes and match
 its keywords case-insensitively in Unicode (``anſwer`` and ``fİnal answer`` are "answer"
@@ -54,6 +60,8 @@ import unicodedata
 from fractions import Fraction
 from typing import NamedTuple
 
+from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, Value, read_value, value_verdict
+
 _MAX_NUMBER_CHARS = 40
 #: Significant digits up to which a decimal compares like math-verify's 15-digit floats.
 MAX_DECIMAL_DIGITS = 14
@@ -64,7 +72,6 @@ _FRACTION = r"-?\\frac\{\d+\}\{\d+\}"
 _PLAIN = re.compile(rf"{_DECIMAL}|{_THOUSANDS}", re.ASCII)
 _SLASH = r"-?(?:0|[1-9]\d*)/[1-9]\d*"
 _GOLD = re.compile(rf"{_DECIMAL}|{_THOUSANDS}|{_FRACTION}|{_SLASH}", re.ASCII)
-_BOX = re.compile(rf"\\boxed\{{({_DECIMAL}|{_FRACTION}|{_SLASH})\}}", re.ASCII)
 _FRACTION_PARTS = re.compile(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", re.ASCII)
 _ANSWER_TAIL = re.compile(rf"answer(?: is:?|:)[ \t]+(\$?)({_THOUSANDS}|{_DECIMAL})\1", re.IGNORECASE | re.ASCII)
 _GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})", re.ASCII)
@@ -165,34 +172,73 @@ def _number(text: str) -> Numeric | None:
     return Numeric(Fraction(int(digits), 10 ** (len(plain) - point - 1)), True, False)
 
 
+def _as_scalar(number: Numeric | None, plain: bool) -> Scalar | None:
+    if number is None:
+        return None
+    terms = ((1, 0, number.value),) if number.value else ()
+    return Scalar(terms, number.is_float, number.percent, plain)
+
+
 @functools.lru_cache(maxsize=4096)
-def fast_gold(gold: str) -> Numeric | None:
-    """The gold as the fast path reads it, or ``None`` when math-verify must read it."""
+def fast_gold(gold: str) -> Value | None:
+    """The gold as the fast path reads it, or ``None`` when math-verify must read it.
+
+    A plain number, ``a/b`` or ``\\frac{a}{b}`` as written; anything else of the grammar of
+    :mod:`~mathgym.rewards.math_values` inside one ``$…$`` (math-verify reads bare LaTeX
+    otherwise, see :func:`~mathgym.rewards.math.latex_gold`).
+    """
     if not _unicode_safe(gold):
         return None
     gold = gold.strip()
-    return _number(gold) if _GOLD.fullmatch(gold) else None
+    if _GOLD.fullmatch(gold):
+        return _as_scalar(_number(gold), plain=_PLAIN.fullmatch(gold) is not None)
+    if len(gold) > 2 and gold[0] == gold[-1] == "$" and gold.count("$") == 2:
+        return read_value(gold[1:-1])
+    return None
+
+
+def fast_verdict(gold: Value, answer: Value) -> bool | None:
+    """math-verify's verdict on the values the fast path read, or ``None`` where it is not certain."""
+    return value_verdict(gold, answer, _numeric_scalars)
+
+
+def _numeric_scalars(gold: Scalar, answer: Scalar) -> bool | None:
+    return numeric_verdict(Numeric(gold.rational, gold.is_float, gold.percent), Numeric(answer.rational, answer.is_float, answer.percent))
+
+
+def _box_span(text: str) -> tuple[int, int] | None:
+    """Start and end of the one ``\\boxed{…}`` (braces matched), or ``None``."""
+    start = text.find("\\boxed{")
+    if start < 0:
+        return None
+    depth = 0
+    for at in range(start + 6, min(len(text), start + 8 + MAX_VALUE_CHARS)):
+        depth += {"{": 1, "}": -1}.get(text[at], 0)
+        if depth == 0:
+            return start, at + 1
+    return None
 
 
 def _boxed(text: str, lower: str) -> str | None:
     if text.count("\\boxed") != 1 or "\\fbox" in text:
         return None
-    match = _BOX.search(text)
-    if match is None:
+    span = _box_span(text)
+    if span is None:
         return None
-    after = lower[match.end() :]
+    start, end = span
+    after = lower[end:]
     if "%" in after or "pct" in after or "percent" in after:
         return None  # a percent sign after a LaTeX environment holding the box scales it
     if "final answer" in lower:  # its own patterns share the box's priority: they must find the box too
-        before = text[lower.find("final answer") : match.start()]
-        after = text[match.end() :]
+        before = text[lower.find("final answer") : start]
+        after = text[end:]
         for opening, closing in _DELIMITERS:
             if before.endswith(opening) and after.startswith(closing):
                 before, after = before[: -len(opening)], after[len(closing) :]
                 break
         if "i hope" in lower or _DIGIT_OR_LATEX.search(before) or _DIGIT_OR_LATEX.search(after):
             return None
-    return match.group(1)
+    return text[start + 7 : end - 1]
 
 
 def _quiet_tail(tail: str) -> bool:
@@ -217,23 +263,27 @@ def _gsm8k(text: str, lower: str) -> str | None:
     return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
-def fast_answer(completion: str) -> tuple[Numeric, str] | None:
-    """The number math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
+def fast_answer(completion: str) -> tuple[Value, str] | None:
+    """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
     Example:
-        >>> fast_answer("6 * 7 = 42, so the answer is 42.")
-        (Numeric(value=Fraction(42, 1), is_float=False, percent=False), 'answer')
+        >>> fast_answer("6 * 7 = 42, so the answer is 42.")[1]
+        'answer'
     """
     if not _unicode_safe(completion):
         return None
     lower = _ascii_lower(completion)
-    for shape, read in (("boxed", _boxed), ("answer", _answer_is), ("gsm8k", _gsm8k)):
+    boxed = _boxed(completion, lower)
+    if boxed is not None:
+        value = read_value(boxed)
+        return None if value is None else (value, "boxed")
+    for shape, read in (("answer", _answer_is), ("gsm8k", _gsm8k)):
         found = read(completion, lower)
         if found is not None:
-            number = _number(found)
-            return None if number is None else (number, shape)
+            scalar = _as_scalar(_number(found), plain=True)
+            return None if scalar is None else (scalar, shape)
     bare = completion.strip()
     if _PLAIN.fullmatch(bare):
-        number = _number(bare)
-        return None if number is None else (number, "bare")
+        scalar = _as_scalar(_number(bare), plain=True)
+        return None if scalar is None else (scalar, "bare")
     return None
