@@ -6,9 +6,10 @@ collects the *whole* batch with the same sampling seed and keeps its share of th
 so that one process and two train on exactly the same episodes; only the update differs.
 With ``plain STEPS`` it trains the stock :class:`~mathgym.algos.grpo.GRPOTrainer` instead
 (``tests/test_dp_equivalence.py``: every rank collects only its own share of the tasks), and with
-``toolbox STEPS`` the same with dynamic sampling and the pass-rate-band curriculum on (:data:`TOOLBOX`).
+``toolbox STEPS`` the same with dynamic sampling and the pass-rate-band curriculum on (:data:`TOOLBOX`), with
+``overlap STEPS`` with the next batch sampled during each update (``off_policy_steps=1``).
 
-    python -m torch.distributed.run --nproc_per_node 2 tests/dp_worker.py MODEL_DIR RUN_DIR [plain STEPS]
+    python -m torch.distributed.run --nproc_per_node 2 tests/dp_worker.py MODEL_DIR RUN_DIR [plain|toolbox|overlap STEPS]
 """
 
 from __future__ import annotations
@@ -99,5 +100,7 @@ if __name__ == "__main__":
         plain_run(model_dir, run_dir, int(sys.argv[4]))
     elif sys.argv[3:4] == ["toolbox"]:
         plain_run(model_dir, run_dir, int(sys.argv[4]), **TOOLBOX)
+    elif sys.argv[3:4] == ["overlap"]:
+        plain_run(model_dir, run_dir, int(sys.argv[4]), off_policy_steps=1)
     else:
         whole_batch_trainer_class()(whole_batch_config(model_dir, run_dir)).train()

@@ -18,12 +18,12 @@ from tests.test_dynamic_sampling import GUESS, register_coin_env  # noqa: E402
 from tests.test_train_resume import COMMON, Killed, assert_same_metrics, assert_same_run, kill_at  # noqa: E402
 
 # The multi-turn test env of the resume tests, 3 samples a task, the batch ahead on.
-OVERLAP = dict(COMMON, group_size=3, off_policy_steps=1, threads=2)
+OVERLAP = dict(COMMON, group_size=3, off_policy_steps=1, threads=1)
 # Dynamic sampling and the pass-rate-band curriculum on a coin-flip env (about half the samples score).
 TOOLBOX = dict(
     env="", **{**GUESS, "num_tasks": 4}, steps=4, save_every=2, seed=3, learning_rate=5e-3, dynamic_sampling=True,
     max_extra_rounds=3, curriculum="pass_rate_band", curriculum_band_min=0.5, curriculum_band_max=0.5, curriculum_revisit=0.5,
-    threads=2,
+    threads=1,
 )
 
 
