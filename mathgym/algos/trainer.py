@@ -3,7 +3,9 @@
 The loop owns the step mechanics; an algorithm supplies its batch and its loss. One step
 (:meth:`Trainer.train_step`):
 
-1. :meth:`~Trainer.make_batch`: the rollouts of the step (DPO and SFT read theirs from data);
+1. :meth:`~Trainer.make_batch`: the rollouts of the step (DPO and SFT read theirs from data); with
+   ``off_policy_steps=1`` the batch sampled during the previous step's update, on a snapshot of
+   the weights, while this step's update samples the next (:mod:`mathgym.algos.overlap`);
 2. :meth:`~Trainer.score_learner`: the learner's log-probs (and a critic's values) before the
    update, with no gradient, on the rows the update needs (:meth:`~Trainer.learner_rows`); the
    sampler/learner mismatch is measured on them;
