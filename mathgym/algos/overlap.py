@@ -88,7 +88,9 @@ class RolloutsAhead:
         threads: torch CPU threads of the sampling thread (0: leave torch's setting).
     """
 
-    def __init__(self, policy: LLMPolicy, make: Callable[[int], tuple[RolloutBatch, dict[str, float]]], threads: int = 0):
+    def __init__(
+        self, policy: LLMPolicy, make: Callable[[int], tuple[RolloutBatch, dict[str, float]]], threads: int = 0
+    ):
         self.policy = policy
         self.sampler = snapshot_policy(policy)
         self.make = make

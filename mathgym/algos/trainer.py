@@ -162,10 +162,12 @@ class Trainer(UpdateLoop):
         self.config = config
         if Distributed.launched_world_size() > 1 and not self.data_parallel:
             raise ConfigError(f"--algo {self.algo_name} does not support data-parallel training yet; run it in one process.")
-        if Distributed.launched_world_size() > 1 and config.off_policy_steps and (config.dynamic_sampling or config.curriculum != "none"):
+        exchanges_groups = config.dynamic_sampling or config.curriculum != "none"
+        if Distributed.launched_world_size() > 1 and config.off_policy_steps and exchanges_groups:
             raise ConfigError(
                 "off_policy_steps=1 with dynamic_sampling or a curriculum runs in one process only: their rounds "
-                "exchange groups between ranks while the update exchanges gradients. Set off_policy_steps=0 or run one process."
+                "exchange groups between ranks while the update exchanges gradients. Set off_policy_steps=0 or run "
+                "one process."
             )
         self.dist = Distributed.from_environment(config.device)
         # Ranks must agree on the run directory (the default holds a time stamp): rank 0's wins.
@@ -174,11 +176,11 @@ class Trainer(UpdateLoop):
             torch.set_num_threads(config.threads)
         seed_everything(config.seed)
         self.policy = policy or self.build_policy(model_path)
-        # off_policy_steps=1: the next batch is sampled in a thread on a copy of the weights (see mathgym.algos.overlap);
+        # off_policy_steps=1: the next batch is sampled in a thread on a copy of the weights (mathgym.algos.overlap);
         # on CPU the sampler and the learner each get half the threads.
         self.ahead: RolloutsAhead | None = None
         if config.off_policy_steps:
-            threads = split_threads(config.threads or torch.get_num_threads()) if self.policy.device.type == "cpu" else 0
+            threads = 0 if self.policy.device.type != "cpu" else split_threads(config.threads or torch.get_num_threads())
             if threads:
                 torch.set_num_threads(threads)
             self.ahead = RolloutsAhead(self.policy, self.sample_rollouts, threads)
@@ -384,8 +386,9 @@ class Trainer(UpdateLoop):
             "curriculum": None if self.curriculum is None else self.curriculum.state_dict(),
             "rollouts_ahead": ahead,
         }
-        if self.dist.enabled:  # each rank's generator, global RNGs (dropout) and batch ahead, so that a resumed run continues them
-            state["ranks"] = self.dist.gather_objects({"generator": self.generator.get_state(), "rng": rng_state(), "rollouts_ahead": ahead})
+        if self.dist.enabled:  # each rank's generator, global RNGs (dropout) and batch ahead: a resumed run continues them
+            own = {"generator": self.generator.get_state(), "rng": rng_state(), "rollouts_ahead": ahead}
+            state["ranks"] = self.dist.gather_objects(own)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
