@@ -109,3 +109,20 @@ def test_two_ranks_with_the_batch_ahead_train_the_single_process_parameters(tmp_
     assert [r["rollout/staleness"] for r in rows_two] == [0.0] + [1.0] * (STEPS - 1)
     for key in ("rollout/reward", "rollout/logprob_diff_max"):
         assert [r[key] for r in rows_one] == pytest.approx([r[key] for r in rows_two], rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.heavy
+def test_two_ranks_with_the_batch_ahead_resume_exactly(tmp_path):
+    """Each rank's batch ahead is in the checkpoint: two ranks stopped after it and resumed train the
+    parameters of two ranks never stopped."""
+    model = str(build_small_model(tmp_path / "model"))
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    for run_dir, mode in ((straight, "overlap"), (resumed, "overlap-stop"), (resumed, "overlap-resume")):
+        _launch([
+            "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+            "tests/dp_worker.py", model, str(run_dir), mode, "4",
+        ])
+    assert len(_state(resumed, 2)["ranks"]) == 2 and all(r["rollouts_ahead"]["step"] == 2 for r in _state(resumed, 2)["ranks"])
+    a, b = _state(straight, 4), _state(resumed, 4)
+    for name, weight in a["model"].items():
+        assert torch.allclose(weight, b["model"][name], rtol=1e-6, atol=1e-7), name
