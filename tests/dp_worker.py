@@ -6,9 +6,11 @@ collects the *whole* batch with the same sampling seed and keeps its share of th
 so that one process and two train on exactly the same episodes; only the update differs.
 With ``plain STEPS`` it trains the stock :class:`~mathgym.algos.grpo.GRPOTrainer` instead
 (``tests/test_dp_equivalence.py``: every rank collects only its own share of the tasks), and with
-``toolbox STEPS`` the same with dynamic sampling and the pass-rate-band curriculum on (:data:`TOOLBOX`).
+``toolbox STEPS`` the same with dynamic sampling and the pass-rate-band curriculum on (:data:`TOOLBOX`), with
+``overlap STEPS`` with the next batch sampled during each update (``off_policy_steps=1``), and with
+``overlap-stop STEPS`` / ``overlap-resume STEPS`` the same stopped after a checkpoint, then resumed.
 
-    python -m torch.distributed.run --nproc_per_node 2 tests/dp_worker.py MODEL_DIR RUN_DIR [plain STEPS]
+    python -m torch.distributed.run --nproc_per_node 2 tests/dp_worker.py MODEL_DIR RUN_DIR [MODE STEPS]
 """
 
 from __future__ import annotations
@@ -93,11 +95,43 @@ def plain_run(model: str, run_dir: str, steps: int, **options: Any) -> None:
     GRPOTrainer(whole_batch_config(model, run_dir, steps=steps, save_every=0, **options)).train()
 
 
+class Stopped(Exception):
+    """Raised in place of a crash by :func:`stopped_or_resumed_run`."""
+
+
+def stopped_or_resumed_run(model: str, run_dir: str, steps: int, stage: str, **options: Any) -> None:
+    """``stage="stop"``: train with a checkpoint at ``steps // 2`` and stop (as a crash would) one step
+    later; ``stage="resume"``: resume that run and train it to ``steps``."""
+    from mathgym.algos.grpo import GRPOTrainer
+
+    trainer = GRPOTrainer(whole_batch_config(model, run_dir, steps=steps, save_every=steps // 2, **options))
+    if stage == "resume":
+        assert trainer.resume() and trainer.step == steps // 2
+        trainer.train()
+        return
+    original = trainer.train_step
+
+    def train_step():  # noqa: ANN202 - the step's metrics
+        if trainer.step == steps // 2 + 1:
+            raise Stopped
+        return original()
+
+    trainer.train_step = train_step
+    try:
+        trainer.train()
+    except Stopped:
+        trainer.close()
+
+
 if __name__ == "__main__":
     model_dir, run_dir = sys.argv[1], sys.argv[2]
     if sys.argv[3:4] == ["plain"]:
         plain_run(model_dir, run_dir, int(sys.argv[4]))
     elif sys.argv[3:4] == ["toolbox"]:
         plain_run(model_dir, run_dir, int(sys.argv[4]), **TOOLBOX)
+    elif sys.argv[3:4] == ["overlap"]:
+        plain_run(model_dir, run_dir, int(sys.argv[4]), off_policy_steps=1)
+    elif sys.argv[3:4] in (["overlap-stop"], ["overlap-resume"]):
+        stopped_or_resumed_run(model_dir, run_dir, int(sys.argv[4]), sys.argv[3].split("-")[1], off_policy_steps=1)
     else:
         whole_batch_trainer_class()(whole_batch_config(model_dir, run_dir)).train()

@@ -83,3 +83,46 @@ def test_two_ranks_refill_and_curriculum_as_one_process(tmp_path):
     counts = [(r["rollout/filtered_groups"], r["rollout/extra_rounds"]) for r in read_metrics(one) if "rollout/extra_rounds" in r]
     assert counts == [(r["rollout/filtered_groups"], r["rollout/extra_rounds"]) for r in read_metrics(two) if "rollout/extra_rounds" in r]
     assert sum(f for f, _ in counts) > 0
+
+
+@pytest.mark.heavy
+def test_two_ranks_with_the_batch_ahead_train_the_single_process_parameters(tmp_path):
+    """off_policy_steps=1: each rank samples its share of the next batch during the update, with the
+    weights every rank holds; the run is the single process's with the same option."""
+    model = str(build_small_model(tmp_path / "model"))
+    one, two = tmp_path / "one", tmp_path / "two"
+    threads = torch.get_num_threads()
+    try:
+        dp_worker.plain_run(model, str(one), STEPS, off_policy_steps=1)
+    finally:
+        torch.set_num_threads(threads)
+    _launch([
+        "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+        "tests/dp_worker.py", model, str(two), "overlap", str(STEPS),
+    ])
+    single, double = _state(one, STEPS), _state(two, STEPS)
+    worst = max(float((double["model"][k] - w).abs().max()) for k, w in single["model"].items())
+    assert worst <= 1e-5
+    from mathgym.algos.metrics import read_metrics
+
+    rows_one, rows_two = read_metrics(one), read_metrics(two)
+    assert [r["rollout/staleness"] for r in rows_two] == [0.0] + [1.0] * (STEPS - 1)
+    for key in ("rollout/reward", "rollout/logprob_diff_max"):
+        assert [r[key] for r in rows_one] == pytest.approx([r[key] for r in rows_two], rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.heavy
+def test_two_ranks_with_the_batch_ahead_resume_exactly(tmp_path):
+    """Each rank's batch ahead is in the checkpoint: two ranks stopped after it and resumed train the
+    parameters of two ranks never stopped."""
+    model = str(build_small_model(tmp_path / "model"))
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    for run_dir, mode in ((straight, "overlap"), (resumed, "overlap-stop"), (resumed, "overlap-resume")):
+        _launch([
+            "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+            "tests/dp_worker.py", model, str(run_dir), mode, "4",
+        ])
+    assert len(_state(resumed, 2)["ranks"]) == 2 and all(r["rollouts_ahead"]["step"] == 2 for r in _state(resumed, 2)["ranks"])
+    a, b = _state(straight, 4), _state(resumed, 4)
+    for name, weight in a["model"].items():
+        assert torch.allclose(weight, b["model"][name], rtol=1e-6, atol=1e-7), name

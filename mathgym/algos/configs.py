@@ -76,6 +76,12 @@ class TrainConfig:
     max_episode_tokens: int = option(1024, "token budget of a whole episode (prompt + every turn)")
     max_turns: int = option(0, "collector cap on turns per episode (0: the env's own budget)")
     backend: Backend = option("native", "generation backend")
+    off_policy_steps: int = option(
+        0,
+        "0: each step samples its rollouts, then updates; 1: step t+1's rollouts are sampled (in a background "
+        "thread, on a copy of the weights of step t) while step t updates, so each batch is one update stale "
+        "(rollout/staleness); pair with mismatch_correction to reweight it",
+    )
     dynamic_sampling: bool = option(
         False,
         "DAPO dynamic sampling: drop groups whose rewards all agree (or whose pass rate is outside "
@@ -159,6 +165,13 @@ class TrainConfig:
             )
         if self.curriculum_max_level < 0:
             raise ConfigError(f"curriculum_max_level={self.curriculum_max_level!r} is not allowed; it must be 0 or more.")
+        if self.off_policy_steps not in (0, 1):
+            raise ConfigError(f"off_policy_steps={self.off_policy_steps!r} is not allowed; choose 0 or 1.")
+        if self.off_policy_steps and self.backend == "vllm":
+            raise ConfigError(
+                "off_policy_steps=1 samples on a copy of the weights in this process: use backend native or hf "
+                "(vLLM holds its own copy, synced between steps)."
+            )
         if self.temperature < 0:
             raise ConfigError(f"temperature={self.temperature!r} is not allowed; it must be >= 0.")
         if (self.num_tasks * self.group_size) % self.grad_accum_steps:

@@ -3,7 +3,9 @@
 The loop owns the step mechanics; an algorithm supplies its batch and its loss. One step
 (:meth:`Trainer.train_step`):
 
-1. :meth:`~Trainer.make_batch`: the rollouts of the step (DPO and SFT read theirs from data);
+1. :meth:`~Trainer.make_batch`: the rollouts of the step (DPO and SFT read theirs from data); with
+   ``off_policy_steps=1`` the batch sampled during the previous step's update, on a snapshot of
+   the weights, while this step's update samples the next (:mod:`mathgym.algos.overlap`);
 2. :meth:`~Trainer.score_learner`: the learner's log-probs (and a critic's values) before the
    update, with no gradient, on the rows the update needs (:meth:`~Trainer.learner_rows`); the
    sampler/learner mismatch is measured on them;
@@ -59,6 +61,7 @@ from mathgym.algos.dynamic_sampling import extra_task_seeds, select_groups, spli
 from mathgym.algos.evaluate import EvalResult, evaluate_policy
 from mathgym.algos.executors import vector_env_factory
 from mathgym.algos.metrics import MetricsLogger, episode_samples, logprob_mismatch, plot_reward_curve, rollout_metrics
+from mathgym.algos.overlap import Rollouts, RolloutsAhead, split_threads
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory
 from mathgym.algos.update import UpdateLoop, lr_factor
 from mathgym.errors import ConfigError
@@ -159,6 +162,13 @@ class Trainer(UpdateLoop):
         self.config = config
         if Distributed.launched_world_size() > 1 and not self.data_parallel:
             raise ConfigError(f"--algo {self.algo_name} does not support data-parallel training yet; run it in one process.")
+        exchanges_groups = config.dynamic_sampling or config.curriculum != "none"
+        if Distributed.launched_world_size() > 1 and config.off_policy_steps and exchanges_groups:
+            raise ConfigError(
+                "off_policy_steps=1 with dynamic_sampling or a curriculum runs in one process only: their rounds "
+                "exchange groups between ranks while the update exchanges gradients. Set off_policy_steps=0 or run "
+                "one process."
+            )
         self.dist = Distributed.from_environment(config.device)
         # Ranks must agree on the run directory (the default holds a time stamp): rank 0's wins.
         self.run_dir = Path(self.dist.broadcast_object(str(run_dir or config.run_dir or default_run_dir(self.algo_name, config.env))))
@@ -166,6 +176,14 @@ class Trainer(UpdateLoop):
             torch.set_num_threads(config.threads)
         seed_everything(config.seed)
         self.policy = policy or self.build_policy(model_path)
+        # off_policy_steps=1: the next batch is sampled in a thread on a copy of the weights (mathgym.algos.overlap);
+        # on CPU the sampler and the learner each get half the threads.
+        self.ahead: RolloutsAhead | None = None
+        if config.off_policy_steps:
+            threads = 0 if self.policy.device.type != "cpu" else split_threads(config.threads or torch.get_num_threads())
+            if threads:
+                torch.set_num_threads(threads)
+            self.ahead = RolloutsAhead(self.policy, self.sample_rollouts, threads)
         # The env options come from the model's own mathgym.json, then the config (see resolved_env_kwargs).
         self.env_kwargs = resolved_env_kwargs(config, model_dir=self.policy.name_or_path)
         self.eval_env_kwargs = resolved_env_kwargs(config, evaluation=True, model_dir=self.policy.name_or_path)
@@ -245,8 +263,31 @@ class Trainer(UpdateLoop):
             )
             num_tasks = cfg.num_tasks // self.dist.world_size  # this rank's share (see make_batch)
             env_kwargs = self.env_kwargs if level is None else {**self.env_kwargs, cfg.curriculum_level_option: level}
-            self._collectors[level] = RolloutCollector(cfg.env, env_kwargs, self.policy, num_tasks, settings, self.make_envs)
+            self._collectors[level] = RolloutCollector(cfg.env, env_kwargs, self.rollout_policy, num_tasks, settings, self.make_envs)
         return self._collectors[level]
+
+    @property
+    def rollout_policy(self) -> LLMPolicy:
+        """The policy that samples rollouts: the learner, or under ``off_policy_steps=1`` its snapshot."""
+        return self.policy if self.ahead is None else self.ahead.sampler
+
+    def sample_rollouts(self, step: int) -> tuple[RolloutBatch, dict[str, float]]:
+        """:meth:`make_batch` of ``step`` and what its sampling reported (dynamic sampling, the
+        curriculum, the time it took). Under ``off_policy_steps=1`` it runs in the sampling thread."""
+        start = time.perf_counter()
+        self.sampling_stats = {}
+        batch = self.make_batch(step)
+        return batch, {**self.sampling_stats, "perf/rollout_s": time.perf_counter() - start}
+
+    def rollouts(self) -> Rollouts:
+        """The batch of the current step; under ``off_policy_steps=1`` the one sampled during the
+        previous step's update, and the next step's sampling is started."""
+        if self.ahead is None:
+            return Rollouts(self.step, *self.sample_rollouts(self.step), weights_step=self.step)
+        ready = self.ahead.take(self.step)
+        if self.step + 1 < self.config.steps:
+            self.ahead.start(self.step + 1, weights_step=self.step)
+        return ready
 
     def task_seeds(self, step: int) -> list[int]:
         """Seeds of the tasks of ``step``: a pure function of (seed, step), so resuming continues the data."""
@@ -328,6 +369,8 @@ class Trainer(UpdateLoop):
         curriculum's pass rates or level, and the
         configuration and algorithm (to say what a resumed run changed). A collective under
         data-parallel training: every rank calls it."""
+        # first wait for the batch sampled ahead: its sampling moves the curriculum's state
+        ahead = None if self.ahead is None else self.ahead.state_dict()
         state = {
             "step": self.step,
             "algo": self.algo_name,
@@ -341,9 +384,11 @@ class Trainer(UpdateLoop):
             "eval_before": self.eval_before,
             "extra": self.extra_state(),
             "curriculum": None if self.curriculum is None else self.curriculum.state_dict(),
+            "rollouts_ahead": ahead,
         }
-        if self.dist.enabled:  # each rank's generator and global RNGs (dropout), so that a resumed run continues them
-            state["ranks"] = self.dist.gather_objects({"generator": self.generator.get_state(), "rng": rng_state()})
+        if self.dist.enabled:  # each rank's generator, global RNGs (dropout) and batch ahead: a resumed run continues them
+            own = {"generator": self.generator.get_state(), "rng": rng_state(), "rollouts_ahead": ahead}
+            state["ranks"] = self.dist.gather_objects(own)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -372,6 +417,8 @@ class Trainer(UpdateLoop):
         self.load_extra_state(state.get("extra", {}))
         if self.curriculum is not None and state.get("curriculum") is not None:  # absent: a checkpoint without one
             self.curriculum.load_state_dict(state["curriculum"])
+        if self.ahead is not None:
+            self.ahead.load_state_dict(own.get("rollouts_ahead"))
 
     def save(self) -> Path:
         """Checkpoint the run (rank 0 writes it; every rank gets its path)."""
@@ -464,8 +511,8 @@ class Trainer(UpdateLoop):
         """One step: batch, learner pass (and the mismatch metric), plan, optimize; returns the step's metrics."""
         t0 = time.perf_counter()
         with self.policy.autocast():  # fp16: forward passes in fp16, losses and log-softmax in fp32
-            self.sampling_stats = {}
-            batch = self.make_batch(self.step)
+            ready = self.rollouts()
+            batch, sampling_stats = ready.batch, ready.stats
             t1 = time.perf_counter()
             batch = self.score_learner(batch.to(self.policy.device))
             mismatch = logprob_mismatch(batch)
@@ -477,20 +524,22 @@ class Trainer(UpdateLoop):
         tokens = float(batch.action_mask.sum())
         return {
             **rollout_metrics(batch),
-            **self.sampling_stats,
+            **sampling_stats,
             **mismatch,
             **stats,
-            "perf/rollout_s": t1 - t0,
+            **({} if self.ahead is None else {"rollout/staleness": float(ready.staleness), "perf/rollout_wait_s": t1 - t0}),
             "perf/learner_pass_s": t_check - t1,
             "perf/update_s": t2 - t_check,
             "perf/step_s": t2 - t0,
-            "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
+            "perf/tokens_per_s": tokens / max(sampling_stats["perf/rollout_s"], 1e-9),
             "optim/lr": float(self.scheduler.get_last_lr()[0]),
             **(self._executor.metrics() if hasattr(self._executor, "metrics") else {}),
             **({"optim/grad_scale": float(self.scaler.get_scale())} if self.scaler.is_enabled() else {}),
         }
 
     def close(self) -> None:
+        if self.ahead is not None:  # first: its sampling uses the collectors
+            self.ahead.close()
         for collector in self._collectors.values():
             collector.close()
         self._collectors = {}
