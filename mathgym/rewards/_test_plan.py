@@ -148,9 +148,9 @@ class OutputMissing(Exception):
 class Call:
     """One call the child makes: ``function(*args, **kwargs)``.
 
-    Each input is ``{"src": expression}`` (built from literals and pure builtins only; the
-    child evaluates it before the code is loaded, as the test would have) or
-    ``{"value": encoded}`` (computed here from names the test bound).
+    Each input is ``{"value": encoded}`` (a literal, or computed here from names the test
+    bound) or ``{"src": expression}`` (built from literals and pure builtins only; the child
+    evaluates it before the code is loaded, as the test would have).
     """
 
     function: str
@@ -298,8 +298,14 @@ class _Planner:
         return value
 
     def input(self, node: ast.expr) -> dict[str, Any]:
-        """An input of a call: its source when it needs no name the test bound, else its value."""
+        """An input of a call: its value when it is a literal or needs a name the test bound,
+        else its source (the child evaluates it: ``range(3)``, ``float("inf")``, ``[[]] * 3``)."""
         self.validate(node, None)
+        if _is_literal(node):  # the child decodes it, rather than compiling its source (a parse per input)
+            try:
+                return {"value": encode_value(ast.literal_eval(node))}
+            except Exception:  # noqa: BLE001 - an unhashable key, too deep: the child evaluates it, as the test would
+                pass
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         if names <= SAFE_FUNCTIONS.keys() and not names & self.env.keys() and not any(isinstance(n, ast.Attribute) for n in ast.walk(node)):
             return {"src": ast.unparse(node)}
@@ -388,6 +394,24 @@ class _Planner:
             return False
         bound = self.env.get("math", math)
         return bound is math and "math" not in self.opaque and "math" not in self.aliases
+
+
+def _is_literal(node: ast.expr) -> bool:
+    """Whether ``node`` is a literal whose decoded value is the one its source builds.
+
+    Constants, and lists, tuples and dicts of them (a signed number included): each
+    element is its own object, as decoded. Not a set literal, whose iteration order could
+    differ once rebuilt from a list, nor a complex written as ``1 + 2j``.
+    """
+    if isinstance(node, ast.Constant):
+        return node.value is not Ellipsis
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float, complex)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_is_literal(element) for element in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(key is not None and _is_literal(key) and _is_literal(value) for key, value in zip(node.keys, node.values))
+    return False
 
 
 def _one_parameter(node: ast.FunctionDef) -> bool:
