@@ -29,6 +29,7 @@ import resource
 import signal
 import sys
 import tempfile
+import time
 
 CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x1000, 0x4000, 0x40000
@@ -337,6 +338,7 @@ def _block_sockets():
 def child(job, fds, scratch, uid, network, simulate_refusal):
     """The sandboxed process: never returns."""
     code = 70
+    marks = [time.monotonic_ns()]  # entered, sealed, ready: where a job's time goes (bench_code.py --spans)
     try:
         os.setsid()
         # Out of the way of fds 0-4 first, so no pipe is overwritten before it is moved.
@@ -346,6 +348,7 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
         os.closerange(len(fds), 1 << 16)
         # Before the privilege drop: mounting needs the capability the drop takes away.
         sealed = _seal_filesystem(job.get("hide", ()), 4 * job["limits"]["max_file_mb"], simulate_refusal)
+        marks.append(time.monotonic_ns())
         # A fresh, unguessable name (from the worker): in the job's own tmpfs, or under the
         # shared fallback in the host's dir, where mkdir fails rather than reuse what is there.
         os.mkdir(scratch, 0o700)
@@ -368,7 +371,8 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
         sys.argv = ["main.py"]
         sys.setrecursionlimit(1000)
-        _write_line({"harness": "ready", **sealed})
+        marks.append(time.monotonic_ns())
+        _write_line({"harness": "ready", **sealed, "marks": marks})
         code = {"calls": _execute_calls, "rpc": _serve_calls}.get(job["mode"], _execute)(job)
     except BaseException:  # noqa: BLE001 - the harness failing before the code ran
         code = 70

@@ -360,6 +360,7 @@ def scratch_base(requested):
 
 
 def run_job(job, uid, network, base, simulate_refusal=False):
+    received = time.monotonic_ns()
     limits = job["limits"]
     rpc = job["mode"] == "rpc"
     # The child creates it (in its own tmpfs over ``base``, where it has one) and it is removed here.
@@ -396,6 +397,7 @@ def run_job(job, uid, network, base, simulate_refusal=False):
             if not timed_out:  # its calls answered, the child sees the end of its input and exits by itself
                 _pump(pid, output, None, b"", min(deadline, time.monotonic() + 0.5))
         wall = time.monotonic() - started
+        exited = time.monotonic_ns()
         if timed_out or judge_pid is not None:
             _kill_group(pid)
         _, status, usage = os.wait4(pid, 0)
@@ -410,6 +412,8 @@ def run_job(job, uid, network, base, simulate_refusal=False):
     reply = _reply(output, limits, timed_out, wall, status, usage)
     if reply.get("tmp") != "private":
         _remove_leftovers(uid)  # with private tmpfs mounts, they vanished with the job's mount namespace
+    if "marks" in reply:
+        reply["marks"] = [job.get("sent_ns", received), received, *reply["marks"], exited, time.monotonic_ns()]
     return reply
 
 
@@ -470,9 +474,15 @@ def _reply(output, limits, timed_out, wall, status, usage):
         "lines": lines[1:],
         **({"verdicts": output.kept[output.fds[3]].decode("utf-8", "replace").splitlines()} if len(output.fds) > 3 else {}),
         "duration_s": wall,
+        **({"marks": ready["marks"]} if _marks(ready.get("marks")) else {}),
         "cpu_s": cpu,
         **truncated,
     }
+
+
+def _marks(marks):
+    """Whether ``marks`` are the harness's three clock readings (diagnostics only)."""
+    return type(marks) is list and len(marks) == 3 and all(type(mark) is int for mark in marks)
 
 
 def _harness_ready(line):
