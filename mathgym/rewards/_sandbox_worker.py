@@ -21,6 +21,7 @@ Protocol: JSON lines; first line out ``{"ready": true, ...}``; then one reply pe
 """
 
 import ctypes
+import fcntl
 import gc
 import importlib.util
 import json
@@ -268,8 +269,23 @@ def _descendants_sweep(pgid, uid):
         time.sleep(0.001)
 
 
+#: Bytes a job's output pipe holds (``F_SETPIPE_SZ``, where the OS allows it), and how often
+#: the worker empties them while the job runs: it wakes for the job's exit, not for each line.
+PIPE_BYTES, DRAIN_S = 1 << 20, 0.005
+F_SETPIPE_SZ = 1031
+
+
+def _widen(fd):
+    """Give the pipe of ``fd`` room for :data:`PIPE_BYTES` and make this end non-blocking."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass  # the default 64 KiB: the job's writes wait up to DRAIN_S more often
+    os.set_blocking(fd, False)
+
+
 class _Output:
-    """The job's stdout, stderr and result pipes, read with a cap on what is kept."""
+    """The job's stdout, stderr and result pipes (non-blocking ends), read with a cap on what is kept."""
 
     def __init__(self, fds, cap):
         self.fds, self.cap = list(fds), cap
@@ -278,33 +294,30 @@ class _Output:
         self.open = list(fds)
 
     def read(self, fd):
+        """Read one chunk of ``fd``; False when there was nothing to read now."""
         try:
             chunk = os.read(fd, 1 << 16)
         except BlockingIOError:
-            return
+            return False
         if not chunk:
             self.open.remove(fd)
-            return
+            return False
         self.sizes[fd] += len(chunk)
         room = (self.cap if fd in self.fds[:2] else 1 << 22) - len(self.kept[fd])
         if room > 0:
             self.kept[fd] += chunk[:room]
+        return True
 
     def drain(self):
-        """Read what is left once every writer is dead (EOF comes at once)."""
+        """Read what the pipes hold now (after the job: what is left, EOF coming at once)."""
         for fd in list(self.open):
-            os.set_blocking(fd, False)
             for _ in range(1 << 12):
-                if fd not in self.open:
-                    break
-                before = self.sizes[fd]
-                self.read(fd)
-                if fd in self.open and self.sizes[fd] == before:
+                if not self.read(fd):
                     break
 
 
 def _pump(pid, output, stdin_w, stdin_data, deadline):
-    """Feed stdin and read output until the child exits; True when the deadline hit first."""
+    """Feed stdin and keep the output pipes emptied until ``pid`` exits; True when the deadline hit first."""
     pidfd = os.pidfd_open(pid)
     pending = memoryview(stdin_data)
     try:
@@ -313,7 +326,7 @@ def _pump(pid, output, stdin_w, stdin_data, deadline):
             if remaining <= 0:
                 return True
             writers = [stdin_w] if stdin_w is not None else []
-            readable, writable, _ = select.select([*output.open, pidfd], writers, [], remaining)
+            readable, writable, _ = select.select([pidfd], writers, [], min(remaining, DRAIN_S))
             if writable:
                 try:
                     pending = pending[os.write(stdin_w, pending[: 1 << 16]) :]
@@ -322,10 +335,9 @@ def _pump(pid, output, stdin_w, stdin_data, deadline):
                 if not pending:
                     os.close(stdin_w)
                     stdin_w = None
-            for fd in readable:
-                if fd == pidfd:
-                    return False
-                output.read(fd)
+            output.drain()
+            if readable:
+                return False
     finally:
         os.close(pidfd)
         if stdin_w is not None:
@@ -348,20 +360,20 @@ def scratch_base(requested):
 
 
 def run_job(job, uid, network, base, simulate_refusal=False):
+    received = time.monotonic_ns()
     limits = job["limits"]
     rpc = job["mode"] == "rpc"
-    scratch = tempfile.mkdtemp(prefix="mathgym-sandbox-", dir=base)
-    if uid is not None:
-        os.chown(scratch, uid, uid)
-    os.chmod(scratch, 0o700)
+    # The child creates it (in its own tmpfs over ``base``, where it has one) and it is removed here.
+    scratch = os.path.join(base, f"mathgym-sandbox-{os.urandom(12).hex()}")
     pipes = [os.pipe() for _ in range(6 if rpc else 4)]  # stdin, out, err, result[, judge's calls, replies]
     (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w), (res_r, res_w) = pipes[:4]
+    for fd in (out_r, err_r, res_r):
+        _widen(fd)
     started = time.monotonic()
     try:
         pid = os.fork()
     except OSError as err:
         _close_all(fd for pair in pipes for fd in pair)
-        shutil.rmtree(scratch, ignore_errors=True)
         return {"infra_error": f"fork failed: {err!r}"}
     if pid == 0:
         child_fds = (pipes[4][0], out_w, err_w, res_w, pipes[5][1]) if rpc else (stdin_r, out_w, err_w, res_w)
@@ -385,6 +397,7 @@ def run_job(job, uid, network, base, simulate_refusal=False):
             if not timed_out:  # its calls answered, the child sees the end of its input and exits by itself
                 _pump(pid, output, None, b"", min(deadline, time.monotonic() + 0.5))
         wall = time.monotonic() - started
+        exited = time.monotonic_ns()
         if timed_out or judge_pid is not None:
             _kill_group(pid)
         _, status, usage = os.wait4(pid, 0)
@@ -399,6 +412,8 @@ def run_job(job, uid, network, base, simulate_refusal=False):
     reply = _reply(output, limits, timed_out, wall, status, usage)
     if reply.get("tmp") != "private":
         _remove_leftovers(uid)  # with private tmpfs mounts, they vanished with the job's mount namespace
+    if "marks" in reply:
+        reply["marks"] = [job.get("sent_ns", received), received, *reply["marks"], exited, time.monotonic_ns()]
     return reply
 
 
@@ -413,6 +428,7 @@ def _fork_judge(job, request_w, reply_r, fds):
     if judge_pid == 0:
         trusted_tests.judge(job, request_w, reply_r, verdict_w, sandbox_child)
     os.close(verdict_w)
+    _widen(verdict_r)
     fds.append(verdict_r)
     return judge_pid
 
@@ -458,9 +474,15 @@ def _reply(output, limits, timed_out, wall, status, usage):
         "lines": lines[1:],
         **({"verdicts": output.kept[output.fds[3]].decode("utf-8", "replace").splitlines()} if len(output.fds) > 3 else {}),
         "duration_s": wall,
+        **({"marks": ready["marks"]} if _marks(ready.get("marks")) else {}),
         "cpu_s": cpu,
         **truncated,
     }
+
+
+def _marks(marks):
+    """Whether ``marks`` are the harness's three clock readings (diagnostics only)."""
+    return type(marks) is list and len(marks) == 3 and all(type(mark) is int for mark in marks)
 
 
 def _harness_ready(line):

@@ -13,7 +13,8 @@ right values. Shapes handled (found by :mod:`ast`, nothing is executed to find t
   (:data:`SAFE_FUNCTIONS`) over the outputs and literal values;
 * HumanEval's ``def check(candidate): assert ...`` followed by ``check(entry_point)``,
   names bound to literal values (``METADATA = {...}``), ``candidate = entry_point``,
-  ``import math``.
+  ``import math``, a bare ``print``, and ``for x in <literals or pure builtins>:`` loops
+  (unrolled, at most :data:`MAX_UNROLLED` passes).
 
 Anything else (loops, comprehensions, helpers, method calls on outputs, inputs that are
 not plain values) makes :func:`plan_tests` return ``None`` and a reason: those tests run
@@ -34,6 +35,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import itertools
 import json
 import math
 import operator
@@ -53,6 +55,8 @@ _MAX_BUILT = 10**7  # longest sequence a check may build with ``*``
 _MAX_POWER_BITS = 1 << 22  # largest int a check may build with ``**`` (a few ms to compute)
 _MAX_DIVISION_STEPS = 1 << 24  # (digits of the divisor) x (digits of the quotient), schoolbook division
 _SINGLETONS = (None, True, False)
+#: Most passes of a test's ``for`` loop that is unrolled into calls (a longer loop goes to the judge).
+MAX_UNROLLED = 1000
 
 _UNARY = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
 _BINARY = {
@@ -148,9 +152,9 @@ class OutputMissing(Exception):
 class Call:
     """One call the child makes: ``function(*args, **kwargs)``.
 
-    Each input is ``{"src": expression}`` (built from literals and pure builtins only; the
-    child evaluates it before the code is loaded, as the test would have) or
-    ``{"value": encoded}`` (computed here from names the test bound).
+    Each input is ``{"value": encoded}`` (a literal, or computed here from names the test
+    bound) or ``{"src": expression}`` (built from literals and pure builtins only; the child
+    evaluates it before the code is loaded, as the test would have).
     """
 
     function: str
@@ -246,6 +250,13 @@ class _Planner:
             return
         if isinstance(node, ast.Expr) and depth == 0 and self.inline_check(node.value):
             return
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Name) and self.is_builtin(node.value.id):
+            return  # a bare ``print``: reading a builtin has no effect
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and not node.orelse:
+            for item in self.iteration(node.iter):  # unrolled: each pass binds the name, as the loop would
+                self.assign_value(node.target.id, item)
+                self.statements(node.body, depth)
+            return
         if isinstance(node, ast.Assert):
             calls: dict[int, int] = {}
             self.validate(node.test, calls)
@@ -263,6 +274,27 @@ class _Planner:
             self.aliases[target] = function
         else:
             self.env[target] = self.evaluate_now(value)
+
+    def assign_value(self, target: str, value: Any) -> None:
+        for table in (self.env, self.aliases, self.functions):
+            table.pop(target, None)
+        self.opaque.discard(target)
+        self.env[target] = value
+
+    def is_builtin(self, name: str) -> bool:
+        """Whether ``name`` still means the builtin of that name in the test."""
+        return hasattr(builtins, name) and not any(name in table for table in (self.env, self.aliases, self.opaque, self.functions))
+
+    def iteration(self, node: ast.expr) -> list[Any]:
+        """The items a ``for`` loop of the test runs over: literals and pure builtins only, at most :data:`MAX_UNROLLED`."""
+        self.validate(node, None)
+        try:
+            items = list(itertools.islice(iter(evaluate(node, self.env, {}, {})), MAX_UNROLLED + 1))
+        except Exception as err:  # noqa: BLE001 - as the loop would have raised it: left to the judge
+            raise NotConvertible(f"line {node.lineno}: the loop's items raise {type(err).__name__}") from None
+        if len(items) > MAX_UNROLLED:
+            raise NotConvertible(f"line {node.lineno}: a loop of more than {MAX_UNROLLED} passes")
+        return items
 
     def inline_check(self, node: ast.expr) -> bool:
         """``check(entry_point)``: run ``check``'s body with its parameter bound to the code's function."""
@@ -298,8 +330,14 @@ class _Planner:
         return value
 
     def input(self, node: ast.expr) -> dict[str, Any]:
-        """An input of a call: its source when it needs no name the test bound, else its value."""
+        """An input of a call: its value when it is a literal or needs a name the test bound,
+        else its source (the child evaluates it: ``range(3)``, ``float("inf")``, ``[[]] * 3``)."""
         self.validate(node, None)
+        if _is_literal(node):  # the child decodes it, rather than compiling its source (a parse per input)
+            try:
+                return {"value": encode_value(ast.literal_eval(node))}
+            except Exception:  # noqa: BLE001 - an unhashable key, too deep: the child evaluates it, as the test would
+                pass
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         if names <= SAFE_FUNCTIONS.keys() and not names & self.env.keys() and not any(isinstance(n, ast.Attribute) for n in ast.walk(node)):
             return {"src": ast.unparse(node)}
@@ -388,6 +426,24 @@ class _Planner:
             return False
         bound = self.env.get("math", math)
         return bound is math and "math" not in self.opaque and "math" not in self.aliases
+
+
+def _is_literal(node: ast.expr) -> bool:
+    """Whether ``node`` is a literal whose decoded value is the one its source builds.
+
+    Constants, and lists, tuples and dicts of them (a signed number included): each
+    element is its own object, as decoded. Not a set literal, whose iteration order could
+    differ once rebuilt from a list, nor a complex written as ``1 + 2j``.
+    """
+    if isinstance(node, ast.Constant):
+        return node.value is not Ellipsis
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float, complex)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_is_literal(element) for element in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(key is not None and _is_literal(key) and _is_literal(value) for key, value in zip(node.keys, node.values))
+    return False
 
 
 def _one_parameter(node: ast.FunctionDef) -> bool:

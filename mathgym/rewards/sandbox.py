@@ -36,6 +36,7 @@ import importlib.util
 import json
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -333,12 +334,31 @@ class CodeSandbox:
         reply: dict[str, Any] = {}
         for attempt in range(2):
             try:
+                job["sent_ns"] = time.monotonic_ns()
                 reply = self._pool.call(job, job_limits.wall_seconds + _WORKER_GRACE_S)
             except (WorkerTimeout, WorkerCrashed) as err:
                 reply = {"infra_error": str(err)}
             if "infra_error" not in reply:
+                reply["spans_us"] = _spans(reply.pop("marks", None), time.monotonic_ns())
                 return reply, attempt == 1
         return reply, True
+
+
+#: What each of the job's clock readings ends (see :func:`_spans`).
+SPANS = ("to worker", "fork", "mounts", "setup", "program", "cleanup", "back")
+
+
+def _spans(marks: Any, now: int) -> dict[str, int] | None:
+    """Microseconds per stage of one job, from the clock readings along its way.
+
+    ``marks``: sent by the caller, received by the worker, child entered, mounts made,
+    harness ready (uid, limits, streams), child exited, reply written; ``now``: reply read.
+    Diagnostics only (the child's readings are taken before the program runs).
+    """
+    if type(marks) is not list or len(marks) != len(SPANS) or not all(type(m) is int for m in marks):
+        return None
+    readings = [*marks, now]
+    return {name: (end - start) // 1000 for name, start, end in zip(SPANS, readings, readings[1:])}
 
 
 #: Most files, and most characters in all, a job's ``files`` may hold.
@@ -379,7 +399,7 @@ def _files_field(files: Mapping[str, str] | None) -> dict[str, Any]:
 
 
 def _details(reply: Mapping[str, Any], retried: bool) -> dict[str, Any]:
-    keys = ("network", "nproc_enforced", "fs_view", "fs_view_reason", "tmp", "tmp_isolation", "tmp_reason", "hidden_paths", "hide_reason", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated")
+    keys = ("network", "nproc_enforced", "fs_view", "fs_view_reason", "tmp", "tmp_isolation", "tmp_reason", "hidden_paths", "hide_reason", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated", "spans_us")
     return {"retried": retried, **{k: reply[k] for k in keys if reply.get(k) is not None}}
 
 
