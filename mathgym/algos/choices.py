@@ -48,8 +48,9 @@ KLMode = Literal["reward", "loss"]
 #: Importance weights between learner and sampler (:data:`mathgym.algos.mismatch.MISMATCH_CORRECTIONS`).
 MismatchCorrection = Literal["none", "tis", "token_mask", "seq_tis", "seq_mask"]
 
-#: Advantages without a value function (:data:`mathgym.algos.advantages.ADVANTAGE_ESTIMATORS`).
-AdvantageEstimator = Literal["grpo", "rloo", "reinforce++", "reinforce++-baseline"]
+#: Advantages without a value function: one per episode (:data:`mathgym.algos.advantages.ADVANTAGE_ESTIMATORS`)
+#: or one per turn of a multi-turn episode (:data:`mathgym.algos.advantages.TURN_ADVANTAGE_ESTIMATORS`).
+AdvantageEstimator = Literal["grpo", "rloo", "reinforce++", "reinforce++-baseline", "gigpo", "step_reinforce"]
 
 #: What divides GRPO's centred rewards (:data:`mathgym.algos.advantages.REWARD_SCALES`).
 ScaleRewards = Literal["group", "batch", "none"]
