@@ -231,8 +231,11 @@ def gigpo_advantages(
     observation (an "anchor state"); a turn's ``A_step`` is its discounted return-to-go
     (:func:`discounted_returns`) minus the mean of its step group's, divided as ``scale_rewards``
     says (``"group"``: the step group's std, ``"batch"``: the std of the returns of every grouped
-    turn). A turn alone in its step group, or whose observation is unknown, gets ``A_step = 0``:
-    a single-turn batch gets GRPO's advantages.
+    turn). A turn alone in its step group, or whose observation is unknown, gets ``A_step = 0``.
+
+    The first turns of a group all act on the task's prompt, so they form one step group: on a
+    single-turn env a turn's return is the episode reward and GiGPO gives ``(1 + omega)`` times
+    GRPO's advantages (GRPO's own with ``omega=0``).
 
     Args:
         rewards: ``(B,)`` episode rewards (the sum of the turns', plus any episode-level terms).
