@@ -171,6 +171,25 @@ def test_the_trainer_gives_each_turns_tokens_that_turns_advantage(model_path, tm
     assert stats["loss/trained_sequences"] == pytest.approx(3 / 4)
 
 
+def test_episodes_record_the_observation_each_turn_acted_on(model_path):
+    from mathgym.agents.policy import SamplingParams
+    from mathgym.algos.rollout import RolloutCollector, RolloutSettings
+
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    settings = RolloutSettings(group_size=2, sampling=SamplingParams(max_new_tokens=6), max_turns=3)
+    collector = RolloutCollector("GuessNumber-v0", {}, policy, num_tasks=2, settings=settings)
+    try:
+        batch = collector.collect([1, 2], torch.Generator().manual_seed(1))
+    finally:
+        collector.close()
+    assert any(len(r) > 1 for r in batch.step_rewards)
+    for observations, rewards, messages in zip(batch.observations, batch.step_rewards, batch.messages):
+        # one per turn: the reset's observation (the task), then each reply the next turn acted on
+        assert len(observations) == len(rewards)
+        assert observations == [m["content"] for m in messages if m["role"] == "user"][: len(rewards)]
+    assert batch.observations[0][0] == batch.observations[1][0]  # a group's samples start from its task
+
+
 @pytest.mark.parametrize("advantage", ["gigpo", "step_reinforce"])
 def test_cli_trains_a_multi_turn_env_with_a_per_turn_advantage(model_path, tmp_path, advantage):
     run = tmp_path / "run"
