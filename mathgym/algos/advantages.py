@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from mathgym.algos.choices import AdvantageEstimator, ScaleRewards
+from mathgym.algos.choices import EpisodeAdvantageEstimator, ScaleRewards
 from mathgym.options import pick
 
 
@@ -154,7 +154,7 @@ ADVANTAGE_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor, ScaleRewar
 
 
 def episode_advantages(
-    estimator: AdvantageEstimator, rewards: torch.Tensor, group_ids: torch.Tensor, scale_rewards: ScaleRewards = "group"
+    estimator: EpisodeAdvantageEstimator, rewards: torch.Tensor, group_ids: torch.Tensor, scale_rewards: ScaleRewards = "group"
 ) -> torch.Tensor:
     """``(B,)`` advantages of the :data:`ADVANTAGE_ESTIMATORS` row ``estimator``."""
     return pick(ADVANTAGE_ESTIMATORS, "advantage", estimator)(rewards, group_ids, scale_rewards)
