@@ -169,6 +169,8 @@ def test_the_trainer_gives_each_turns_tokens_that_turns_advantage(model_path, tm
             assert batch.advantages[b, t].item() == pytest.approx(want, abs=1e-6), (b, t, k)
     # D's advantages are all 0 (alone in its group): it carries no gradient; A, B and C do.
     assert stats["loss/trained_sequences"] == pytest.approx(3 / 4)
+    # turns sharing their observation within their group: A0, B0, C0 (s0) and A1, B1 (s1), of 9 played
+    assert stats["loss/shared_state_turns"] == pytest.approx(5 / 9)
 
 
 def test_episodes_record_the_observation_each_turn_acted_on(model_path):

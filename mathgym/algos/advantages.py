@@ -258,15 +258,38 @@ def gigpo_advantages(
     scale = pick(REWARD_SCALES, "scale_rewards", scale_rewards)
     episode = group_normalized_advantages(rewards, group_ids, scale_rewards, eps)
     returns = discounted_returns(turns.rewards, gamma)
-    grouped = turns.mask & (turns.states >= 0)
-    keys = torch.stack([group_ids[:, None].expand_as(turns.states)[grouped], turns.states[grouped]], dim=1)  # (N, 2)
+    grouped, step_groups = anchor_state_groups(group_ids, turns)
     step = torch.zeros_like(returns)
-    if len(keys):
-        _, inverse, counts = torch.unique(keys, dim=0, return_inverse=True, return_counts=True)
-        step_groups, values = Groups(inverse, counts), returns[grouped]
-        centred = values - (step_groups.sums(values) / counts)[inverse]
+    if len(step_groups.inverse):
+        values = returns[grouped]
+        centred = values - (step_groups.sums(values) / step_groups.counts)[step_groups.inverse]
         step[grouped] = scale(values, centred, step_groups, eps)
     return (episode[:, None] + omega * step) * turns.mask
+
+
+def anchor_state_groups(group_ids: torch.Tensor, turns: Turns) -> tuple[torch.Tensor, Groups]:
+    """GiGPO's step groups: the played turns whose observation is known (``(B, K)`` mask), and
+    their groups (:class:`Groups` over those turns, row-major), keyed by ``(group, observation)``."""
+    grouped = turns.mask & (turns.states >= 0)
+    keys = torch.stack([group_ids[:, None].expand_as(turns.states)[grouped], turns.states[grouped]], dim=1)  # (N, 2)
+    if not len(keys):
+        return grouped, Groups(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    _, inverse, counts = torch.unique(keys, dim=0, return_inverse=True, return_counts=True)
+    return grouped, Groups(inverse, counts)
+
+
+def shared_state_fraction(group_ids: torch.Tensor, turns: Turns) -> float:
+    """Fraction of the played turns that share their observation with another turn of their group
+    (a GiGPO step group of two or more: the turns that get a step-level signal).
+
+    Example:
+        >>> turns = Turns.of([[0.0, 1.0], [0.0, 0.0]], [["a", "b"], ["a", "c"]])
+        >>> shared_state_fraction(torch.tensor([0, 0]), turns)
+        0.5
+    """
+    _, groups = anchor_state_groups(group_ids, turns)
+    played = int(turns.mask.sum())
+    return float((groups.counts[groups.inverse] > 1).sum()) / max(played, 1)
 
 
 def step_reinforce_advantages(

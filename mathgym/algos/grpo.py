@@ -28,6 +28,7 @@ from mathgym.algos.advantages import (
     flat_group_fraction,
     longest_turn_lengths,
     overlong_penalty,
+    shared_state_fraction,
 )
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.choices import KLEstimator, LossAggregation, PolicyLoss
@@ -165,18 +166,19 @@ class GRPOTrainer(Trainer):
             rows = torch.unique(torch.cat([rows, torch.nonzero(trainable).flatten()]))
         return rows
 
-    def advantages(self, batch: RolloutBatch, rewards: torch.Tensor) -> torch.Tensor:
+    def advantages(self, batch: RolloutBatch, rewards: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         """The ``advantage`` estimator's values over every rank's episodes (this rank's rows):
         ``(B,)`` per episode, or for a per-turn estimator (``gigpo``, ``step_reinforce``) ``(B, T)``,
         each turn's advantage on that turn's tokens (0 on prompt and env tokens).
 
         ``rewards`` are the shaped episode rewards; a per-turn estimator sees the env's reward of each
-        turn, with the shaping terms (overlong and KL penalties) added to the episode's last turn."""
+        turn, with the shaping terms (overlong and KL penalties) added to the episode's last turn; it
+        logs ``loss/shared_state_turns`` (:func:`~mathgym.algos.advantages.shared_state_fraction`)."""
         cfg = self.config
         everyone, group_ids, own = self.dist.gather_groups(rewards, batch.group_ids)
         per_turn = TURN_ADVANTAGE_ESTIMATORS.get(cfg.advantage)
         if per_turn is None:
-            return episode_advantages(cfg.advantage, everyone, group_ids, cfg.scale_rewards)[own]
+            return episode_advantages(cfg.advantage, everyone, group_ids, cfg.scale_rewards)[own], {}
         observations = batch.observations if batch.observations is not None else [[] for _ in range(len(batch))]
         bonus = (rewards - batch.rewards.to(rewards.device)).tolist()
         parts = self.dist.gather_objects((batch.step_rewards, observations, bonus))
@@ -187,13 +189,14 @@ class GRPOTrainer(Trainer):
         values = per_turn(
             everyone.cpu(), group_ids.cpu(), turns, gamma=cfg.gamma, omega=cfg.omega, scale_rewards=cfg.scale_rewards
         )[own]
-        return broadcast_steps(values.to(batch.step_index.device), batch.step_index)
+        stats = {"loss/shared_state_turns": shared_state_fraction(group_ids.cpu(), turns)}
+        return broadcast_steps(values.to(batch.step_index.device), batch.step_index), stats
 
     def plan(self, batch: RolloutBatch) -> Plan:
         cfg = self.config
         mask = batch.loss_mask(cfg.mask_truncated)
         rewards, reward_stats = self.shaped_rewards(batch, mask)
-        batch.advantages = self.advantages(batch, rewards)
+        batch.advantages, advantage_stats = self.advantages(batch, rewards)
         norm = self.dist.normalizer(mask, cfg.max_new_tokens * max(1, max(len(s) for s in batch.step_rewards)))
         # Without a KL or entropy term a sequence whose advantage is 0 (a group where every sample scored the
         # same) adds exactly 0 to the loss and its gradient: leave it out of the passes. The
@@ -209,6 +212,7 @@ class GRPOTrainer(Trainer):
         step = OptimizerStep(rows, GRPOStep(mask, norm, float(mask[rows].sum()) if len(rows) else 1.0, weights))
         stats = {
             **reward_stats,
+            **advantage_stats,
             **({} if correction is None else correction.stats),
             "loss/policy": 0.0, "loss/kl": 0.0, "loss/clip_fraction": 0.0,  # what a batch without signal logs
             "loss/trained_sequences": len(rows) / max(len(batch), 1),
