@@ -28,7 +28,8 @@ from tests.trainkit import build_small_model  # noqa: E402
 #   A (group 0): s0 -> s1 -> s2, rewards 0, 0, 1   (episode reward 1)
 #   B (group 0): s0 -> s1,       rewards 0, 0      (episode reward 0)
 #   C (group 0): s0 -> s3,       rewards 0, 1      (episode reward 1)
-#   D (group 1): s0 -> s1,       rewards 0, 1      (alone in its group: shares s0, s1's text with group 0, not its groups)
+#   D (group 1): s0 -> s1,       rewards 0, 1      (alone in its group: the same texts as group 0's s0, s1,
+#                                                   but not in group 0's step groups)
 OBSERVATIONS = [["s0", "s1", "s2"], ["s0", "s1"], ["s0", "s3"], ["s0", "s1"]]
 STEP_REWARDS = [[0.0, 0.0, 1.0], [0.0, 0.0], [0.0, 1.0], [0.0, 1.0]]
 GROUPS = torch.tensor([0, 0, 0, 1])
@@ -161,7 +162,8 @@ def test_the_trainer_gives_each_turns_tokens_that_turns_advantage(model_path, tm
     trainer = GRPOTrainer(config, run_dir=tmp_path / "run", policy=policy)
     batch = trainer.score_learner(_multi_turn_batch(policy))
     stats = trainer.optimize(batch, trainer.plan(batch))
-    expected = gigpo_advantages(EPISODE_REWARDS, GROUPS, TURNS, gamma=0.5, scale_rewards="none")  # the hand numbers above
+    # the hand numbers of test_gigpo_unscaled_by_hand
+    expected = gigpo_advantages(EPISODE_REWARDS, GROUPS, TURNS, gamma=0.5, scale_rewards="none")
     assert batch.advantages.shape == batch.input_ids.shape
     for b in range(len(batch)):
         for t, k in enumerate(batch.step_index[b].tolist()):

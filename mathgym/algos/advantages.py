@@ -154,7 +154,10 @@ ADVANTAGE_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor, ScaleRewar
 
 
 def episode_advantages(
-    estimator: EpisodeAdvantageEstimator, rewards: torch.Tensor, group_ids: torch.Tensor, scale_rewards: ScaleRewards = "group"
+    estimator: EpisodeAdvantageEstimator,
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    scale_rewards: ScaleRewards = "group",
 ) -> torch.Tensor:
     """``(B,)`` advantages of the :data:`ADVANTAGE_ESTIMATORS` row ``estimator``."""
     return pick(ADVANTAGE_ESTIMATORS, "advantage", estimator)(rewards, group_ids, scale_rewards)
@@ -250,7 +253,7 @@ def gigpo_advantages(
         ``(B, K)`` the advantage of each turn (0 on turns not played).
 
     Example:
-        >>> turns = Turns(torch.tensor([[0., 1.], [1., 0.]]), torch.ones(2, 2, dtype=torch.bool), torch.tensor([[0, 1], [0, 2]]))
+        >>> turns = Turns.of([[0., 1.], [1., 0.]], [["start", "a"], ["start", "b"]])
         >>> gigpo_advantages(torch.tensor([1., 1.]), torch.tensor([0, 0]), turns, gamma=0.5, scale_rewards="none")
         tensor([[-0.2500,  0.0000],
                 [ 0.2500,  0.0000]])
@@ -307,7 +310,7 @@ def step_reinforce_advantages(
         ``(B, K)`` the advantage of each turn (0 on turns not played).
 
     Example:
-        >>> turns = Turns(torch.tensor([[0., 2.], [0., 0.]]), torch.tensor([[True, True], [True, False]]), torch.zeros(2, 2, dtype=torch.long))
+        >>> turns = Turns.of([[0., 2.], [0.]], [[], []])
         >>> step_reinforce_advantages(torch.tensor([2., 0.]), torch.tensor([0, 1]), turns, gamma=0.5, eps=0.0)
         tensor([[ 0.,  1.],
                 [-1.,  0.]])
@@ -318,7 +321,8 @@ def step_reinforce_advantages(
     return advantages
 
 
-#: Per-turn ``advantage`` choices -> ``(rewards (B,), group_ids (B,), turns, *, gamma, omega, scale_rewards) -> (B, K)``.
+#: Per-turn ``advantage`` choices ->
+#: ``(rewards (B,), group_ids (B,), turns, *, gamma, omega, scale_rewards) -> (B, K)``.
 TURN_ADVANTAGE_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
     "gigpo": gigpo_advantages,
     "step_reinforce": step_reinforce_advantages,

@@ -216,8 +216,9 @@ class GRPOTrainer(Trainer):
             **({} if correction is None else correction.stats),
             "loss/policy": 0.0, "loss/kl": 0.0, "loss/clip_fraction": 0.0,  # what a batch without signal logs
             "loss/trained_sequences": len(rows) / max(len(batch), 1),
-            "loss/advantage_abs": float(
-                batch.advantages.abs().mean() if batch.advantages.dim() == 1 else masked_mean(batch.advantages.abs(), mask)
+            "loss/advantage_abs": float(  # a per-turn estimator's: over the action tokens
+                masked_mean(batch.advantages.abs(), mask) if batch.advantages.dim() == 2
+                else batch.advantages.abs().mean()
             ),
             "loss/zero_std_groups": flat_group_fraction(batch.rewards, batch.group_ids),
         }
