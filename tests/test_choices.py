@@ -21,7 +21,7 @@ def _tables() -> list[tuple[str, dict, typing.Any]]:
     pytest.importorskip("torch")
     from mathgym.agents.backends import BACKENDS
     from mathgym.agents.policy import PRECISIONS
-    from mathgym.algos.advantages import ADVANTAGE_ESTIMATORS, REWARD_SCALES
+    from mathgym.algos.advantages import ADVANTAGE_ESTIMATORS, REWARD_SCALES, TURN_ADVANTAGE_ESTIMATORS
     from mathgym.algos.distill_losses import DIVERGENCES
     from mathgym.algos.dpo_losses import PREFERENCE_LOSSES
     from mathgym.algos.executors import EXECUTORS
@@ -35,7 +35,8 @@ def _tables() -> list[tuple[str, dict, typing.Any]]:
         ("AGGREGATIONS", AGGREGATIONS, choices.LossAggregation),
         ("KL_ESTIMATORS", KL_ESTIMATORS, choices.KLEstimator),
         ("POLICY_LOSSES", POLICY_LOSSES, choices.PolicyLoss),
-        ("ADVANTAGE_ESTIMATORS", ADVANTAGE_ESTIMATORS, choices.AdvantageEstimator),
+        ("ADVANTAGE_ESTIMATORS", ADVANTAGE_ESTIMATORS, choices.EpisodeAdvantageEstimator),
+        ("TURN_ADVANTAGE_ESTIMATORS", TURN_ADVANTAGE_ESTIMATORS, choices.TurnAdvantageEstimator),
         ("REWARD_SCALES", REWARD_SCALES, choices.ScaleRewards),
         ("MISMATCH_CORRECTIONS", MISMATCH_CORRECTIONS, choices.MismatchCorrection),
         ("GAE_LEVELS", GAE_LEVELS, choices.AdvantageLevel),

@@ -1,8 +1,10 @@
 """Advantage estimators that need no value function (pure functions of tensors).
 
 Rows of :data:`ADVANTAGE_ESTIMATORS` (the ``advantage`` option) map episode rewards and their
-groups (the samples of one task) to per-episode advantages; :data:`REWARD_SCALES` (the
-``scale_rewards`` option) are the ways to divide the centred rewards.
+groups (the samples of one task) to per-episode advantages; rows of
+:data:`TURN_ADVANTAGE_ESTIMATORS` (the same option) give each turn of a multi-turn episode its
+own advantage, from the turns' rewards and observations (:class:`Turns`);
+:data:`REWARD_SCALES` (the ``scale_rewards`` option) are the ways to divide the centred rewards.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from mathgym.algos.choices import AdvantageEstimator, ScaleRewards
+from mathgym.algos.choices import EpisodeAdvantageEstimator, ScaleRewards
 from mathgym.options import pick
 
 
@@ -152,10 +154,179 @@ ADVANTAGE_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor, ScaleRewar
 
 
 def episode_advantages(
-    estimator: AdvantageEstimator, rewards: torch.Tensor, group_ids: torch.Tensor, scale_rewards: ScaleRewards = "group"
+    estimator: EpisodeAdvantageEstimator,
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    scale_rewards: ScaleRewards = "group",
 ) -> torch.Tensor:
     """``(B,)`` advantages of the :data:`ADVANTAGE_ESTIMATORS` row ``estimator``."""
     return pick(ADVANTAGE_ESTIMATORS, "advantage", estimator)(rewards, group_ids, scale_rewards)
+
+
+class Turns(NamedTuple):
+    """The turns of a batch on a ``(B, K)`` grid, ``K`` the most turns an episode played.
+
+    Attributes:
+        rewards: ``(B, K)`` float, the env's reward of each turn (0 past an episode's last turn).
+        mask: ``(B, K)`` bool, the episode played that turn.
+        states: ``(B, K)`` long, an id of the observation the turn acted on: turns with equal ids
+            saw the same text; ``-1`` where it is not known (such a turn is in no step group).
+    """
+
+    rewards: torch.Tensor
+    mask: torch.Tensor
+    states: torch.Tensor
+
+    @classmethod
+    def of(cls, step_rewards: list[list[float]], observations: list[list[str]], bonus: torch.Tensor | None = None) -> Turns:
+        """The grid of per-episode turn rewards and observation texts.
+
+        Args:
+            step_rewards: Per episode, the reward of each turn.
+            observations: Per episode, the observation text before each turn (may be shorter:
+                the missing turns' states are unknown).
+            bonus: ``(B,)`` reward terms of the whole episode (DAPO's overlong penalty, a KL
+                penalty), added to its last turn.
+
+        Example:
+            >>> Turns.of([[0.0, 1.0], [0.5]], [["a", "b"], ["a"]]).states.tolist()
+            [[0, 1], [0, -1]]
+        """
+        width = max([1, *(len(r) for r in step_rewards)])
+        rewards = torch.zeros(len(step_rewards), width)
+        mask = torch.zeros(len(step_rewards), width, dtype=torch.bool)
+        states = torch.full((len(step_rewards), width), -1, dtype=torch.long)
+        ids: dict[str, int] = {}
+        for b, (turn_rewards, texts) in enumerate(zip(step_rewards, observations)):
+            rewards[b, : len(turn_rewards)] = torch.tensor(turn_rewards, dtype=torch.float32)
+            mask[b, : len(turn_rewards)] = True
+            for k, text in enumerate(texts[: len(turn_rewards)]):
+                states[b, k] = ids.setdefault(text, len(ids))
+            if bonus is not None and turn_rewards:
+                rewards[b, len(turn_rewards) - 1] += float(bonus[b])
+        return cls(rewards, mask, states)
+
+
+def discounted_returns(rewards: torch.Tensor, gamma: float) -> torch.Tensor:
+    """``(B, K)`` each turn's return-to-go ``G_k = r_k + gamma * G_{k+1}`` (0 after the last turn).
+
+    Example:
+        >>> discounted_returns(torch.tensor([[0.0, 0.0, 1.0]]), 0.5)
+        tensor([[0.2500, 0.5000, 1.0000]])
+    """
+    returns = torch.zeros_like(rewards, dtype=torch.float32)
+    following = torch.zeros(rewards.shape[0], dtype=torch.float32, device=rewards.device)
+    for k in reversed(range(rewards.shape[1])):
+        following = rewards[:, k].float() + gamma * following
+        returns[:, k] = following
+    return returns
+
+
+def gigpo_advantages(
+    rewards: torch.Tensor, group_ids: torch.Tensor, turns: Turns, *, gamma: float = 0.95, omega: float = 1.0,
+    scale_rewards: ScaleRewards = "group", eps: float = 1e-4,
+) -> torch.Tensor:
+    """GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training"):
+    an episode-level and a step-level group advantage, ``A = A_episode + omega * A_step``.
+
+    ``A_episode`` is GRPO's (:func:`group_normalized_advantages` of the episode rewards). Step
+    groups gather, within one group (the samples of one task), the turns that acted on the same
+    observation (an "anchor state"); a turn's ``A_step`` is its discounted return-to-go
+    (:func:`discounted_returns`) minus the mean of its step group's, divided as ``scale_rewards``
+    says (``"group"``: the step group's std, ``"batch"``: the std of the returns of every grouped
+    turn). A turn alone in its step group, or whose observation is unknown, gets ``A_step = 0``.
+
+    The first turns of a group all act on the task's prompt, so they form one step group: on a
+    single-turn env a turn's return is the episode reward and GiGPO gives ``(1 + omega)`` times
+    GRPO's advantages (GRPO's own with ``omega=0``).
+
+    Args:
+        rewards: ``(B,)`` episode rewards (the sum of the turns', plus any episode-level terms).
+        group_ids: ``(B,)`` group of each episode.
+        turns: The turns' rewards, mask and observation ids.
+        gamma: Discount of the return-to-go.
+        omega: Weight of the step-level advantage.
+        scale_rewards: The divisor of both levels' centred values.
+        eps: Added to the stds.
+
+    Returns:
+        ``(B, K)`` the advantage of each turn (0 on turns not played).
+
+    Example:
+        >>> turns = Turns.of([[0., 1.], [1., 0.]], [["start", "a"], ["start", "b"]])
+        >>> gigpo_advantages(torch.tensor([1., 1.]), torch.tensor([0, 0]), turns, gamma=0.5, scale_rewards="none")
+        tensor([[-0.2500,  0.0000],
+                [ 0.2500,  0.0000]])
+    """
+    scale = pick(REWARD_SCALES, "scale_rewards", scale_rewards)
+    episode = group_normalized_advantages(rewards, group_ids, scale_rewards, eps)
+    returns = discounted_returns(turns.rewards, gamma)
+    grouped, step_groups = anchor_state_groups(group_ids, turns)
+    step = torch.zeros_like(returns)
+    if len(step_groups.inverse):
+        values = returns[grouped]
+        centred = values - (step_groups.sums(values) / step_groups.counts)[step_groups.inverse]
+        step[grouped] = scale(values, centred, step_groups, eps)
+    return (episode[:, None] + omega * step) * turns.mask
+
+
+def anchor_state_groups(group_ids: torch.Tensor, turns: Turns) -> tuple[torch.Tensor, Groups]:
+    """GiGPO's step groups: the played turns whose observation is known (``(B, K)`` mask), and
+    their groups (:class:`Groups` over those turns, row-major), keyed by ``(group, observation)``."""
+    grouped = turns.mask & (turns.states >= 0)
+    keys = torch.stack([group_ids[:, None].expand_as(turns.states)[grouped], turns.states[grouped]], dim=1)  # (N, 2)
+    if not len(keys):
+        return grouped, Groups(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    _, inverse, counts = torch.unique(keys, dim=0, return_inverse=True, return_counts=True)
+    return grouped, Groups(inverse, counts)
+
+
+def shared_state_fraction(group_ids: torch.Tensor, turns: Turns) -> float:
+    """Fraction of the played turns that share their observation with another turn of their group
+    (a GiGPO step group of two or more: the turns that get a step-level signal).
+
+    Example:
+        >>> turns = Turns.of([[0.0, 1.0], [0.0, 0.0]], [["a", "b"], ["a", "c"]])
+        >>> shared_state_fraction(torch.tensor([0, 0]), turns)
+        0.5
+    """
+    _, groups = anchor_state_groups(group_ids, turns)
+    played = int(turns.mask.sum())
+    return float((groups.counts[groups.inverse] > 1).sum()) / max(played, 1)
+
+
+def step_reinforce_advantages(
+    rewards: torch.Tensor, group_ids: torch.Tensor, turns: Turns, *, gamma: float = 0.95, omega: float = 1.0,
+    scale_rewards: ScaleRewards = "group", eps: float = 1e-4,
+) -> torch.Tensor:
+    """Step-level REINFORCE (as ROLL's agentic pipeline): each turn's discounted return-to-go
+    (:func:`discounted_returns`), whitened over every turn of the batch (minus their mean,
+    divided by their unbiased std).
+
+    No group baseline; ``omega`` and ``scale_rewards`` do not apply (the arguments are taken for
+    the table's one signature).
+
+    Returns:
+        ``(B, K)`` the advantage of each turn (0 on turns not played).
+
+    Example:
+        >>> turns = Turns.of([[0., 2.], [0.]], [[], []])
+        >>> step_reinforce_advantages(torch.tensor([2., 0.]), torch.tensor([0, 1]), turns, gamma=0.5, eps=0.0)
+        tensor([[ 0.,  1.],
+                [-1.,  0.]])
+    """
+    returns = discounted_returns(turns.rewards, gamma)
+    advantages = torch.zeros_like(returns)
+    advantages[turns.mask] = batch_whitened(returns[turns.mask], eps)
+    return advantages
+
+
+#: Per-turn ``advantage`` choices ->
+#: ``(rewards (B,), group_ids (B,), turns, *, gamma, omega, scale_rewards) -> (B, K)``.
+TURN_ADVANTAGE_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
+    "gigpo": gigpo_advantages,
+    "step_reinforce": step_reinforce_advantages,
+}
 
 
 def overlong_penalty(lengths: torch.Tensor, max_length: int, buffer: int, penalty: float = 1.0) -> torch.Tensor:

@@ -49,6 +49,7 @@ class Episode:
         completions: The decoded text of each action.
         messages: The env's chat at the end (``info["messages"]`` of the last step).
         sampled: The action tokens were sampled by the policy (their ``logprobs`` are the sampler's).
+        observations: The env's observation text before each turn (the state the turn acted in).
     """
 
     env_id: str
@@ -66,6 +67,7 @@ class Episode:
     completions: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     sampled: bool = False
+    observations: list[str] = field(default_factory=list)
 
     def extend(self, tokens: Sequence[int], *, action_step: int | None = None, logprobs: Sequence[float] = ()) -> None:
         """Append tokens; ``action_step`` set means they are the policy's action at that step."""
@@ -115,6 +117,7 @@ class RolloutBatch:
         completions: Per-episode list of action texts.
         messages: Per-episode final chat of the env.
         sampled: ``(B,)`` bool, the episode's action tokens were sampled by the policy.
+        observations: Per-episode list of the env's observation text before each turn, or ``None``.
         learner_logprobs: ``(B, T)`` the learner's log-probs before the update (no gradient), or ``None``.
         ref_logprobs: ``(B, T)`` the reference policy's log-probs, or ``None``.
         values: ``(B, T)`` the critic's values before the update, or ``None``.
@@ -142,6 +145,7 @@ class RolloutBatch:
     ref_logprobs: torch.Tensor | None = None
     values: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
+    observations: list[list[str]] | None = None
 
     @classmethod
     def from_episodes(cls, episodes: Sequence[Episode], pad_token_id: int) -> RolloutBatch:
@@ -170,6 +174,7 @@ class RolloutBatch:
             completions=[list(e.completions) for e in episodes],
             messages=[list(e.messages) for e in episodes],
             sampled=torch.tensor([e.sampled for e in episodes], dtype=torch.bool),
+            observations=[list(e.observations) for e in episodes],
         )
 
     def __len__(self) -> int:

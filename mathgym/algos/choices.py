@@ -48,8 +48,14 @@ KLMode = Literal["reward", "loss"]
 #: Importance weights between learner and sampler (:data:`mathgym.algos.mismatch.MISMATCH_CORRECTIONS`).
 MismatchCorrection = Literal["none", "tis", "token_mask", "seq_tis", "seq_mask"]
 
-#: Advantages without a value function (:data:`mathgym.algos.advantages.ADVANTAGE_ESTIMATORS`).
-AdvantageEstimator = Literal["grpo", "rloo", "reinforce++", "reinforce++-baseline"]
+#: Advantages of whole episodes (:data:`mathgym.algos.advantages.ADVANTAGE_ESTIMATORS`).
+EpisodeAdvantageEstimator = Literal["grpo", "rloo", "reinforce++", "reinforce++-baseline"]
+
+#: Advantages of each turn of a multi-turn episode (:data:`mathgym.algos.advantages.TURN_ADVANTAGE_ESTIMATORS`).
+TurnAdvantageEstimator = Literal["gigpo", "step_reinforce"]
+
+#: Advantages without a value function: per episode or per turn.
+AdvantageEstimator = Literal[EpisodeAdvantageEstimator, TurnAdvantageEstimator]
 
 #: What divides GRPO's centred rewards (:data:`mathgym.algos.advantages.REWARD_SCALES`).
 ScaleRewards = Literal["group", "batch", "none"]

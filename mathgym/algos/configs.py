@@ -261,12 +261,17 @@ class GRPOConfig(TrainConfig):
         "grpo",
         "advantage estimator: grpo = reward minus its group's mean; rloo = minus the mean of the group's other samples "
         "(Ahmadian et al. 2024; the paper: scale_rewards none); reinforce++ = rewards normalised over the batch "
-        "(Hu 2025); reinforce++-baseline = minus the group's mean, then divided by the batch's std",
+        "(Hu 2025); reinforce++-baseline = minus the group's mean, then divided by the batch's std; per turn: gigpo = "
+        "grpo's episode advantage plus omega times the turn's discounted return normalised among the group's turns "
+        "that saw the same observation (Feng et al. 2025); step_reinforce = each turn's discounted return, normalised "
+        "over the batch's turns (ROLL's step-level REINFORCE)",
     )
+    gamma: float = option(0.95, "gigpo and step_reinforce: discount of a turn's return-to-go over the later turns, in (0, 1]")
+    omega: float = option(1.0, "gigpo: weight of the step-level (same observation) advantage, >= 0")
     scale_rewards: ScaleRewards = option(
         "group",
-        "grpo and rloo: divide centred rewards by the std of the group, the batch, or not at all (the reinforce++ "
-        "estimators always normalise over the batch)",
+        "grpo, rloo and gigpo: divide centred rewards by the std of the group, the batch, or not at all (gigpo: at "
+        "both levels; the reinforce++ estimators and step_reinforce always normalise over the batch)",
     )
     loss_aggregation: LossAggregation = option("token_mean", "how per-token losses are averaged")
     num_iterations: int = option(1, "optimizer passes over each batch (the ratio's denominator: the learner's log-probs before them)")
@@ -288,6 +293,10 @@ class GRPOConfig(TrainConfig):
             raise ConfigError(f"eps_low={self.eps_low!r}, eps_high={self.eps_high!r}: need 0 <= eps_low < 1 and eps_high >= 0.")
         if self.num_iterations < 1:
             raise ConfigError(f"num_iterations={self.num_iterations!r} is not allowed; it must be at least 1.")
+        if not 0 < self.gamma <= 1:
+            raise ConfigError(f"gamma={self.gamma!r} is not allowed; choose a discount in (0, 1].")
+        if self.omega < 0:
+            raise ConfigError(f"omega={self.omega!r} is not allowed; it must be >= 0.")
         check_dual_clip(self.dual_clip_c)
 
 

@@ -6,7 +6,8 @@ A GRPO step, top to bottom (the loop's mechanics are :class:`~mathgym.algos.trai
 1. the rollouts of ``num_tasks`` tasks × ``group_size`` samples, and the learner's log-probs of
    them before the update (:meth:`~mathgym.algos.trainer.Trainer.score_learner`);
 2. :meth:`GRPOTrainer.plan`: advantages from the rewards of each group
-   (:func:`~mathgym.algos.advantages.episode_advantages`), the loss mask and its full-batch
+   (:func:`~mathgym.algos.advantages.episode_advantages`; a per-turn estimator such as GiGPO gives
+   each turn's tokens that turn's advantage, :meth:`GRPOTrainer.advantages`), the loss mask and its full-batch
    normaliser, the rows that carry a gradient, the reference's log-probs when ``beta > 0``;
    ``num_iterations`` optimizer steps over those rows;
 3. :meth:`GRPOTrainer.loss` on each micro-batch: the policy's log-probs (with gradient) and
@@ -20,10 +21,19 @@ from typing import NamedTuple
 import torch
 
 from mathgym.agents.forward import ReferencePolicy
-from mathgym.algos.advantages import episode_advantages, flat_group_fraction, longest_turn_lengths, overlong_penalty
+from mathgym.algos.advantages import (
+    TURN_ADVANTAGE_ESTIMATORS,
+    Turns,
+    episode_advantages,
+    flat_group_fraction,
+    longest_turn_lengths,
+    overlong_penalty,
+    shared_state_fraction,
+)
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.choices import KLEstimator, LossAggregation, PolicyLoss
 from mathgym.algos.configs import GRPOConfig
+from mathgym.algos.gae import broadcast_steps
 from mathgym.algos.losses import Normalizer, aggregate_loss, kl_estimate, masked_mean, policy_loss_fn
 from mathgym.algos.mismatch import batch_mismatch_weights
 from mathgym.algos.trainer import Trainer
@@ -62,7 +72,7 @@ def grpo_loss(
         logprobs: ``(B, T)`` current log-probs (with grad).
         old_logprobs: ``(B, T)`` the ratio's denominator: the learner's log-probs before the update
             (``logprobs.detach()`` on the first pass over a batch).
-        advantages: ``(B,)`` group-normalised advantages.
+        advantages: ``(B,)`` per episode, or ``(B, T)`` per token (a per-turn estimator).
         mask: ``(B, T)`` loss mask.
         ref_logprobs: ``(B, T)`` reference log-probs (needed when ``beta > 0``).
         beta: KL weight.
@@ -161,12 +171,37 @@ class GRPOTrainer(Trainer):
         here; a subclass may return ``(B, T)`` per-token ones (on-policy distillation adds its teacher's signal)."""
         return batch.advantages, {}
 
+    def advantages(self, batch: RolloutBatch, rewards: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """The ``advantage`` estimator's values over every rank's episodes (this rank's rows):
+        ``(B,)`` per episode, or for a per-turn estimator (``gigpo``, ``step_reinforce``) ``(B, T)``,
+        each turn's advantage on that turn's tokens (0 on prompt and env tokens).
+
+        ``rewards`` are the shaped episode rewards; a per-turn estimator sees the env's reward of each
+        turn, with the shaping terms (overlong and KL penalties) added to the episode's last turn; it
+        logs ``loss/shared_state_turns`` (:func:`~mathgym.algos.advantages.shared_state_fraction`)."""
+        cfg = self.config
+        everyone, group_ids, own = self.dist.gather_groups(rewards, batch.group_ids)
+        per_turn = TURN_ADVANTAGE_ESTIMATORS.get(cfg.advantage)
+        if per_turn is None:
+            return episode_advantages(cfg.advantage, everyone, group_ids, cfg.scale_rewards)[own], {}
+        observations = batch.observations if batch.observations is not None else [[] for _ in range(len(batch))]
+        bonus = (rewards - batch.rewards.to(rewards.device)).tolist()
+        parts = self.dist.gather_objects((batch.step_rewards, observations, bonus))
+        turns = Turns.of(
+            [r for part in parts for r in part[0]], [o for part in parts for o in part[1]],
+            torch.tensor([x for part in parts for x in part[2]]),
+        )
+        values = per_turn(
+            everyone.cpu(), group_ids.cpu(), turns, gamma=cfg.gamma, omega=cfg.omega, scale_rewards=cfg.scale_rewards
+        )[own]
+        stats = {"loss/shared_state_turns": shared_state_fraction(group_ids.cpu(), turns)}
+        return broadcast_steps(values.to(batch.step_index.device), batch.step_index), stats
+
     def plan(self, batch: RolloutBatch) -> Plan:
         cfg = self.config
         mask = batch.loss_mask(cfg.mask_truncated)
         rewards, reward_stats = self.shaped_rewards(batch, mask)
-        rewards, group_ids, own = self.dist.gather_groups(rewards, batch.group_ids)  # every rank's
-        batch.advantages = episode_advantages(cfg.advantage, rewards, group_ids, cfg.scale_rewards)[own]
+        batch.advantages, advantage_stats = self.advantages(batch, rewards)
         batch.advantages, signal_stats = self.token_advantages(batch, mask)
         norm = self.dist.normalizer(mask, cfg.max_new_tokens * max(1, max(len(s) for s in batch.step_rewards)))
         # Without a KL or entropy term a sequence whose advantage is 0 (a group where every sample scored the
@@ -174,8 +209,7 @@ class GRPOTrainer(Trainer):
         # normaliser still counts its tokens, so the update is the same as with it.
         carries = mask.sum(-1) > 0
         if not self.kl_in_loss and cfg.entropy_coef == 0:
-            adv = batch.advantages
-            carries &= (adv != 0) if adv.dim() == 1 else ((adv * mask) != 0).any(-1)
+            carries &= (batch.advantages != 0).reshape(len(batch), -1).any(-1).to(carries.device)
         rows = torch.nonzero(carries).flatten()
         if self.kl_in_loss:
             self.score_reference(batch, rows)
@@ -184,11 +218,15 @@ class GRPOTrainer(Trainer):
         step = OptimizerStep(rows, GRPOStep(mask, norm, float(mask[rows].sum()) if len(rows) else 1.0, weights))
         stats = {
             **reward_stats,
+            **advantage_stats,
             **signal_stats,
             **({} if correction is None else correction.stats),
             "loss/policy": 0.0, "loss/kl": 0.0, "loss/clip_fraction": 0.0,  # what a batch without signal logs
             "loss/trained_sequences": len(rows) / max(len(batch), 1),
-            "loss/advantage_abs": float(batch.advantages.abs().mean()),
+            "loss/advantage_abs": float(  # a per-turn estimator's: over the action tokens
+                masked_mean(batch.advantages.abs(), mask) if batch.advantages.dim() == 2
+                else batch.advantages.abs().mean()
+            ),
             "loss/zero_std_groups": flat_group_fraction(batch.rewards, batch.group_ids),
         }
         return Plan([step] * cfg.num_iterations, stats)

@@ -58,7 +58,8 @@ def distillation_advantages(
     Args:
         student_logprobs: ``(B, T)`` the student's log-probs of the sampled tokens (before the update).
         teacher_logprobs: ``(B, T)`` the teacher's log-probs of the same tokens.
-        env_advantages: ``(B,)`` the episodes' advantages from the env reward.
+        env_advantages: ``(B,)`` the episodes' advantages from the env reward, or ``(B, T)`` per token
+            (``--advantage gigpo`` / ``step_reinforce``).
         mask: ``(B, T)`` the loss mask (the student's own tokens).
         kl_coef: Weight of the reverse KL.
         env_reward_coef: Weight of the env advantage.
@@ -74,7 +75,9 @@ def distillation_advantages(
         [0.6931, -0.6931]
     """
     kl = kl_estimate(student_logprobs.detach(), teacher_logprobs.detach(), estimator) * mask
-    advantages = (env_reward_coef * env_advantages.to(kl.dtype)[:, None] - kl_coef * kl) * mask
+    env = env_advantages.to(kl.dtype)
+    env = env[:, None] if env.dim() == 1 else env  # per episode, or per token (a per-turn estimator)
+    advantages = (env_reward_coef * env - kl_coef * kl) * mask
     return advantages, kl
 
 

@@ -144,7 +144,7 @@ class RolloutCollector:
         seeds = [int(s) for s in task_seeds for _ in range(G)]
         # each episode's stream key but the turn: (sampling_seed, task seed, sample in the group)
         keys = None if sampling_seed is None else [(sampling_seed, s, i % G) for i, s in enumerate(seeds)]
-        _, infos = self.envs.reset(seed=seeds)
+        observations, infos = self.envs.reset(seed=seeds)
         n = len(seeds)
         episodes = []
         chats: list[list[dict[str, str]]] = []
@@ -153,6 +153,7 @@ class RolloutCollector:
             messages = [dict(m) for m in _info_value(infos, "messages", i, [])]
             task_id = str(_info_value(infos, "task_id", i, ""))
             ep = Episode(self.env_id, task_id, group_id=i // G, messages=list(messages), sampled=True)
+            ep.observations.append(str(observations[i]))
             key = repr(messages)
             if key not in encoded:
                 encoded[key] = self.policy.encode_chat(messages)
@@ -213,6 +214,7 @@ class RolloutCollector:
                 continue
             chats[i] += [{"role": "assistant", "content": ep.completions[-1]}, {"role": "user", "content": str(obs[i])}]
             ep.extend(reply)
+            ep.observations.append(str(obs[i]))
 
     def env_reply_tokens(self, chat: list[dict[str, str]], reply: str, last_token: int | None) -> list[int]:
         """Tokens that follow an action: the end of the assistant turn, the env's reply as a
