@@ -126,3 +126,16 @@ def test_options_are_checked_where_the_config_is_built(models, tmp_path):
     other = _save(model, tokenizer, tmp_path / "other")
     with pytest.raises(ConfigError, match="do not share a vocabulary"):
         OnPolicyDistillTrainer(_config(other, student_path, tmp_path))
+
+
+def test_per_token_env_advantages_add_token_by_token():
+    """A per-turn estimator (gigpo, step_reinforce) gives ``(B, T)`` env advantages: each token adds its own."""
+    from mathgym.algos.onpolicy_distill import distillation_advantages
+
+    student = torch.log(torch.tensor([[0.5, 0.25, 0.5]]))
+    teacher = torch.log(torch.tensor([[0.25, 0.25, 0.5]]))
+    env = torch.tensor([[1.0, -2.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    adv, kl = distillation_advantages(student, teacher, env, mask, kl_coef=1.0, env_reward_coef=0.5, estimator="k1")
+    # k1 = log p_s - log p_t: [log 2, 0, 0]; advantages = 0.5 * env - kl on the mask
+    assert torch.allclose(adv, torch.tensor([[0.5 - 0.6931472, -1.0, 0.0]]), atol=1e-6)
