@@ -1,8 +1,9 @@
 """The step before a trainer exists: the model a run starts from.
 
-``--model tiny`` (the default) is the embedded character-level model after ``warm_start_steps``
-SFT steps on the env's own expert demonstrations (:func:`tiny_warm_start`, cached on disk), so
-that RL starts from a model that knows the answer format. :func:`prepare_model` makes it, then
+``--model tiny`` (the default) is the embedded character-level model after at most
+``warm_start_steps`` SFT steps on the env's own expert demonstrations, planned to fit
+``warm_start_budget`` seconds (:func:`warm_start_plan`; :func:`tiny_warm_start`, cached on disk),
+so that RL starts from a model that knows the answer format. :func:`prepare_model` makes it, then
 the trainer loads it like any model directory::
 
     config = GRPOConfig()                                   # model="tiny"
