@@ -71,7 +71,7 @@ def time_first_step(env_id: str, extra: list[str]) -> float:
     """Wall seconds of ``mathgym train --env ENV_ID --steps 1 --eval-tasks 0`` in a fresh cache."""
     root = tempfile.mkdtemp(prefix="mathgym-first-step-")
     command = [sys.executable, "-m", "mathgym", "train", "--env", env_id, "--steps", "1", "--eval-tasks", "0",
-               "--run-dir", os.path.join(root, "run"), "--no-progress", *extra]
+               "--run-dir", os.path.join(root, "run"), "--progress", "false", *extra]
     start = time.perf_counter()
     done = subprocess.run(command, env={**os.environ, "MATHGYM_CACHE": os.path.join(root, "cache")}, capture_output=True, text=True)
     seconds = time.perf_counter() - start
