@@ -4,9 +4,9 @@ For each env: the longest of 16 expert demonstrations in the tiny model's tokens
 ``mathgym train --env ID`` chooses for it (``mathgym.algos.warm_start.warm_start_plan``: SFT steps,
 batch, the tokens a demonstration keeps, the demonstrations made) and its estimated seconds on a
 2-core CPU. Unless ``--plan-only``, it then runs the warm start in a fresh cache and prints its wall
-time; ``--first-step`` also times ``mathgym train --env ID --steps 1 --eval-tasks 0`` in another
-fresh cache (the tiny model's build, the warm start, the trainer's setup and one RL step: when the
-first RL step is done); ``--eval-tasks N`` adds the warm-started model's greedy pass@1. Run the
+time; ``--first-step`` also runs ``mathgym train --env ID --steps 1 --eval-tasks 0`` in another
+fresh cache and times when its first RL step starts (the tiny model's build, the warm start and the
+trainer's setup done) and when it is done; ``--eval-tasks N`` adds the warm-started model's greedy pass@1. Run the
 timings on an idle machine::
 
     python benchmarks/warm_start_envs.py --all --plan-only            # every env's plan: no training
@@ -67,18 +67,27 @@ def left_out_reason(env_id: str, kwargs: dict[str, Any]) -> str:
     return "" if has_expert else "no expert_action(): the tiny model starts untrained"
 
 
-def time_first_step(env_id: str, extra: list[str]) -> float:
-    """Wall seconds of ``mathgym train --env ENV_ID --steps 1 --eval-tasks 0`` in a fresh cache."""
+def time_first_step(env_id: str, extra: list[str]) -> tuple[float, float]:
+    """Run ``mathgym train --env ENV_ID --steps 1 --eval-tasks 0`` in a fresh cache: wall seconds until
+    its trainer starts the RL loop (it writes the run's ``config.yaml`` then: the tiny model is built,
+    warm-started and loaded), and until the run is done (one RL step on top). NaN where it failed."""
     root = tempfile.mkdtemp(prefix="mathgym-first-step-")
+    run_dir = os.path.join(root, "run")
     command = [sys.executable, "-m", "mathgym", "train", "--env", env_id, "--steps", "1", "--eval-tasks", "0",
-               "--run-dir", os.path.join(root, "run"), "--progress", "false", *extra]
-    start = time.perf_counter()
-    done = subprocess.run(command, env={**os.environ, "MATHGYM_CACHE": os.path.join(root, "cache")}, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode:
-        print(f"  {env_id}: {' '.join(command[2:])} failed:\n{done.stderr[-1500:]}", file=sys.stderr)
-        return float("nan")
-    return seconds
+               "--run-dir", run_dir, "--progress", "false", *extra]
+    start, reached = time.perf_counter(), float("nan")
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(command, env={**os.environ, "MATHGYM_CACHE": os.path.join(root, "cache")}, stdout=log, stderr=log, text=True)
+        while process.poll() is None:
+            if reached != reached and os.path.exists(os.path.join(run_dir, "config.yaml")):
+                reached = time.perf_counter() - start
+            time.sleep(0.2)
+        done = time.perf_counter() - start
+        if process.returncode:
+            log.seek(0)
+            print(f"  {env_id}: {' '.join(command[2:])} failed:\n{log.read()[-1500:]}", file=sys.stderr)
+            return float("nan"), float("nan")
+    return reached, done
 
 
 def main() -> None:
@@ -107,15 +116,15 @@ def main() -> None:
     counter, positions = chat_token_counter(tiny_model_path(0)), tiny_max_positions(0)
     envs = all_env_ids() if args.all else args.envs
     print(f"warm-start budget {budget:g} s, at most {args.steps} steps, {positions} positions")
-    print("| env | longest demo (tokens) | steps | batch | tokens kept | demos | estimate (s) | warm start (s) | first RL step done (s) | greedy pass@1 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| env | longest demo (tokens) | steps | batch | tokens kept | demos | estimate (s) | warm start (s) | first RL step reached (s) | first RL step done (s) | greedy pass@1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     results: dict[str, Any] = {"budget_s": budget, "max_steps": args.steps, "positions": positions, "envs": {}, "left_out": {}}
     for env_id in envs:
         given = {"difficulty": args.difficulty} if args.difficulty is not None and env_accepts(env_id, "difficulty") else {}
         kwargs = run_env_kwargs(env_id, tiny_model_path(0), given)
         reason = left_out_reason(env_id, kwargs)
         if reason:
-            print(f"| {env_id} | left out: {reason} |||||||||", flush=True)
+            print(f"| {env_id} | left out: {reason} ||||||||||", flush=True)
             results["left_out"][env_id] = reason
             continue
         longest, seconds_each = measure_demonstrations(env_id, kwargs, counter)
@@ -131,14 +140,15 @@ def main() -> None:
                 extra = ["--warm-start-steps", str(args.steps), "--warm-start-budget", str(budget)]
                 if given:
                     extra += ["--env-kwargs", f"{{difficulty: {args.difficulty}}}"]
-                row["first_step_s"] = round(time_first_step(env_id, extra), 1)
+                reached, done = time_first_step(env_id, extra)
+                row["first_step_reached_s"], row["first_step_done_s"] = round(reached, 1), round(done, 1)
             if args.eval_tasks:
                 row["pass_at_1"] = round(greedy_pass_at_1(str(path), env_id, kwargs, args.eval_tasks), 4)
         results["envs"][env_id] = row
-        cells = [row.get(k, "—") for k in ("warm_start_s", "first_step_s")]
+        cells = [row.get(k, "—") for k in ("warm_start_s", "first_step_reached_s", "first_step_done_s")]
         accuracy = f"{row['pass_at_1']:.1%}" if "pass_at_1" in row else "—"
         print(f"| {env_id} | {longest} | {plan.steps} | {plan.batch_size} | {plan.row_tokens} | {demos} | {row['estimate_s']:.0f} | "
-              f"{cells[0]} | {cells[1]} | {accuracy} |", flush=True)
+              f"{cells[0]} | {cells[1]} | {cells[2]} | {accuracy} |", flush=True)
     if args.record:
         write_record(args.record, results, ["benchmarks/warm_start_envs.py", *sys.argv[1:]])
 
