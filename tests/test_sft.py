@@ -89,12 +89,12 @@ def test_sft_trainer_lowers_the_loss(model_path, tmp_path):
 
 def test_warm_starts_of_long_demonstrations_take_fewer_steps():
     from mathgym.agents.tiny import tiny_model_path
-    from mathgym.algos.warm_start import WARM_START_TOKEN_BUDGET, affordable_warm_start_steps, chat_token_counter
+    from mathgym.algos.warm_start import WARM_START_BUDGET_S, affordable_warm_start_steps, chat_token_counter, expected_warm_start_s
 
     tokens = chat_token_counter(tiny_model_path())
     assert affordable_warm_start_steps("MathReason-v0", {"system_prompt": ""}, 400, tokens) == 400  # the default run keeps its steps
     steps = affordable_warm_start_steps("Hangman-v0", {"difficulty": 0, "system_prompt": ""}, 400, tokens)
-    assert 1 <= steps < 50 and steps * 64 * 600 * 2 <= WARM_START_TOKEN_BUDGET  # transcripts of 600+ tokens
+    assert 1 <= steps < 400 and expected_warm_start_s(steps, 512, batch_size=8) <= WARM_START_BUDGET_S  # transcripts of 500+ tokens
 
 
 def test_the_tiny_models_warm_start_is_a_step_before_the_trainer(tmp_path, monkeypatch):

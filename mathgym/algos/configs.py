@@ -60,6 +60,9 @@ class TrainConfig:
     )
     model: str = option(TINY_MODEL, "hub id or local path of a causal LM; 'tiny' = embedded model + SFT warm start")
     warm_start_steps: int = option(400, "SFT steps of the tiny model's warm start (0: none; ignored for other models)")
+    warm_start_budget: float = option(
+        100.0, "seconds the tiny model's warm start may take on a 2-core CPU (estimated); warm_start_steps stays the upper bound"
+    )
     seed: int = option(0, "seed of tasks, sampling and initialisation")
     steps: int = option(60, "optimizer steps (one batch of rollouts each)")
     learning_rate: float = option(1e-4, "AdamW learning rate")
@@ -148,6 +151,8 @@ class TrainConfig:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be 0 or more.")
         if self.learning_rate <= 0:
             raise ConfigError(f"learning_rate={self.learning_rate!r} is not allowed; it must be > 0.")
+        if not self.warm_start_budget > 0:
+            raise ConfigError(f"warm_start_budget={self.warm_start_budget!r} is not allowed; it must be > 0 (seconds).")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p={self.top_p!r} is not allowed; choose a value in (0, 1].")
         if not 0.0 <= self.keep_pass_rate_min <= self.keep_pass_rate_max <= 1.0:
@@ -393,11 +398,14 @@ class SFTConfig(TrainConfig):
     data: str = option("", "JSONL demonstrations (plain or chat); empty: the env's expert on train tasks")
     num_demonstrations: int = option(20_000, "demonstrations drawn from the env's expert when data is empty")
     batch_size: int = option(64, "demonstrations per optimizer step")
+    max_length: int = option(0, "longest demonstration in tokens: longer ones keep their last tokens (0: no limit)")
 
     def validate(self) -> None:
         super().validate()
         if self.batch_size < 1 or self.num_demonstrations < 1:
             raise ConfigError("batch_size and num_demonstrations must be at least 1.")
+        if self.max_length < 0:
+            raise ConfigError(f"max_length={self.max_length!r} is not allowed; it must be 0 (no limit) or more.")
 
 
 @dataclass

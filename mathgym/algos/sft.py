@@ -12,6 +12,7 @@ JSONL formats (one object per line):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,8 +29,8 @@ from mathgym.algos.update import OptimizerStep, Plan
 from mathgym.errors import ConfigError, DatasetError
 
 __all__ = [
-    "SFTConfig", "SFTTrainer", "demonstrations_batch", "encode_demonstration", "env_demonstrations", "load_demonstrations",
-    "sft_loss",
+    "SFTConfig", "SFTTrainer", "demonstrations_batch", "encode_demonstration", "env_demonstrations", "keep_last_tokens",
+    "load_demonstrations", "sft_loss",
 ]
 
 Chat = list[dict[str, str]]
@@ -138,6 +139,8 @@ class SFTTrainer(Trainer):
         cfg = self.config
         chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, self.env_kwargs, cfg.num_demonstrations, cfg.seed)
         self.demos = [encode_demonstration(self.policy, c, cfg.env, i) for i, c in enumerate(chats)]
+        if cfg.max_length:
+            self.demos = keep_last_tokens(self.demos, cfg.max_length)
         self.order = torch.randperm(len(self.demos), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
 
     def make_batch(self, step: int) -> RolloutBatch:
@@ -156,6 +159,37 @@ class SFTTrainer(Trainer):
         logprobs = self.policy.forward(mb.input_ids, mb.attention_mask).logprobs
         loss = sft_loss(logprobs, mb.action_mask) * float(mb.action_mask.sum()) / step.context
         return loss, {"loss/sft": float(loss.detach())}
+
+
+def keep_last_tokens(demos: Sequence[Episode], max_length: int) -> list[Episode]:
+    """``demos`` with each longer than ``max_length`` tokens cut to its last ``max_length`` (the last
+    assistant turns); one left with no assistant token is dropped. Says once what it cut.
+
+    Example:
+        >>> ep = Episode("", "", 0, token_ids=[1, 2, 3, 4], action_mask=[0, 1, 0, 1], logprobs=[0.0] * 4, step_index=[-1, 0, -1, 1])
+        >>> keep_last_tokens([ep], 3)[0].token_ids
+        mathgym: 1 of 1 demonstrations are longer than max_length=3 tokens (up to 4): they keep their last 3
+        [2, 3, 4]
+    """
+    kept, cut, dropped = [], 0, 0
+    for ep in demos:
+        if len(ep.token_ids) > max_length:
+            cut += 1
+            ep = dataclasses.replace(
+                ep, token_ids=ep.token_ids[-max_length:], action_mask=ep.action_mask[-max_length:],
+                logprobs=ep.logprobs[-max_length:], step_index=ep.step_index[-max_length:],
+            )
+            if not any(ep.action_mask):
+                dropped += 1
+                continue
+        kept.append(ep)
+    if cut:
+        longest = max(len(ep.token_ids) for ep in demos)
+        print(f"mathgym: {cut} of {len(demos)} demonstrations are longer than max_length={max_length} tokens (up to {longest}): "
+              f"they keep their last {max_length}" + (f"; {dropped} left with no assistant token are skipped" if dropped else ""))
+    if not kept:
+        raise DatasetError(f"No demonstration keeps an assistant token within max_length={max_length}; raise max_length.")
+    return kept
 
 
 def demonstrations_batch(policy: LLMPolicy, chats: Sequence[Chat]) -> RolloutBatch:

@@ -1,8 +1,9 @@
 """The step before a trainer exists: the model a run starts from.
 
-``--model tiny`` (the default) is the embedded character-level model after ``warm_start_steps``
-SFT steps on the env's own expert demonstrations (:func:`tiny_warm_start`, cached on disk), so
-that RL starts from a model that knows the answer format. :func:`prepare_model` makes it, then
+``--model tiny`` (the default) is the embedded character-level model after at most
+``warm_start_steps`` SFT steps on the env's own expert demonstrations, planned to fit
+``warm_start_budget`` seconds (:func:`warm_start_plan`; :func:`tiny_warm_start`, cached on disk),
+so that RL starts from a model that knows the answer format. :func:`prepare_model` makes it, then
 the trainer loads it like any model directory::
 
     config = GRPOConfig()                                   # model="tiny"
@@ -19,6 +20,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,57 +45,142 @@ def prepare_model(config: TrainConfig) -> str:
     dist = Distributed.from_environment(config.device)
     with dist.main_first():
         kwargs = resolved_env_kwargs(config, model_dir=tiny_model_path())
-        return str(tiny_warm_start(config.env, kwargs, steps=config.warm_start_steps, seed=0, progress=config.progress))
+        return str(tiny_warm_start(
+            config.env, kwargs, steps=config.warm_start_steps, seed=0, progress=config.progress,
+            budget_s=config.warm_start_budget,
+        ))
 
 
-#: What a warm start may cost, in padded demonstration tokens: steps x 64 rows x the longest
-#: demonstration's tokens L (a batch is padded to its longest) x (1 + L / 600), the growth of
-#: attention's share. Measured on one core: 0.24 s a step on MathReason-v0's level 0 (L = 28),
-#: 3.4 s on Hanoi-v0's (L = 323), 22 s on Hangman-v0's (L = 1130), which this cost follows within
-#: 20%. The budget is about 290 s on one core, three minutes on two; the default run
-#: (400 steps on MathReason-v0) costs 0.75 million, well inside it.
-WARM_START_TOKEN_BUDGET = 2_700_000
+#: The default of ``--warm-start-budget`` (:class:`TrainConfig`'s ``warm_start_budget``): seconds the
+#: warm start's SFT steps may take, estimated for a 2-core CPU (:func:`expected_warm_start_s`). With
+#: the tiny model's build, the expert's demonstrations (at most :data:`DEMONSTRATION_SHARE` of it
+#: more) and the trainer's setup, the first RL step of ``mathgym train --env ID`` comes within three
+#: minutes on every env. The default run (400 steps of batch 64 on MathReason-v0, about 50 s) fits
+#: inside it unchanged.
+WARM_START_BUDGET_S: float = TrainConfig.warm_start_budget
+#: The warm start's batch while the budget allows :data:`MIN_WARM_START_STEPS` steps of it.
+WARM_START_BATCH = 64
+#: Where batches of 64 would leave fewer optimizer steps than this, the batch shrinks (down to
+#: :data:`MIN_WARM_START_BATCH`): a short warm start learns more from many small steps than from a few big ones.
+MIN_WARM_START_STEPS = 100
+MIN_WARM_START_BATCH = 8
+#: Making the expert's demonstrations may take this share of the budget on top of it (timed on the
+#: 16 demonstrations that measure their length); a slow expert (one that runs a sandbox) gives fewer.
+DEMONSTRATION_SHARE = 0.2
 #: The sequence length at which attention costs as much as the rest of the tiny model (fitted).
 _ATTENTION_LENGTH = 600
-#: Seconds a warm start takes per million of that cost on a 2-core CPU (torch on both cores), for
-#: the time ``mathgym train`` announces. Measured on the project's 2-core VM: 107 s per million on
-#: one core (the fit above; 102 s again on 2026-11-25: the CPU time of one torch thread, 3.26 s a
-#: step over 4 steps on Hanoi-v0's level 0), and the whole budget in three minutes on two cores
-#: (a speed-up of 1.6): 180 s / 2.7 million. The default run's warm start (0.75 million) then
-#: takes about 50 s, within the 72 s the whole default run took on the idle VM (docs/training.md).
+#: Seconds per million of cost (rows x tokens x (1 + tokens / 600)) on a 2-core CPU, torch on both
+#: cores. Measured on the project's 2-core VM: 107 s per million on one core (SFT steps of batch 64
+#: timed on MathReason-v0's level 0 at 28 tokens, 0.24 s a step; Hanoi-v0's at 323, 3.4 s;
+#: Hangman-v0's at 1130, 22 s; the cost follows them within 20%), and a speed-up of 1.6 on two cores.
 WARM_START_SECONDS_PER_MILLION_2_CORES = 67.0
 #: Older ``.tmp-*`` directories in the warm-start cache whose owner cannot be checked are stale.
 STALE_AFTER_S = 3600
 
 
-def warm_start_step_cost(longest: int) -> float:
-    """The cost of one warm-start step (64 rows padded to ``longest`` tokens; see :data:`WARM_START_TOKEN_BUDGET`)."""
-    return 64 * longest * (1 + longest / _ATTENTION_LENGTH)
+def warm_start_row_cost(tokens: int) -> float:
+    """The cost of one demonstration row padded to ``tokens`` (see :data:`WARM_START_SECONDS_PER_MILLION_2_CORES`)."""
+    return tokens * (1 + tokens / _ATTENTION_LENGTH)
+
+
+def expected_warm_start_s(steps: int, longest: int, batch_size: int = WARM_START_BATCH) -> float:
+    """Seconds ``steps`` SFT steps of ``batch_size`` rows padded to ``longest`` tokens take on a 2-core CPU.
+
+    Example:
+        >>> round(expected_warm_start_s(400, 28), 1)  # the default run: MathReason-v0's level 0
+        50.3
+    """
+    return steps * batch_size * warm_start_row_cost(longest) * WARM_START_SECONDS_PER_MILLION_2_CORES / 1e6
+
+
+@dataclass(frozen=True)
+class WarmStartPlan:
+    """What a warm start runs: ``steps`` SFT steps of ``batch_size`` demonstrations, each cut to its
+    last ``max_tokens`` tokens; ``longest`` is the longest demonstration measured, before the cut."""
+
+    steps: int
+    batch_size: int
+    max_tokens: int
+    longest: int
+
+    @property
+    def row_tokens(self) -> int:
+        """The tokens a row is padded to: the longest demonstration, cut to ``max_tokens``."""
+        return min(self.longest, self.max_tokens)
+
+    @property
+    def truncates(self) -> bool:
+        """Whether the measured demonstrations are longer than the model's positions."""
+        return self.longest > self.max_tokens
+
+    @property
+    def estimated_s(self) -> float:
+        """Seconds its SFT steps take on a 2-core CPU (:func:`expected_warm_start_s`)."""
+        return expected_warm_start_s(self.steps, self.row_tokens, self.batch_size)
+
+
+def warm_start_plan(longest: int, budget_s: float, max_steps: int, max_tokens: int) -> WarmStartPlan:
+    """The warm start that fits ``budget_s`` seconds on a 2-core CPU, for demonstrations of up to
+    ``longest`` tokens on a model of ``max_tokens`` positions (longer ones are cut to their last
+    ``max_tokens``): ``max_steps`` steps of :data:`WARM_START_BATCH` when they fit; else batches of
+    64 while that leaves :data:`MIN_WARM_START_STEPS` steps; else smaller batches (down to
+    :data:`MIN_WARM_START_BATCH`) for more steps. Its estimate exceeds the budget only when a single
+    step of the smallest batch does.
+
+    Example:
+        >>> warm_start_plan(28, 100.0, 400, 512)  # MathReason-v0's level 0: 400 steps of 64, about 50 s
+        WarmStartPlan(steps=400, batch_size=64, max_tokens=512, longest=28)
+        >>> warm_start_plan(1814, 100.0, 400, 512)  # cut to 512 tokens, 0.064 s a row: 1572 rows
+        WarmStartPlan(steps=104, batch_size=15, max_tokens=512, longest=1814)
+    """
+    if max_steps < 1:
+        raise ValueError(f"max_steps={max_steps!r} must be at least 1.")
+    tokens = max(1, min(longest, max_tokens))
+    rows = int(budget_s * 1e6 / (warm_start_row_cost(tokens) * WARM_START_SECONDS_PER_MILLION_2_CORES))
+    batch = WARM_START_BATCH
+    if rows < min(max_steps, MIN_WARM_START_STEPS) * WARM_START_BATCH:
+        batch = max(MIN_WARM_START_BATCH, min(WARM_START_BATCH, rows // min(max_steps, MIN_WARM_START_STEPS)))
+    steps = max(1, min(max_steps, rows // batch))
+    return WarmStartPlan(steps, batch, max_tokens, longest)
+
+
+def demonstrations_to_make(plan: WarmStartPlan, budget_s: float, seconds_each: float) -> int:
+    """How many distinct demonstrations the warm start makes: one per row it trains on, at most 4096,
+    and no more than the expert makes in :data:`DEMONSTRATION_SHARE` of the budget (at least a batch)."""
+    wanted = min(4096, plan.steps * plan.batch_size)
+    affordable = int(DEMONSTRATION_SHARE * budget_s / seconds_each) if seconds_each > 0 else wanted
+    return max(min(wanted, affordable), min(wanted, plan.batch_size))
 
 
 def longest_demonstration(env_id: str, env_kwargs: Mapping[str, Any], count_tokens: Callable[[Chat], int], seed: int = 0) -> int:
     """The longest of 16 of the env's expert demonstrations, in ``count_tokens`` (it stands for a batch's)."""
+    return measure_demonstrations(env_id, env_kwargs, count_tokens, seed)[0]
+
+
+def measure_demonstrations(
+    env_id: str, env_kwargs: Mapping[str, Any], count_tokens: Callable[[Chat], int], seed: int = 0
+) -> tuple[int, float]:
+    """The longest of 16 of the env's expert demonstrations in ``count_tokens``, and the seconds the
+    expert took for each (env construction included)."""
+    start = time.perf_counter()
     probe = env_demonstrations(env_id, env_kwargs, 16, seed)
-    return max(max(count_tokens(chat) for chat in probe), 1)
+    seconds_each = (time.perf_counter() - start) / len(probe)
+    return max(max(count_tokens(chat) for chat in probe), 1), seconds_each
 
 
 def affordable_warm_start_steps(
-    env_id: str, env_kwargs: Mapping[str, Any], steps: int, count_tokens: Callable[[Chat], int], seed: int = 0
+    env_id: str, env_kwargs: Mapping[str, Any], steps: int, count_tokens: Callable[[Chat], int], seed: int = 0,
+    budget_s: float = WARM_START_BUDGET_S,
 ) -> int:
-    """``steps``, or fewer when they would cost more than :data:`WARM_START_TOKEN_BUDGET`
-    (the longest of 16 of the env's expert demonstrations, in ``count_tokens``, stands for a batch's)."""
-    return affordable_steps(steps, longest_demonstration(env_id, env_kwargs, count_tokens, seed))
+    """The SFT steps of the warm start :func:`tiny_warm_start` makes of at most ``steps`` (its plan's steps)."""
+    longest = longest_demonstration(env_id, env_kwargs, count_tokens, seed)
+    return warm_start_plan(longest, budget_s, steps, tiny_max_positions()).steps
 
 
-def affordable_steps(steps: int, longest: int) -> int:
-    """``steps``, or fewer when steps on demonstrations of up to ``longest`` tokens would exceed the budget."""
-    return max(1, min(steps, int(WARM_START_TOKEN_BUDGET // warm_start_step_cost(longest))))
-
-
-def expected_warm_start_s(steps: int, longest: int) -> float:
-    """Seconds ``steps`` warm-start steps on demonstrations of up to ``longest`` tokens take on a
-    2-core CPU (:data:`WARM_START_SECONDS_PER_MILLION_2_CORES`)."""
-    return steps * warm_start_step_cost(longest) * WARM_START_SECONDS_PER_MILLION_2_CORES / 1e6
+def tiny_max_positions(seed: int = 0) -> int:
+    """The tiny model's positions (its ``max_position_embeddings``): the longest sequence it is built for."""
+    config = json.loads((tiny_model_path(seed) / "config.json").read_text())
+    return int(config["max_position_embeddings"])
 
 
 def duration_text(seconds: float) -> str:
@@ -144,15 +231,18 @@ def chat_token_counter(model_path: str | Path) -> Callable[[Chat], int]:
     return lambda chat: len(tokenizer(tokenizer.apply_chat_template(chat, tokenize=False), add_special_tokens=False).input_ids)
 
 
-def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed: int = 0, progress: bool = True) -> Path:
-    """The embedded tiny model after ``steps`` SFT steps on ``env_id``'s expert demonstrations.
+def tiny_warm_start(
+    env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed: int = 0, progress: bool = True,
+    budget_s: float = WARM_START_BUDGET_S,
+) -> Path:
+    """The embedded tiny model after at most ``steps`` SFT steps on ``env_id``'s expert demonstrations.
 
-    Envs whose demonstrations are long take fewer steps (:func:`affordable_warm_start_steps`).
-    Cached under ``cache_dir()/warm_start/<hash of the settings>``: a second run reuses it.
+    The steps, batch and demonstrations fit ``budget_s`` seconds on a 2-core CPU
+    (:func:`warm_start_plan`, from the longest of 16 demonstrations); demonstrations longer than the
+    model's positions keep their last tokens (the last assistant turns), and the log says so.
+    Cached under ``cache_dir()/warm_start/<hash of the plan>``: a second run reuses it.
     ``steps == 0`` returns the untrained model. ``progress`` shows the SFT steps as a bar on stderr.
     """
-    from tqdm.auto import tqdm
-
     base = tiny_model_path(seed)
     if steps == 0:
         return base
@@ -162,40 +252,63 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     if not has_expert:
         print(f"mathgym: {env_id} has no expert_action(); the tiny model starts untrained (no warm start)")
         return base
-    longest = longest_demonstration(env_id, env_kwargs, chat_token_counter(base), seed)
-    affordable = affordable_steps(steps, longest)
-    if affordable < steps:
-        print(f"mathgym: {env_id}'s demonstrations are long: the warm start takes {affordable} of the {steps} SFT steps "
-              f"(at most {WARM_START_TOKEN_BUDGET:,} tokens of demonstrations)")
-        steps = affordable
-    # Demonstrations: 4096, or as many as the steps can use (64 a step) when that is fewer; a short
-    # warm start then does not encode thousands it never trains on. The key names the count only
-    # when it is not the default, so full warm starts keep their cache.
-    demos = min(4096, steps * 64)
-    settings = {"v": TINY_MODEL_VERSION, "env": env_id, "kwargs": dict(env_kwargs), "steps": steps, "seed": seed, "recipe": 2}
-    if demos != 4096:
-        settings["demos"] = demos
-    key = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    target = cache_dir() / "warm_start" / f"{env_id}-sft{steps}-{key}"
+    longest, seconds_each = measure_demonstrations(env_id, env_kwargs, chat_token_counter(base), seed)
+    plan = warm_start_plan(longest, budget_s, steps, tiny_max_positions(seed))
+    if plan.steps < steps:
+        print(f"mathgym: {env_id}'s demonstrations are long ({longest} tokens): the warm start takes {plan.steps} of the "
+              f"{steps} SFT steps, batch {plan.batch_size} (--warm-start-budget {budget_s:g} s)")
+    if plan.truncates:
+        print(f"mathgym: {env_id}'s demonstrations reach {longest} tokens, the tiny model has {plan.max_tokens} positions: "
+              f"longer ones keep their last {plan.max_tokens} tokens (the last assistant turns)")
+    target = cache_dir() / "warm_start" / f"{env_id}-sft{plan.steps}-{warm_start_key(env_id, env_kwargs, plan, seed)}"
     model_settings = {"env": env_id, "env_kwargs": dict(env_kwargs)}
     if (target / "config.json").is_file():
         if not (target / MODEL_SETTINGS_FILE).is_file():  # cached by a version that did not write it
             write_model_settings(target, model_settings)
         return target
+    demos = demonstrations_to_make(plan, budget_s, seconds_each)
+    print(f"mathgym: warm start of the tiny model ({plan.steps} SFT steps on {env_id}): "
+          f"{duration_text(plan.estimated_s + demos * seconds_each)} on a 2-core CPU, once: it is cached in {target}")
+    return _train_warm_start(env_id, env_kwargs, plan, demos, seed, progress, target, model_settings)
+
+
+def warm_start_key(env_id: str, env_kwargs: Mapping[str, Any], plan: WarmStartPlan, seed: int = 0) -> str:
+    """The cache key of a warm start: a hash of the tiny model's version, the env and its options,
+    the seed and the plan (steps, batch, longest tokens kept), so a budget that changes the plan
+    makes another warm start, and one that leaves it as it is reuses the cached one.
+
+    The number of distinct demonstrations is named when it is below 4096 and follows from the plan
+    (a row each); a slow expert's fewer (timed, so it varies by machine) are not part of the key.
+    """
+    settings = {"v": TINY_MODEL_VERSION, "env": env_id, "kwargs": dict(env_kwargs), "steps": plan.steps, "seed": seed, "recipe": 2}
+    # Full-batch warm starts whose demonstrations fit the model train exactly as before the budget
+    # named batch and length: they keep their cache (the default run's included).
+    if plan.batch_size != WARM_START_BATCH or plan.truncates:
+        settings.update(batch=plan.batch_size, max_tokens=plan.max_tokens)
+    if plan.steps * plan.batch_size < 4096:
+        settings["demos"] = plan.steps * plan.batch_size
+    return hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _train_warm_start(
+    env_id: str, env_kwargs: Mapping[str, Any], plan: WarmStartPlan, demos: int, seed: int, progress: bool,
+    target: Path, model_settings: dict[str, Any],
+) -> Path:
+    """Run the plan's SFT steps into a temporary directory, then move it to ``target`` (see :func:`tiny_warm_start`)."""
+    from tqdm.auto import tqdm
+
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target.parent)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     (tmp / _OWNER_FILE).write_text(f"{socket.gethostname()} {os.getpid()}\n")
-    print(f"mathgym: warm start of the tiny model ({steps} SFT steps on {env_id}): {duration_text(expected_warm_start_s(steps, longest))} "
-          f"on a 2-core CPU, once: it is cached in {target}")
     config = SFTConfig(
-        env=env_id, env_kwargs=dict(env_kwargs), model=str(base), steps=steps, learning_rate=3e-3, warmup_steps=20,
-        seed=seed, batch_size=64, num_demonstrations=demos, eval_tasks=0, save_every=0, progress=False,
-        run_dir=str(tmp / "run"), lr_schedule="constant",
+        env=env_id, env_kwargs=dict(env_kwargs), model=str(tiny_model_path(seed)), steps=plan.steps, learning_rate=3e-3,
+        warmup_steps=20, seed=seed, batch_size=plan.batch_size, num_demonstrations=demos, max_length=plan.max_tokens,
+        eval_tasks=0, save_every=0, progress=False, run_dir=str(tmp / "run"), lr_schedule="constant",
     )
     try:
         trainer = SFTTrainer(config)
-        bar = tqdm(range(steps), desc=f"warm start: SFT of the tiny model on {env_id}", unit="step", disable=not progress, leave=False)
+        bar = tqdm(range(plan.steps), desc=f"warm start: SFT of the tiny model on {env_id}", unit="step", disable=not progress, leave=False)
         for step in bar:
             bar.set_postfix(loss=f"{trainer.update(trainer.make_batch(step))['loss/sft']:.3f}")
         bar.close()
@@ -212,4 +325,3 @@ def tiny_warm_start(env_id: str, env_kwargs: Mapping[str, Any], steps: int, seed
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
-
