@@ -9,7 +9,10 @@ that follows every hit; the random part of the marker must never come back.
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
+import time
 
 import pytest
 
@@ -188,3 +191,52 @@ def test_an_honest_program_still_passes_judged_and_compared_tests(box):
     code = "def f(x):\n    return x + 1\n"
     assert box.run_tests(code, judged).status == Status.CORRECT
     assert box.run_tests(code, compared).status == Status.CORRECT
+
+
+def _judge_hosts(worker_pid: int) -> list[int]:
+    """The worker's detached judge host: a process in the worker's own network namespace that is neither it nor its child."""
+    hosts = []
+    namespace = os.readlink(f"/proc/{worker_pid}/ns/net")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == worker_pid:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            same = os.readlink(f"/proc/{entry}/ns/net") == namespace
+        except OSError:
+            continue
+        if same and int(fields[1]) != worker_pid and fields[0] != b"Z":
+            hosts.append(int(entry))
+    return hosts
+
+
+def test_a_killed_judge_host_costs_one_retry_and_a_closed_sandbox_leaves_none():
+    judged = [TestCase("judged", "assert", "x = 0\nwhile x < 3:\n    assert f(x) == x + 1\n    x += 1\n")]
+    code = "def f(x):\n    return x + 1\n"
+    box = CodeSandbox(LIMITS, workers=1)
+    try:
+        first = box.run_tests(code, judged)
+        assert first.status == Status.CORRECT
+        if first.details["network"] == "socket-blocked":
+            pytest.skip("the workers share the host's network namespace: no way to tell their judge hosts apart")
+        (host,) = _judge_hosts(box.worker_pids()[0])
+        os.kill(host, signal.SIGKILL)
+        again = box.run_tests(code, judged)
+        assert again.status == Status.CORRECT and again.details["retried"] is True
+        (worker,) = box.worker_pids()
+        (host,) = _judge_hosts(worker)
+    finally:
+        box.close()
+    deadline = time.monotonic() + 5
+    while _alive(host) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(host)  # it exits when its worker and its caller are gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
