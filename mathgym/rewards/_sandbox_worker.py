@@ -433,6 +433,10 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None):
     return reply
 
 
+#: Seconds the judge host may take to fork a judge before it is presumed hung (this worker then exits).
+JUDGE_HOST_TIMEOUT_S = 10.0
+
+
 def start_judge_host(side_fd):
     """Fork the judge host (:func:`_trusted_tests.host`) on the caller's side channel; our end of its socket.
 
@@ -453,6 +457,7 @@ def start_judge_host(side_fd):
             os._exit(0)
     os.waitpid(middle, 0)
     theirs.close()
+    ours.settimeout(JUDGE_HOST_TIMEOUT_S)
     os.close(side_fd)  # never read here: the tests are the host's alone
     return ours
 
