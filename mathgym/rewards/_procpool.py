@@ -99,7 +99,8 @@ class Helper:
         self.send_many([message])
 
     def send_many(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        self.send_lines([encode_line(m) for m in messages])
+        lines, sides = zip(*map(split_request, messages)) if messages else ((), ())
+        self.send_lines(lines, b"".join(sides))
 
     def send_lines(self, lines: Sequence[bytes], side: bytes = b"") -> None:
         """Write already-encoded request lines (see :func:`encode_line`), after their ``side`` lines."""
