@@ -46,19 +46,47 @@ def encode_line(message: Mapping[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-class Helper:
-    """One helper process and its line-based channel."""
+#: Key of a request's part that goes down the helper's side channel, never on its stdin.
+SIDE = "_side"
 
-    def __init__(self, script: str, args: Sequence[str] = ()):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", script, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=SCRUBBED_ENV,
-            close_fds=True,
-            cwd="/",
-        )
+
+def split_request(request: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """``request`` as its stdin line and its side-channel line (empty when it has no :data:`SIDE` part)."""
+    if SIDE not in request:
+        return encode_line(request), b""
+    return encode_line({k: v for k, v in request.items() if k != SIDE}), encode_line(request[SIDE])
+
+
+class Helper:
+    """One helper process and its line-based channel.
+
+    With ``side_channel``, the helper also gets the read end of a second pipe, its file
+    descriptor number appended to its arguments: the part of a request under :data:`SIDE`
+    is written there (before the request's own line), for a process of the helper's that
+    must receive it while the helper itself never reads it.
+    """
+
+    def __init__(self, script: str, args: Sequence[str] = (), side_channel: bool = False):
+        side_r, side_w = os.pipe() if side_channel else (-1, -1)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", script, *args, *([str(side_r)] if side_channel else [])],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=SCRUBBED_ENV,
+                close_fds=True,
+                pass_fds=(side_r,) if side_channel else (),
+                cwd="/",
+            )
+        except BaseException:
+            if side_channel:
+                os.close(side_w)
+            raise
+        finally:
+            if side_channel:
+                os.close(side_r)
+        self.side_fd = side_w if side_channel else None
         self._buffer = bytearray()
         self.ready = False
         self.calls = 0
@@ -71,12 +99,19 @@ class Helper:
         self.send_many([message])
 
     def send_many(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        self.send_lines([encode_line(m) for m in messages])
+        lines, sides = zip(*map(split_request, messages)) if messages else ((), ())
+        self.send_lines(lines, b"".join(sides))
 
-    def send_lines(self, lines: Sequence[bytes]) -> None:
-        """Write already-encoded request lines (see :func:`encode_line`)."""
+    def send_lines(self, lines: Sequence[bytes], side: bytes = b"") -> None:
+        """Write already-encoded request lines (see :func:`encode_line`), after their ``side`` lines."""
         assert self.proc.stdin is not None
         try:
+            if side:
+                if self.side_fd is None:
+                    raise OSError("this helper has no side channel")
+                data = memoryview(side)
+                while data:
+                    data = data[os.write(self.side_fd, data) :]
             self.proc.stdin.write(b"".join(lines))
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as err:
@@ -124,6 +159,12 @@ class Helper:
                     stream.close()
             except OSError:
                 pass
+        if self.side_fd is not None:
+            try:
+                os.close(self.side_fd)
+            except OSError:
+                pass
+            self.side_fd = None
 
 
 class ProcessPool:
@@ -136,10 +177,13 @@ class ProcessPool:
         startup_timeout: Seconds allowed for a helper to become ready (not counted
             against a request's own deadline).
         args: Extra command-line arguments for the script.
+        side_channel: Give each helper a side channel (see :class:`Helper`); a request's
+            :data:`SIDE` part goes there.
     """
 
-    def __init__(self, script: str, size: int, *, startup_timeout: float = 60.0, args: Sequence[str] = ()):
+    def __init__(self, script: str, size: int, *, startup_timeout: float = 60.0, args: Sequence[str] = (), side_channel: bool = False):
         self.script = script
+        self.side_channel = side_channel
         self.size = size
         self.startup_timeout = startup_timeout
         self.args = tuple(args)
@@ -154,7 +198,7 @@ class ProcessPool:
 
     def _start(self) -> Helper:
         try:
-            helper = Helper(self.script, self.args)
+            helper = Helper(self.script, self.args, self.side_channel)
         except OSError as err:
             raise WorkerCrashed(f"could not start {self.script}: {err!r}") from err
         with self._lock:
@@ -188,7 +232,7 @@ class ProcessPool:
         :data:`PIPELINE_BYTES` (one request at a time when it is larger), so a write
         never blocks behind a helper stuck on an earlier request.
         """
-        lines = [encode_line(r) for r in requests]
+        lines, sides = map(list, zip(*map(split_request, requests))) if requests else ([], [])
         results: list[dict[str, Any] | Exception] = []
         while len(results) < len(requests):
             if self._closed:
@@ -202,7 +246,7 @@ class ProcessPool:
                     self._forget(slot)
                 if helper is None:
                     helper = self._start()
-                self._pipeline(helper, lines, results, timeout, window)
+                self._pipeline(helper, lines, sides, results, timeout, window)
             except (WorkerTimeout, WorkerCrashed) as err:
                 results.append(err)
                 if helper is not None:
@@ -219,22 +263,23 @@ class ProcessPool:
         return results
 
     @staticmethod
-    def _pipeline(helper: Helper, lines: Sequence[bytes], results: list, timeout: float | None, window: int) -> None:
-        """Send ``lines[len(results):]`` to ``helper`` and append its replies to ``results``."""
+    def _pipeline(helper: Helper, lines: Sequence[bytes], sides: Sequence[bytes], results: list, timeout: float | None, window: int) -> None:
+        """Send ``lines[len(results):]`` (and their ``sides``) to ``helper`` and append its replies to ``results``."""
         sent_upto, in_flight = len(results), 0  # in_flight: bytes written and not yet answered
 
         def send_more() -> None:
             nonlocal sent_upto, in_flight
-            batch = []
+            batch, side = [], []
             while sent_upto < len(lines) and sent_upto - len(results) < window:
                 size = len(lines[sent_upto])
                 if in_flight and in_flight + size > PIPELINE_BYTES:
                     break
                 batch.append(lines[sent_upto])
+                side.append(sides[sent_upto])
                 in_flight += size
                 sent_upto += 1
             if batch:
-                helper.send_lines(batch)
+                helper.send_lines(batch, b"".join(side))
 
         send_more()
         sent = time.monotonic()

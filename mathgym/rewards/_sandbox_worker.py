@@ -13,9 +13,12 @@ subreaper so that no descendant of a job can escape the final sweep.
 Per job it forks a child that seals and runs the job (:mod:`_sandbox_child`, loaded
 before any fork); this process feeds stdin, enforces the wall clock, caps the output,
 kills the process group and every remaining descendant, and removes the scratch dir.
-An ``"rpc"`` job also forks the judge (:mod:`_trusted_tests`), which runs the tests and
+An ``"rpc"`` job also has a judge (:mod:`_trusted_tests`), which runs the tests and
 calls the child's functions through a pair of pipes; the job ends when the judge does,
 and its verdict lines (from a pipe only the judge holds) come back as ``"verdicts"``.
+The judge is forked by the judge host, started before this process reads any job and
+fed the tests by the caller on a side channel: this process never reads a test or an
+expected value, so no child forked from it has one in its memory.
 
 Protocol: JSON lines; first line out ``{"ready": true, ...}``; then one reply per job.
 """
@@ -30,6 +33,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -359,7 +363,7 @@ def scratch_base(requested):
     return tempfile.gettempdir()
 
 
-def run_job(job, uid, network, base, simulate_refusal=False):
+def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None):
     received = time.monotonic_ns()
     limits = job["limits"]
     rpc = job["mode"] == "rpc"
@@ -383,7 +387,15 @@ def run_job(job, uid, network, base, simulate_refusal=False):
     if rpc:
         os.close(stdin_w)  # the child's stdin is the judge's call pipe
         stdin_w = None
-        judge_pid = _fork_judge(job, pipes[4][1], pipes[5][0], fds)
+        try:
+            judge_pid = _start_judge(job, judge_host, pipes[4][1], pipes[5][0], fds)
+        except OSError:
+            # The judge host is gone (killed): end the job and this worker; the caller
+            # sees the worker crash, retries on a fresh one (with a fresh judge host).
+            _kill_group(pid)
+            _descendants_sweep(pid, uid)
+            shutil.rmtree(scratch, ignore_errors=True)
+            os._exit(70)
         _close_all((*pipes[4], *pipes[5]))
     else:
         os.set_blocking(stdin_w, False)
@@ -405,7 +417,11 @@ def run_job(job, uid, network, base, simulate_refusal=False):
         output.drain()
     finally:
         if judge_pid is not None:
-            _kill_group(judge_pid)
+            _kill_group(judge_pid)  # its session; and the process, before it made one
+            try:
+                os.kill(judge_pid, signal.SIGKILL)
+            except OSError:
+                pass
         _descendants_sweep(pid, uid)
         _close_all(fds)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -417,17 +433,57 @@ def run_job(job, uid, network, base, simulate_refusal=False):
     return reply
 
 
-def _fork_judge(job, request_w, reply_r, fds):
-    """Fork the judge (runs the tests, calls the child through the pipes); its verdict pipe joins ``fds``."""
+#: Seconds the judge host may take to fork a judge before it is presumed hung (this worker then exits).
+JUDGE_HOST_TIMEOUT_S = 10.0
+
+
+def start_judge_host(side_fd):
+    """Fork the judge host (:func:`_trusted_tests.host`) on the caller's side channel; our end of its socket.
+
+    Called before this process reads any job, and the host is detached (a grandchild,
+    reparented away), so this process never holds a test and never reaps or sweeps the host.
+    ``None`` without a side channel (every ``"rpc"`` job then has no judge).
+    """
+    if side_fd is None:
+        return None
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    middle = os.fork()
+    if middle == 0:
+        try:
+            ours.close()
+            if os.fork() == 0:
+                trusted_tests.host(side_fd, theirs, sandbox_child)
+        finally:
+            os._exit(0)
+    os.waitpid(middle, 0)
+    theirs.close()
+    ours.settimeout(JUDGE_HOST_TIMEOUT_S)
+    os.close(side_fd)  # never read here: the tests are the host's alone
+    return ours
+
+
+def _start_judge(job, judge_host, request_w, reply_r, fds):
+    """Have the judge host fork this job's judge on the pipes; its pid (its verdict pipe joins
+    ``fds``), or None when there is no judge (every test is then reported unfinished).
+    Raises OSError when the judge host is gone."""
+    if judge_host is None:
+        return None
     verdict_r, verdict_w = os.pipe()
     try:
-        judge_pid = os.fork()
+        socket.send_fds(judge_host, [json.dumps({"id": job.get("judge_id")}).encode()], [request_w, reply_r, verdict_w])
+        answer = judge_host.recv(64)
     except OSError:
-        _close_all((verdict_r, verdict_w))
-        return None  # no verdicts: every test is reported unfinished
-    if judge_pid == 0:
-        trusted_tests.judge(job, request_w, reply_r, verdict_w, sandbox_child)
-    os.close(verdict_w)
+        os.close(verdict_r)
+        raise
+    finally:
+        os.close(verdict_w)
+    if not answer:
+        os.close(verdict_r)
+        raise OSError("the judge host closed its socket")
+    judge_pid = int(answer)
+    if judge_pid <= 0:
+        os.close(verdict_r)
+        return None
     _widen(verdict_r)
     fds.append(verdict_r)
     return judge_pid
@@ -502,6 +558,7 @@ def main():
     # Tests only: act as if the OS refused mount namespaces (or the new root), to exercise the fallbacks.
     simulate = set(sys.argv[3].split(",")) if len(sys.argv) > 3 else set()
     simulate_refusal = "simulate-no-mount-namespace" in simulate
+    side_fd = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[4] else None
     _preload(extra)
     network = _isolate_network()
     if simulate_refusal:
@@ -511,6 +568,7 @@ def main():
     else:
         view = runtime_view(base)
     sandbox_child.enter_view(*view)
+    judge_host = start_judge_host(side_fd)  # before the subreaper flag: the host is not ours to sweep
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     uid = 100_000 + os.getpid() if os.geteuid() == 0 else None
@@ -522,7 +580,7 @@ def main():
     print(json.dumps(hello), flush=True)
     for line in sys.stdin:
         try:
-            reply = run_job(json.loads(line), uid, network, base, simulate_refusal)
+            reply = run_job(json.loads(line), uid, network, base, simulate_refusal, judge_host)
         except Exception as err:  # noqa: BLE001 - reported as an infrastructure failure
             reply = {"infra_error": f"{type(err).__name__}: {err}"[:500]}
         reply.update(network=network, nproc_enforced=hello["nproc_enforced"], uid=uid, scratch_base=base)

@@ -11,7 +11,9 @@ the child and returns the decoded value, a plain value the program cannot make c
 equal to anything. The judge writes one verdict line per test on a pipe the child does
 not hold, so nothing the program prints, exits with or patches decides its grade.
 
-The judge is forked from the worker (stand-alone, stdlib only, loaded before any job),
+The judge is forked by the judge host (:func:`host`, stand-alone, stdlib only), which
+receives the tests from the caller directly: the worker that forks the sandboxed child
+never reads them, so no child can find them in its memory. The judge is
 made non-dumpable (a program running under the same uid cannot read or write its memory
 or file descriptors), kept within the job's memory limit and the job's wall clock (the
 worker kills it), and reseeds ``random`` from the OS: a test's ``random.seed(42)`` or
@@ -254,8 +256,103 @@ def run_test(source, test_name, base, channel):
     return verdict
 
 
+def host(side_fd, sock, codec):
+    """The judge host: receives every job's tests and forks one judge per job. Never returns.
+
+    Forked by the warm worker once, before the worker reads any job, and detached from it
+    (not its child: the worker's sweep after each job leaves it alone). The tests come
+    straight from the caller on ``side_fd`` (one JSON line per job: ``id``, ``tests``,
+    ``support``, ``limits``), so neither the worker nor any sandboxed child it forks
+    ever holds them. Per job, the worker sends on ``sock`` (a Unix socket) the job's id
+    with the judge's three pipe ends (calls out, replies in, verdicts out); this process
+    forks the judge on them and answers its pid (``0`` when the fork failed). It never
+    forks untrusted code, is non-dumpable, and exits when the caller or the worker is gone.
+    """
+    import select  # noqa: PLC0415 - only the host needs them
+    import socket  # noqa: PLC0415
+
+    code = 0
+    try:
+        import ctypes  # noqa: PLC0415
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        pending, buffer, judges = {}, bytearray(), []
+
+        def take_side():
+            """Read what the caller sent; False at its end."""
+            chunk = os.read(side_fd, 1 << 20)
+            if not chunk:
+                return False
+            buffer.extend(chunk)
+            while (end := buffer.find(b"\n")) >= 0:
+                job = json.loads(bytes(buffer[:end]))
+                del buffer[: end + 1]
+                pending[job["id"]] = job
+            return True
+
+        while True:
+            readable, _, _ = select.select([side_fd, sock], [], [])
+            if side_fd in readable and not take_side():
+                return
+            if sock not in readable:
+                continue
+            message, fds, _, _ = socket.recv_fds(sock, 1024, 3)
+            if not message:
+                return
+            for pid in judges:  # the worker is done with the previous job: its judge may go
+                _end(pid)
+            judges.clear()
+            ident = json.loads(message)["id"]
+            while ident not in pending:
+                if not take_side():
+                    return
+            for stale in list(pending)[: list(pending).index(ident)]:  # jobs the worker never ran
+                del pending[stale]
+            job = pending.pop(ident)
+            pid = -1
+            if len(fds) == 3:
+                try:
+                    pid = os.fork()
+                except OSError:
+                    pid = -1
+            if pid == 0:
+                try:
+                    os.close(side_fd)
+                    sock.close()
+                finally:
+                    judge(job, *fds, codec)
+            for fd in fds:
+                os.close(fd)
+            if pid > 0:
+                judges.append(pid)
+            sock.send(str(max(pid, 0)).encode())
+    except BaseException:  # noqa: BLE001 - the worker sees the socket close and reports it
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _end(pid):
+    import signal  # noqa: PLC0415
+
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
 def judge(job, request_fd, reply_fd, verdict_fd, codec):
-    """The judge process (forked by the worker): never returns."""
+    """The judge process (forked by :func:`host`): never returns."""
     code = 70
     try:
         os.setsid()

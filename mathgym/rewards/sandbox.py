@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mathgym.errors import ConfigError
-from mathgym.rewards._procpool import ProcessPool, WorkerCrashed, WorkerTimeout
+from mathgym.rewards._procpool import SIDE, ProcessPool, WorkerCrashed, WorkerTimeout
 from mathgym.rewards._sandbox_child import decode_value
 from mathgym.rewards._test_plan import OutputMissing, TestPlan, plan_tests, read_outputs, run_checks
 from mathgym.rewards._trusted_tests import free_names, module_names
@@ -220,7 +220,7 @@ class CodeSandbox:
         # workers act as if the OS refused mount namespaces (or the new root), to exercise the fallbacks.
         refusals = {"MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE": "simulate-no-mount-namespace", "MATHGYM_SANDBOX_SIMULATE_NO_NEW_ROOT": "simulate-no-new-root"}
         simulate = ",".join(flag for variable, flag in refusals.items() if os.environ.get(variable) == "1")
-        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload), scratch_dir or "", simulate])
+        self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload), scratch_dir or "", simulate], side_channel=True)
 
     def __enter__(self) -> CodeSandbox:
         return self
@@ -263,7 +263,7 @@ class CodeSandbox:
         saw (e.g. the files a command left in the scratch dir). The lines come from the
         sandboxed process, so they are data to check, never a verdict.
         """
-        job = {"mode": "run", "code": code, "stdin": stdin, "tests": [], **_files_field(files)}
+        job = {"mode": "run", "code": code, "stdin": stdin, **_files_field(files)}
         reply, retried = self._submit(job, limits, hidden_paths)
         if "infra_error" in reply:
             return _infra_result(reply, retried), []
@@ -312,7 +312,8 @@ class CodeSandbox:
             else:
                 verdict = {"verdict": "trusted-tests", "verdict_reason": reason}
                 payload = [{"name": t.name, "source": t.source} for t in asserts]
-                job = {"mode": "rpc", "code": code, "stdin": "", "tests": payload, "support": support, **_files_field(files)}
+                # The tests travel apart (SIDE): to the judge host, never to the worker that forks the child.
+                job = {"mode": "rpc", "code": code, "stdin": "", SIDE: {"tests": payload, "support": support}, **_files_field(files)}
                 reply, retried = self._submit(job, limits, hidden_paths)
                 first = _judged_result(reply, retried, asserts)
             outcomes.update((o.name, o) for o in first.tests)
@@ -333,6 +334,9 @@ class CodeSandbox:
         job = {**job, "limits": asdict(job_limits), "hide": hide}
         reply: dict[str, Any] = {}
         for attempt in range(2):
+            if SIDE in job:  # a fresh id per attempt: the judge host matches the tests to the job by it
+                job["judge_id"] = os.urandom(8).hex()
+                job[SIDE] = {**job[SIDE], "id": job["judge_id"], "limits": {"memory_mb": job_limits.memory_mb}}
             try:
                 job["sent_ns"] = time.monotonic_ns()
                 reply = self._pool.call(job, job_limits.wall_seconds + _WORKER_GRACE_S)
