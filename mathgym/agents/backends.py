@@ -143,10 +143,12 @@ class NativeBackend:
     """A KV-cache sampling loop: one forward over the prompts, then one token per step.
 
     Rows whose prompt and sampled tokens so far are identical (the G samples of a task, which
-    often agree on their first tokens) are computed once: the loop keeps one cache row per
-    distinct sequence and splits a row (a cache gather) when its samples diverge. Each sample
-    still draws its own token from the shared distribution, so the samples and log-probs are
-    those of the plain loop (``share=False``), with less compute while the samples agree.
+    often agree on their first tokens) are computed once: the prompt of a group runs once, and
+    the loop keeps one cache row per distinct sequence and splits a row (a cache gather) when its
+    samples diverge. A sample that emitted a stop token leaves the batch (its cache row is dropped
+    once no other sample continues it), and the loop ends when every sample has stopped. Each
+    sample still draws its own token from the shared distribution, so the samples and log-probs
+    are those of the plain loop (``share=False``), with less compute.
     """
 
     def __init__(self, policy: LLMPolicy, share: bool = True):
@@ -180,21 +182,24 @@ class NativeBackend:
         full_mask = torch.ones((len(leaders), width + params.max_new_tokens), dtype=mask.dtype, device=device)
         full_mask[:, :width] = mask
         next_pos = position[:, -1:] + 1
-        tokens_out = torch.zeros((batch, params.max_new_tokens), dtype=torch.long, device=device)
+        tokens_out = torch.full((batch, params.max_new_tokens), policy.pad_token_id, dtype=torch.long, device=device)
         logps_out = torch.zeros((batch, params.max_new_tokens), device=device)
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        active = torch.arange(batch, device=device)  # the samples still generating; row_of holds their cache rows
         stops = torch.tensor(policy.stop_token_ids, dtype=torch.long, device=device)
         vocab = logits.shape[-1]
         steps = 0
         for step in range(params.max_new_tokens):
-            token, logp = sample_token(logits.index_select(0, row_of), params, None if noise is None else noise[:, step])
-            token = token.masked_fill(done, policy.pad_token_id)
-            tokens_out[:, step], logps_out[:, step] = token, logp.masked_fill(done, 0.0)
-            done |= torch.isin(token, stops)
+            draws = None if noise is None else noise[active, step]
+            token, logp = sample_token(logits.index_select(0, row_of), params, draws)
+            tokens_out[active, step], logps_out[active, step] = token, logp
             steps = step + 1
-            if bool(done.all()) or steps == params.max_new_tokens:
+            going = ~torch.isin(token, stops)
+            if steps == params.max_new_tokens or not bool(going.any()):
                 break
-            # One cache row per distinct (row so far, new token); split rows whose samples diverged.
+            if not bool(going.all()):  # finished samples leave the batch: they cost no more compute
+                active, token, row_of = active[going], token[going], row_of[going]
+            # One cache row per distinct (row so far, new token) of the samples still going: split rows whose
+            # samples diverged, drop rows none of them continues.
             pair = row_of * vocab + token
             distinct, row_of = torch.unique(pair, return_inverse=True)
             parent = torch.div(distinct, vocab, rounding_mode="floor")

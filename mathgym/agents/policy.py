@@ -410,6 +410,16 @@ class LLMPolicy:
     def has_lora(self) -> bool:
         return hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
 
+    @property
+    def has_active_dropout(self) -> bool:
+        """Whether a train-mode forward pass draws dropout: a dropout module with ``p > 0`` (LoRA's
+        included), or a config rate (``attention_dropout``, ``resid_pdrop``...) above 0."""
+        if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in self.model.modules()):
+            return True
+        config = getattr(self.model, "config", None)
+        rates = (getattr(config, name) for name in dir(config) if "dropout" in name or name.endswith("pdrop")) if config else ()
+        return any(isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0 for rate in rates)
+
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 

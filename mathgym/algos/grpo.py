@@ -231,6 +231,16 @@ class GRPOTrainer(Trainer):
         }
         return Plan([step] * cfg.num_iterations, stats)
 
+    def learner_pass_needed(self, batch: RolloutBatch) -> bool:
+        """The separate learner pass is needed for later passes' ratios (``num_iterations > 1``), the KL as a
+        reward penalty, mismatch-correction weights, a stale batch (``off_policy_steps``) and a model with
+        active dropout; otherwise the loss's own forward pass gives the learner's log-probs before the update."""
+        cfg = self.config
+        return (
+            cfg.num_iterations > 1 or self.kl_in_reward or cfg.mismatch_correction != "none" or cfg.off_policy_steps > 0
+            or self.policy.has_active_dropout
+        )
+
     def loss(self, batch: RolloutBatch, items: torch.Tensor, step: OptimizerStep) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, target = self.config, step.context
         mb = batch.select(items)
@@ -239,6 +249,7 @@ class GRPOTrainer(Trainer):
         )
         # The ratio's denominator: the learner before the update (the current log-probs themselves on a single pass).
         old = mb.learner_logprobs if cfg.num_iterations > 1 else out.logprobs.detach()
+        self.record_learner_logprobs(batch, items, out.logprobs)  # without the separate learner pass
         mask = target.mask[items]
         loss, stats = grpo_loss(
             out.logprobs, old, mb.advantages, mask, ref_logprobs=mb.ref_logprobs, beta=cfg.beta if self.kl_in_loss else 0.0,

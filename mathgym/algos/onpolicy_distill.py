@@ -100,6 +100,10 @@ class OnPolicyDistillTrainer(GRPOTrainer):
         trainable = batch.loss_mask(self.config.mask_truncated).sum(-1) > 0
         return torch.unique(torch.cat([super().learner_rows(batch), torch.nonzero(trainable).flatten()]))
 
+    def learner_pass_needed(self, batch: RolloutBatch) -> bool:
+        """Always: the advantages read the student's log-probs before the update."""
+        return True
+
     def teacher_logprobs(self, batch: RolloutBatch, rows: torch.Tensor) -> torch.Tensor:
         """``(B, T)`` the teacher's log-probs of ``batch``'s tokens on ``rows`` (0 elsewhere), no gradient,
         on the student's device; its logits are cut to the ids both models share."""

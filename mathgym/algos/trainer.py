@@ -8,7 +8,10 @@ The loop owns the step mechanics; an algorithm supplies its batch and its loss. 
    the weights, while this step's update samples the next (:mod:`mathgym.algos.overlap`);
 2. :meth:`~Trainer.score_learner`: the learner's log-probs (and a critic's values) before the
    update, with no gradient, on the rows the update needs (:meth:`~Trainer.learner_rows`); the
-   sampler/learner mismatch is measured on them;
+   sampler/learner mismatch is measured on them. Where nothing before the first gradient needs
+   them (:meth:`~Trainer.learner_pass_needed`: GRPO with one pass over the batch, no KL penalty in
+   the reward, no mismatch correction, no overlap, no dropout) the pass is skipped and the mismatch
+   is measured after the update, on the rows trained on, from the loss's own forward pass;
 3. :meth:`~Trainer.plan` (the algorithm): advantages, reference log-probs, pairs... and the
    optimizer steps of the batch (a :class:`~mathgym.algos.update.Plan`);
 4. :meth:`~Trainer.optimize` (the loop): for each optimizer step, the algorithm's
@@ -60,7 +63,7 @@ from mathgym.algos.distributed import Distributed, NullLogger
 from mathgym.algos.dynamic_sampling import extra_task_seeds, select_groups, split_groups
 from mathgym.algos.evaluate import EvalResult, evaluate_policy
 from mathgym.algos.executors import vector_env_factory
-from mathgym.algos.metrics import MetricsLogger, episode_samples, logprob_mismatch, plot_reward_curve, rollout_metrics
+from mathgym.algos.metrics import MetricsLogger, episode_samples, plot_reward_curve, rollout_metrics
 from mathgym.algos.overlap import Rollouts, RolloutsAhead, split_threads
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory
 from mathgym.algos.update import UpdateLoop, lr_factor
@@ -508,18 +511,13 @@ class Trainer(UpdateLoop):
         return Path(path)
 
     def train_step(self) -> dict[str, float]:
-        """One step: batch, learner pass (and the mismatch metric), plan, optimize; returns the step's metrics."""
+        """One step: batch, learner pass (and the mismatch metric), plan, optimize (:meth:`learn`); returns the step's metrics."""
         t0 = time.perf_counter()
         with self.policy.autocast():  # fp16: forward passes in fp16, losses and log-softmax in fp32
             ready = self.rollouts()
             batch, sampling_stats = ready.batch, ready.stats
             t1 = time.perf_counter()
-            batch = self.score_learner(batch.to(self.policy.device))
-            mismatch = logprob_mismatch(batch)
-            if self.config.log_samples:
-                self.logger.log_samples(self.step + 1, episode_samples(batch, self.config.log_samples))
-            t_check = time.perf_counter()
-            stats = self.optimize(batch, self.plan(batch))
+            batch, stats, mismatch, learner_pass_s = self.learn(batch, self.log_episode_samples if self.config.log_samples else None)
         t2 = time.perf_counter()
         tokens = float(batch.action_mask.sum())
         return {
@@ -528,14 +526,18 @@ class Trainer(UpdateLoop):
             **mismatch,
             **stats,
             **({} if self.ahead is None else {"rollout/staleness": float(ready.staleness), "perf/rollout_wait_s": t1 - t0}),
-            "perf/learner_pass_s": t_check - t1,
-            "perf/update_s": t2 - t_check,
+            "perf/learner_pass_s": learner_pass_s,
+            "perf/update_s": t2 - t1 - learner_pass_s,
             "perf/step_s": t2 - t0,
             "perf/tokens_per_s": tokens / max(sampling_stats["perf/rollout_s"], 1e-9),
             "optim/lr": float(self.scheduler.get_last_lr()[0]),
             **(self._executor.metrics() if hasattr(self._executor, "metrics") else {}),
             **({"optim/grad_scale": float(self.scaler.get_scale())} if self.scaler.is_enabled() else {}),
         }
+
+    def log_episode_samples(self, batch: RolloutBatch) -> None:
+        """Log ``config.log_samples`` episodes of the step's ``batch``."""
+        self.logger.log_samples(self.step + 1, episode_samples(batch, self.config.log_samples))
 
     def close(self) -> None:
         if self.ahead is not None:  # first: its sampling uses the collectors

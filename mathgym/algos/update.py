@@ -2,7 +2,8 @@
 
 An algorithm plans a batch (:class:`Plan`: its optimizer steps and its own statistics) and gives
 the loss of a micro-batch; the loop owns the mechanics: the learner's pass before the update (eval
-mode, no gradient), splitting each step into ``grad_accum_steps`` micro-batches
+mode, no gradient; folded into the loss's own forward pass where nothing before the first gradient
+needs it, :meth:`UpdateLoop.learner_pass_needed`), splitting each step into ``grad_accum_steps`` micro-batches
 (:func:`micro_batches`), train mode, backward passes, gradient clipping and the optimizer step,
 statistics that add up (:class:`StepStats`), and the learning-rate schedule (:data:`LR_SCHEDULES`),
 which advances once per batch.
@@ -10,10 +11,11 @@ which advances once per batch.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -25,6 +27,7 @@ from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.choices import LRSchedule
 from mathgym.algos.configs import TrainConfig
 from mathgym.algos.distributed import Distributed
+from mathgym.algos.metrics import logprob_mismatch
 from mathgym.options import pick
 
 
@@ -42,6 +45,22 @@ class OptimizerStep:
 
     items: torch.Tensor
     context: Any = None
+
+
+class LearnResult(NamedTuple):
+    """What :meth:`UpdateLoop.learn` did with a batch.
+
+    Attributes:
+        batch: The batch on the policy's device, with the learner's log-probs it measured.
+        stats: The update's ``loss/...`` statistics (:meth:`UpdateLoop.optimize`).
+        mismatch: ``rollout/logprob_diff_*`` (:func:`~mathgym.algos.metrics.logprob_mismatch`).
+        learner_pass_s: Seconds of the separate learner pass (about 0 without one).
+    """
+
+    batch: RolloutBatch
+    stats: dict[str, float]
+    mismatch: dict[str, float]
+    learner_pass_s: float
 
 
 @dataclass
@@ -136,6 +155,10 @@ class UpdateLoop:
     reference: ReferencePolicy | None = None
     #: A critic whose values :meth:`score_learner` reads with the learner's log-probs (PPO), or ``None``.
     value_model: ValueModel | None = None
+    #: The rows whose log-probs :meth:`record_learner_logprobs` kept in an update without the learner pass
+    #: (``None``: not recording); ``_recording_done`` once the first optimizer step is taken.
+    _recorded_rows: list[torch.Tensor] | None = None
+    _recording_done: bool = False
 
     def plan(self, batch: RolloutBatch) -> Plan:
         """The optimizer steps of ``batch`` and its own statistics (everything computed once per
@@ -198,6 +221,54 @@ class UpdateLoop:
         batch.learner_logprobs, batch.values = out.logprobs, out.values
         return batch
 
+    def learner_pass_needed(self, batch: RolloutBatch) -> bool:
+        """Whether ``batch`` needs the separate learner pass (:meth:`score_learner`) before the update.
+
+        Without it the update records the learner's log-probs from its loss's own forward pass
+        (:meth:`record_learner_logprobs`, on the rows it trains on) and the mismatch metric is measured
+        on those, after the update: one forward pass less per step. An algorithm returns ``False`` only
+        where nothing before its first gradient reads ``batch.learner_logprobs`` or ``batch.values``,
+        the loss's forward pass precedes any optimizer step, and the model has no active dropout (the
+        loss's pass runs in train mode). Default: needed.
+        """
+        return True
+
+    def record_learner_logprobs(self, batch: RolloutBatch, items: torch.Tensor, logprobs: torch.Tensor) -> None:
+        """Keep the loss pass's ``(len(items), T)`` log-probs of rows ``items`` as ``batch.learner_logprobs``
+        when the update runs without the separate learner pass (a no-op otherwise, and after the first
+        optimizer step: later log-probs are no longer those before the update)."""
+        if self._recorded_rows is None or self._recording_done:
+            return
+        if batch.learner_logprobs is None:
+            batch.learner_logprobs = torch.zeros(batch.input_ids.shape, device=logprobs.device)
+        batch.learner_logprobs[items.to(logprobs.device)] = logprobs.detach().to(batch.learner_logprobs.dtype)
+        self._recorded_rows.append(items.to("cpu"))
+
+    def learn(self, batch: RolloutBatch, inspect: Callable[[RolloutBatch], None] | None = None) -> LearnResult:
+        """The update of ``batch`` on the policy's device with the sampler/learner mismatch metric: the
+        learner pass and the metric before the update (or, where :meth:`learner_pass_needed` says no, both
+        from the loss's own forward pass), then the plan and its optimizer steps. ``inspect`` sees the batch
+        between the two (the samples the trainer logs)."""
+        batch, start = batch.to(self.policy.device), time.perf_counter()
+        fused = not self.learner_pass_needed(batch)
+        mismatch: dict[str, float] = {}
+        if fused:
+            self._recorded_rows, self._recording_done = [], False
+            batch.learner_logprobs = None
+        else:
+            batch = self.score_learner(batch)
+            mismatch = logprob_mismatch(batch)
+        if inspect is not None:
+            inspect(batch)
+        learner_pass_s = time.perf_counter() - start
+        try:
+            stats = self.optimize(batch, self.plan(batch))
+            if fused and self._recorded_rows:  # measured on the rows trained on, by the loss's pass
+                mismatch = logprob_mismatch(batch.select(torch.unique(torch.cat(self._recorded_rows))))
+        finally:
+            self._recorded_rows = None
+        return LearnResult(batch, stats, mismatch, learner_pass_s)
+
     def score_reference(self, batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
         """Fill ``batch.ref_logprobs`` on ``rows`` (the reference policy, no gradient)."""
         out = self.score(batch, rows, lambda mb: self.reference.forward(mb.input_ids, mb.attention_mask, self.temperature))
@@ -209,9 +280,8 @@ class UpdateLoop:
         return self.reference.forward(batch.input_ids, batch.attention_mask, self.temperature).logprobs
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """Train on ``batch`` (learner pass, plan, optimize); return its ``loss/...`` statistics."""
-        batch = self.score_learner(batch.to(self.policy.device))
-        return self.optimize(batch, self.plan(batch))
+        """Train on ``batch`` (:meth:`learn`); return its ``loss/...`` statistics."""
+        return self.learn(batch).stats
 
     def optimize(self, batch: RolloutBatch, plan: Plan) -> dict[str, float]:
         """Run ``plan``'s optimizer steps on ``batch``; the learning-rate schedule advances once.
@@ -231,6 +301,7 @@ class UpdateLoop:
                 StepStats.add(shares, share)
             if not chunks:  # nothing carried a gradient: a zero one, so that the optimizer steps as it would have
                 self.zero_gradients()
+            self._recording_done = True  # the loss passes of later steps see updated weights
             shares["loss/grad_norm"] = self.optimizer_step()
             stats.step_done(shares)
             reason = self.stop_early(shares)
