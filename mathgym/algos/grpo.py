@@ -3,8 +3,11 @@ matter in practice: clip-higher (DAPO), Dr. GRPO aggregation, reward scaling cho
 
 A GRPO step, top to bottom (the loop's mechanics are :class:`~mathgym.algos.trainer.Trainer`'s):
 
-1. the rollouts of ``num_tasks`` tasks × ``group_size`` samples, and the learner's log-probs of
-   them before the update (:meth:`~mathgym.algos.trainer.Trainer.score_learner`);
+1. the rollouts of ``num_tasks`` tasks × ``group_size`` samples, and, where the update needs them
+   before its first gradient (:meth:`GRPOTrainer.learner_pass_needed`: several iterations, a KL
+   penalty in the reward, a mismatch correction, a stale batch, active dropout), the learner's
+   log-probs of them (:meth:`~mathgym.algos.trainer.Trainer.score_learner`); otherwise the loss
+   pass's own log-probs stand for them (the sampler/learner check is then taken on the rows trained on);
 2. :meth:`GRPOTrainer.plan`: advantages from the rewards of each group
    (:func:`~mathgym.algos.advantages.episode_advantages`; a per-turn estimator such as GiGPO gives
    each turn's tokens that turn's advantage, :meth:`GRPOTrainer.advantages`), the loss mask and its full-batch
