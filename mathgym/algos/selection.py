@@ -139,3 +139,20 @@ def math_equal(verifier: object | None = None) -> Callable[[str, str], bool]:
         return seen[(a, b)]
 
     return same
+
+
+class ProcessRewardScorer:
+    """A rule-based process reward ``(problem, steps) -> float`` (such as
+    :func:`mathgym.envs.math_step.arithmetic_consistency`) as a :class:`StepScorer`.
+
+    Example:
+        >>> from mathgym.envs.math_step import arithmetic_consistency
+        >>> ProcessRewardScorer(arithmetic_consistency).score_steps(["p"], [["2 + 2 = 4", "2 * 3 = 7"]])
+        [[1.0, 0.0]]
+    """
+
+    def __init__(self, reward: Callable[[str, Sequence[str]], float]):
+        self.reward = reward
+
+    def score_steps(self, problems: list[str], steps: list[list[str]]) -> list[list[float]]:
+        return [[float(self.reward(p, s[: i + 1])) for i in range(len(s))] for p, s in zip(problems, steps)]
