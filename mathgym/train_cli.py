@@ -394,6 +394,90 @@ def eval_summary(env: str, args: argparse.Namespace, result: Any) -> str:
     return head + ", ".join(parts)
 
 
+def _label_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mathgym label-steps",
+        description="Label the steps of a policy's solutions by Monte-Carlo rollouts (Math-Shepherd): each step gets the "
+        "share (soft) of K rollouts from it that reach the right answer, or whether any does (hard). Writes JSONL rows "
+        "(problem, steps, labels, answer) for `mathgym train --algo prm`. With --convert, turns Math-Shepherd or PRM800K "
+        "JSONL into the same rows instead.",
+    )
+    parser.add_argument("--env", default="MathReason-v0", help="env with a verifiable answer [default: MathReason-v0]")
+    parser.add_argument("--model", default=TINY_MODEL, help=f"the policy: hub id, local path or run's final/ [default: {TINY_MODEL}]")
+    parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
+    parser.add_argument("--k", type=int, default=8, help="rollouts from each step [default: 8]")
+    parser.add_argument("--tasks", type=int, default=100, help="problems (seeds --seed .. --seed+tasks-1) [default: 100]")
+    parser.add_argument("--seed", type=int, default=0, help="first task seed [default: 0]")
+    parser.add_argument("--kind", default="soft", choices=("soft", "hard"), help="label kind [default: soft]")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature [default: 1.0]")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="longest completion [default: the model's mathgym.json, else the training default]")
+    parser.add_argument("--out", required=True, metavar="FILE", help="JSONL file to write")
+    parser.add_argument("--convert", default=None, metavar="FILE", help="read this Math-Shepherd / PRM800K / mathgym JSONL instead")
+    parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda' [default: auto]")
+    parser.add_argument("--progress", default="true", choices=("true", "false"), help="show a progress bar [default: true]")
+    return parser
+
+
+def run_label_steps(argv: Sequence[str]) -> int:
+    """``mathgym label-steps``: Monte-Carlo step labels from a policy, or the public formats converted."""
+    import time
+
+    from mathgym.algos.step_labels import read_step_labels, write_rows
+
+    args = _label_parser().parse_args(list(argv))
+    if args.convert:
+        if not Path(args.convert).is_file():
+            raise ConfigError(f"--convert {args.convert}: no such file.")
+        try:
+            count = write_rows(read_step_labels(args.convert), args.out)
+        except ValueError as err:
+            raise ConfigError(f"--convert {err}") from None
+        print(f"mathgym label-steps: {count} labelled solutions from {args.convert} written to {args.out}")
+        return 0
+    if args.tasks < 1 or args.k < 1:
+        raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
+    from mathgym.agents.settings import read_model_settings
+    from mathgym.algos.configs import TrainConfig
+    from mathgym.cli import _parse_env_kwargs
+
+    import mathgym
+
+    env = mathgym.resolve_env_id(args.env)
+    kwargs = _parse_env_kwargs(args.option)
+    config = TrainConfig(env=env, model=args.model, env_kwargs=kwargs, progress=args.progress == "true")
+    check_run_inputs(config)
+    _quiet_transformers()
+    from tqdm.auto import tqdm
+
+    from mathgym.agents.policy import LLMPolicy
+    from mathgym.algos.step_labels import label_steps
+    from mathgym.algos.step_policy import EnvSteps, PolicyStepWriter
+    from mathgym.algos.warm_start import prepare_model
+
+    path = prepare_model(config)
+    saved = read_model_settings(path)
+    generation = {**TrainConfig().to_dict(), **(saved.get("generation", {}) if saved.get("env") == env else {})}
+    with model_load_errors(args.model):
+        policy = LLMPolicy.from_pretrained(path, device=args.device)
+    steps = EnvSteps(env, kwargs)
+    writer = PolicyStepWriter(policy, steps, temperature=args.temperature, seed=args.seed,
+                              max_new_tokens=args.max_new_tokens or int(generation["max_new_tokens"]))
+    bar = tqdm(total=args.tasks, desc=f"labelling steps on {env} (k={args.k})", unit="task", disable=not config.progress, leave=False)
+    start = time.perf_counter()
+    try:
+        tasks = [steps.task(args.seed + i) for i in range(args.tasks)]
+        rows = label_steps(tasks, writer, steps.check, k=args.k, kind=args.kind, on_task=lambda: bar.update(1))
+    finally:
+        bar.close()
+        steps.close()
+    count = write_rows(rows, args.out)
+    labelled = sum(len(r.steps) for r in rows)
+    print(f"mathgym label-steps: {count} solutions, {labelled} steps labelled ({args.kind}, k={args.k}) "
+          f"in {time.perf_counter() - start:.1f} s; written to {args.out}")
+    return 0
+
+
 def _quiet_transformers() -> None:
     """Hide transformers' per-load progress bars and advisory warnings in CLI output."""
     from transformers.utils import logging as hf_logging
@@ -403,9 +487,9 @@ def _quiet_transformers() -> None:
 
 
 def main(name: str, argv: Sequence[str]) -> int:
-    """Entry point used by ``mathgym.cli`` for ``train`` and ``eval``."""
+    """Entry point used by ``mathgym.cli`` for ``train``, ``eval`` and ``label-steps``."""
     try:
-        return run_train(argv) if name == "train" else run_eval(argv)
+        return {"train": run_train, "eval": run_eval, "label-steps": run_label_steps}[name](argv)
     except MathgymError as err:
         print(f"mathgym {name}: error: {err}", file=sys.stderr)
         return 2

@@ -35,7 +35,7 @@ def test_rules_pick_among_real_episodes():
 
 
 def test_steps_are_lines_of_one_answer_or_the_actions_of_a_step_level_episode():
-    assert episode_steps(_episode("a\n\n b \nc", True)) == ["a", "b", "c"]
+    assert episode_steps(_episode("a\n\n b \nc. d; e", True)) == ["a", "b", "c.", "d;", "e"]
     chat = [*PROMPT, {"role": "assistant", "content": "a\nb"}, {"role": "user", "content": "next"},
             {"role": "assistant", "content": "c"}]
     assert episode_steps(Episode("MathStep-v0", "t", 0, completions=["a\nb", "c"], messages=chat)) == ["a\nb", "c"]

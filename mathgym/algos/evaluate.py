@@ -53,11 +53,12 @@ class EvalResult:
 
 
 def episode_steps(episode: Episode) -> list[str]:
-    """An episode's solution as steps: its actions on a step-level env, the lines of its one action otherwise."""
+    """An episode's solution as steps (stripped): its actions on a step-level env, the pieces of its one
+    action otherwise (:func:`mathgym.algos.step_policy.split_steps`)."""
     from mathgym.algos.step_policy import split_steps
 
     if len(episode.completions) == 1 and sum(m.get("role") == "assistant" for m in episode.messages) <= 1:
-        return split_steps(episode.completions[0])
+        return [s.strip() for s in split_steps(episode.completions[0])]
     return [c.strip() for c in episode.completions]
 
 

@@ -77,7 +77,7 @@ def beam_search(
                     candidates.append(candidate)
         if not candidates:
             break
-        scores = scorer.score_steps([task.problem] * len(candidates), candidates)
+        scores = scorer.score_steps([task.problem] * len(candidates), [[s.strip() for s in c] for c in candidates])
         scored += len(candidates)
         values = [aggregate_scores(s, aggregation) for s in scores]
         order = sorted(range(len(candidates)), key=lambda i: (-values[i], i))[:beam_width]

@@ -135,7 +135,7 @@ def label_steps(
             wins = [check(task, [*prefix, *rest])[0] for rest in continuations]
             labels.append(sum(wins) / len(wins) if kind == "soft" else float(any(wins)))
         labels.append(float(right))  # the last step: the solution's own verdict
-        rows.append(StepLabelRow(task.problem, list(solution), labels, answer, task.task_id))
+        rows.append(StepLabelRow(task.problem, [s.strip() for s in solution], labels, answer, task.task_id))
         if on_task:
             on_task()
     return rows

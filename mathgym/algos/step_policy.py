@@ -1,8 +1,11 @@
 """Solutions as steps on any env with a verifiable answer: the env's tasks and verdicts, and a policy writing steps.
 
 What a step is depends on the env. On a step-level env (more than one turn, such as
-MathStep-v0) a step is one action. On a single-turn env (MathReason-v0) a step is one
-line of the answer, and a solution is its lines joined by newlines.
+MathStep-v0) a step is one action. On a single-turn env (MathReason-v0) a step is a piece
+of the one answer that ends at a line break or at the end of a sentence (``". "`` or
+``"; "``): the pieces keep their separators, so that the answer is their concatenation,
+and a policy continues a prefix exactly where it stopped. Labelled rows and the scores a
+PRM gives hold the pieces stripped.
 
 The verdict on a solution is always the env's own: :class:`EnvSteps` resets the env with
 the task's seed and plays the steps (or the joined text) into it, and reads
@@ -12,6 +15,7 @@ before stating an answer is wrong.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,9 +26,26 @@ from mathgym.algos.step_labels import StepTask
 from mathgym.rewards.extract import extract_answer
 
 
+#: Where a step of a single-turn answer ends: after a line break, or after ". " / "; ".
+_STEP_END = re.compile(r"(?<=\n)|(?<=[.;] )")
+#: What ends a proposed step of a single-turn answer (the stop strings of its generation).
+STEP_STOPS = ("\n", ". ", "; ")
+
+
 def split_steps(text: str) -> list[str]:
-    """A single-turn answer's steps: its non-empty lines, stripped."""
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    """A single-turn answer's steps, separators kept (whitespace between steps goes with the step before).
+
+    Example:
+        >>> split_steps("2 * 3 = 6; 6 + 1 = 7. \\\\boxed{7}")
+        ['2 * 3 = 6; ', '6 + 1 = 7. ', '\\\\boxed{7}']
+    """
+    steps: list[str] = []
+    for piece in _STEP_END.split(text):
+        if piece.strip() or not steps:
+            steps.append(piece)
+        else:
+            steps[-1] += piece
+    return [s for s in steps if s.strip()]
 
 
 def has_answer(step: str) -> bool:
@@ -59,7 +80,7 @@ class EnvSteps:
     def check(self, task: StepTask, steps: Sequence[str]) -> tuple[bool, str | None]:
         """``(right?, gold answer)`` of a whole solution, played into a fresh episode of the task."""
         self.env.reset(seed=task.seed)
-        actions = list(steps) if self.multi_turn else ["\n".join(steps)]
+        actions = list(steps) if self.multi_turn else ["".join(steps)]
         info: dict[str, Any] = {}
         for action in actions or [""]:
             _, _, terminated, truncated, info = self.env.step(action)
@@ -74,11 +95,11 @@ class EnvSteps:
         """The chat a policy continues after ``prefix``, and the text its turn starts with.
 
         Step-level env: each step is an assistant turn followed by the env's reply (the env
-        is played to get it); the next turn starts empty. Single-turn env: the prefix's lines
+        is played to get it); the next turn starts empty. Single-turn env: the prefix's pieces
         open the assistant's one turn.
         """
         if not self.multi_turn:
-            return list(task.messages), "".join(f"{s}\n" for s in prefix)
+            return list(task.messages), "".join(prefix)
         _, info = self.env.reset(seed=task.seed)
         chat = [dict(m) for m in info.get("messages", task.messages)]
         for step in prefix:
@@ -121,7 +142,7 @@ class PolicyStepWriter:
         """``n`` candidates for the next step after each prefix."""
         if self.steps.multi_turn:  # a step is a whole action
             return [[text.strip() for text in texts] for texts in self._generate(tasks, prefixes, n, ())]
-        return [[_first_step(text) for text in texts] for texts in self._generate(tasks, prefixes, n, ("\n",))]
+        return [[_first_step(text) for text in texts] for texts in self._generate(tasks, prefixes, n, STEP_STOPS)]
 
     def continue_steps(self, tasks: Sequence[StepTask], prefixes: Sequence[Sequence[str]], n: int) -> list[list[list[str]]]:
         """``n`` continuations of each prefix, each up to the step with the answer or the task's step budget."""
@@ -143,5 +164,5 @@ class PolicyStepWriter:
 
 
 def _first_step(text: str) -> str:
-    lines = split_steps(text)
-    return lines[0] if lines else text.strip()
+    pieces = split_steps(text)
+    return pieces[0] if pieces else ""
