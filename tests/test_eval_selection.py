@@ -75,3 +75,27 @@ def test_beam_search_runs_on_a_step_level_env(model_path):
     result = evaluate_beam_search(policy, "MathStep-v0", {}, ProcessRewardScorer(arithmetic_consistency), num_tasks=2,
                                   beam_width=2, expansions=2, max_steps=2, max_new_tokens=6)
     assert sum(result.statuses.values()) == 2 and result.select == "beam" and 0.0 <= result.selected <= 1.0
+
+
+@pytest.mark.parametrize("env_id", ["MathReason-v0", "MathStep-v0"])
+def test_label_steps_command_writes_a_row_per_solution(model_path, tmp_path, capsys, env_id):
+    out = tmp_path / "labels.jsonl"
+    argv = ["--model", str(model_path), "--env", env_id, "--tasks", "2", "--k", "2", "--max-new-tokens", "8",
+            "--progress", "false", "--out", str(out)]
+    assert train_cli.main("label-steps", argv) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert f"{len(rows)} solutions" in capsys.readouterr().out
+    for row in rows:
+        assert len(row["steps"]) == len(row["labels"]) >= 1 and all(0.0 <= x <= 1.0 for x in row["labels"])
+        assert row["answer"] and "What is" in row["problem"]
+
+
+def test_label_steps_converts_the_public_formats(tmp_path, capsys):
+    source = tmp_path / "shepherd.jsonl"
+    source.write_text(json.dumps({"input": "Q? Step 1: a ки\nStep 2: b ки", "label": "Q? Step 1: a +\nStep 2: b -"}) + "\n")
+    out = tmp_path / "rows.jsonl"
+    assert train_cli.main("label-steps", ["--convert", str(source), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["labels"] == [1.0, 0.0]
+    source.write_text("{}\n")
+    assert train_cli.main("label-steps", ["--convert", str(source), "--out", str(out)]) == 2
+    assert "shepherd.jsonl:1" in capsys.readouterr().err
