@@ -113,7 +113,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mathgym-prm-loop-") as tmp:
         work = Path(args.keep or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "MATHGYM_CACHE": os.environ.get("MATHGYM_CACHE", str(work / "cache"))}
+        env = dict(os.environ)  # the tiny model's warm start is made once (first command, untimed) and cached
         # -- 1. labels
         labels, held_out = work / "labels.jsonl", work / "held_out.jsonl"
         common = ["--env", "MathReason-v0", "-o", f"difficulty={args.difficulty}", "--k", str(size["k"]), "--progress", "false"]

@@ -52,6 +52,8 @@ def test_soft_and_hard_labels_follow_the_known_steps(env_steps):
     assert [r.labels for r in soft] == [[1.0, 0.25, 0.0, 0.0], [1.0, 1.0]]
     assert [r.answer for r in soft] == [golds[0], golds[1]]
     assert soft[0].steps == wrong and soft[0].problem == tasks[0].problem
+    one_by_one = label_steps(tasks, ScriptedWriter(pick, golds), env_steps.check, k=8, kind="soft", batch_tasks=1)
+    assert one_by_one == soft
     hard = label_steps(tasks, ScriptedWriter(pick, golds), env_steps.check, k=8, kind="hard")
     assert [r.labels for r in hard] == [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0]]
 

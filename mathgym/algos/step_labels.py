@@ -102,6 +102,7 @@ def label_steps(
     k: int = 8,
     kind: LabelKind = "soft",
     on_task: Callable[[], None] | None = None,
+    batch_tasks: int = 8,
 ) -> list[StepLabelRow]:
     """Write one solution per task and label each of its steps by ``k`` rollouts from it.
 
@@ -112,6 +113,7 @@ def label_steps(
         k: Rollouts from each step's prefix.
         kind: ``"soft"``: the share of rollouts that end right; ``"hard"``: 1.0 when any does.
         on_task: Called after each task (a progress bar's update).
+        batch_tasks: Tasks whose solutions (then rollouts) are asked of the writer in one call.
 
     Returns:
         One row per task whose solution has at least one step.
@@ -121,23 +123,23 @@ def label_steps(
     if k < 1:
         raise ConfigError(f"k={k}: at least one rollout per step is needed.")
     rows = []
-    for task in tasks:
-        solution = writer.continue_steps([task], [[]], 1)[0][0][: task.max_steps]
-        if not solution:
+    for start in range(0, len(tasks), batch_tasks):
+        chunk = list(tasks[start : start + batch_tasks])
+        solutions = [c[0][: t.max_steps] for t, c in zip(chunk, writer.continue_steps(chunk, [[]] * len(chunk), 1))]
+        # every prefix but the whole solution, of every task of the chunk: one call
+        owners = [(t, s[: i + 1]) for t, s in zip(chunk, solutions) for i in range(len(s) - 1)]
+        rollouts = iter(writer.continue_steps([t for t, _ in owners], [p for _, p in owners], k) if owners else [])
+        for task, solution in zip(chunk, solutions):
+            if solution:
+                labels = []
+                for i in range(len(solution) - 1):
+                    wins = [check(task, [*solution[: i + 1], *rest])[0] for rest in next(rollouts)]
+                    labels.append(sum(wins) / len(wins) if kind == "soft" else float(any(wins)))
+                right, answer = check(task, solution)
+                labels.append(float(right))  # the last step: the solution's own verdict
+                rows.append(StepLabelRow(task.problem, [s.strip() for s in solution], labels, answer, task.task_id))
             if on_task:
                 on_task()
-            continue
-        right, answer = check(task, solution)
-        prefixes = [solution[: i + 1] for i in range(len(solution) - 1)]
-        rollouts = writer.continue_steps([task] * len(prefixes), prefixes, k) if prefixes else []
-        labels = []
-        for prefix, continuations in zip(prefixes, rollouts):
-            wins = [check(task, [*prefix, *rest])[0] for rest in continuations]
-            labels.append(sum(wins) / len(wins) if kind == "soft" else float(any(wins)))
-        labels.append(float(right))  # the last step: the solution's own verdict
-        rows.append(StepLabelRow(task.problem, [s.strip() for s in solution], labels, answer, task.task_id))
-        if on_task:
-            on_task()
     return rows
 
 

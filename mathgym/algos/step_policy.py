@@ -28,6 +28,8 @@ from mathgym.rewards.extract import extract_answer
 
 #: Where a step of a single-turn answer ends: after a line break, or after ". " / "; ".
 _STEP_END = re.compile(r"(?<=\n)|(?<=[.;] )")
+#: Most steps of a single-turn answer (the pieces past it are dropped).
+SINGLE_TURN_MAX_STEPS = 16
 #: What ends a proposed step of a single-turn answer (the stop strings of its generation).
 STEP_STOPS = ("\n", ". ", "; ")
 
@@ -63,7 +65,9 @@ class EnvSteps:
 
     def __init__(self, env_id: str, env_kwargs: Mapping[str, Any] | None = None):
         self.env = gym.make(env_id, **dict(env_kwargs or {}))
-        self.multi_turn = False
+        _, info = self.env.reset(seed=0)
+        #: A step is an action (more than one turn), else a piece of the one answer.
+        self.multi_turn = int(info.get("max_turns", 1)) > 1
 
     def close(self) -> None:
         self.env.close()
@@ -73,9 +77,8 @@ class EnvSteps:
         obs, info = self.env.reset(seed=seed)
         messages = [dict(m) for m in info.get("messages", [])]
         users = [m["content"] for m in messages if m.get("role") == "user"]
-        max_turns = int(info.get("max_turns", 1))
-        self.multi_turn = max_turns > 1
-        return StepTask(seed, users[-1] if users else str(obs), messages, str(info.get("task_id", "")), max_turns if self.multi_turn else 16)
+        max_steps = int(info.get("max_turns", 1)) if self.multi_turn else SINGLE_TURN_MAX_STEPS
+        return StepTask(seed, users[-1] if users else str(obs), messages, str(info.get("task_id", "")), max_steps)
 
     def check(self, task: StepTask, steps: Sequence[str]) -> tuple[bool, str | None]:
         """``(right?, gold answer)`` of a whole solution, played into a fresh episode of the task."""
