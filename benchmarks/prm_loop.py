@@ -15,9 +15,11 @@ Stages (each is the command a user runs; the script prints them):
 5. GRPO on MathStep-v0 from the same warm start: outcome reward only, and outcome + the PRM's
    process reward.
 
-The tiny model is warm-started on MathReason-v0 at ``--difficulty`` (2 by default: two
-operations, where its greedy accuracy is well below 100%). Stages that need the PRM say
-what is missing when ``mathgym train --algo prm`` is not available, and the others still run.
+The tiny model is warm-started on MathReason-v0 at the env's default level unless
+``--difficulty`` says otherwise (its greedy pass@1 there is about 50%: see
+benchmarks/results/train_default.json), and on MathStep-v0 for the GRPO stage. Stages that
+need the PRM say what is missing when ``mathgym train --algo prm`` is not available, and the
+others still run.
 """
 
 from __future__ import annotations
@@ -103,12 +105,13 @@ def last_eval(run_dir: Path) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: every stage at tiny sizes")
-    parser.add_argument("--difficulty", type=int, default=2, help="MathReason-v0 / MathStep-v0 level [default: 2]")
+    parser.add_argument("--difficulty", type=int, default=None, help="MathReason-v0 / MathStep-v0 level [default: the env's]")
     parser.add_argument("--record", default="", help="write benchmarks/results/NAME.json")
     parser.add_argument("--keep", default="", help="keep the work directory (labels, PRM, runs) here")
     args = parser.parse_args()
     size = SIZES["quick" if args.quick else "full"]
-    level = f"{{difficulty: {args.difficulty}}}"
+    options = {} if args.difficulty is None else {"difficulty": args.difficulty}
+    level = json.dumps(options)  # --env-kwargs: JSON is YAML
     results: dict[str, Any] = {"difficulty": args.difficulty, **size}
     with tempfile.TemporaryDirectory(prefix="mathgym-prm-loop-") as tmp:
         work = Path(args.keep or tmp)
@@ -116,7 +119,7 @@ def main() -> None:
         env = dict(os.environ)  # the tiny model's warm start is made once (first command, untimed) and cached
         # -- 1. labels
         labels, held_out = work / "labels.jsonl", work / "held_out.jsonl"
-        common = ["--env", "MathReason-v0", "-o", f"difficulty={args.difficulty}", "--k", str(size["k"]), "--progress", "false"]
+        common = ["--env", "MathReason-v0", *(f"-o{k}={v}" for k, v in options.items()), "--k", str(size["k"]), "--progress", "false"]
         run(["mathgym", "label-steps", *common, "--tasks", "1", "--out", str(work / "warm.jsonl")], env)  # warm start, untimed
         _, wall = run(["mathgym", "label-steps", *common, "--tasks", str(size["label_tasks"]), "--out", str(labels)], env)
         run(["mathgym", "label-steps", *common, "--tasks", str(size["held_out_tasks"]), "--seed", "50000", "--out", str(held_out)], env)
@@ -161,7 +164,7 @@ def main() -> None:
         print("accuracy: " + ", ".join(f"{name} {value:.1%}" for name, value in accuracy.items()))
         # -- 5. GRPO, outcome only and outcome + PRM
         grpo: dict[str, Any] = {}
-        for name, kwargs in (("outcome", level), ("outcome+prm", f"{{difficulty: {args.difficulty}, process_reward: {prm_dir}}}")):
+        for name, kwargs in (("outcome", level), ("outcome+prm", json.dumps({**options, "process_reward": str(prm_dir)}))):
             if name == "outcome+prm" and prm_dir is None:
                 grpo[name] = f"skipped: {missing}"
                 continue
