@@ -66,6 +66,7 @@ def test_eval_reports_maj_at_k_and_writes_it(model_path, tmp_path, capsys):
     assert "maj@3 = " in capsys.readouterr().out
     record = json.loads(out.read_text())
     assert {"pass@1", "pass@3", "maj@3"} <= set(record) and 0.0 <= record["maj@3"] <= record["pass@3"]
+    assert "majority@3" not in record  # majority's pick is maj@k, reported once
 
 
 def test_beam_search_runs_on_a_step_level_env(model_path):

@@ -47,7 +47,7 @@ class EvalResult:
             out[f"{prefix}pass@{self.k}"] = self.pass_at_k
         if self.maj_at_k is not None:
             out[f"{prefix}maj@{self.k}"] = self.maj_at_k
-        if self.select is not None and self.selected is not None:
+        if self.select not in (None, "majority") and self.selected is not None:  # majority's is maj@k
             out[f"{prefix}{self.select}@{self.k}"] = self.selected
         return out
 
