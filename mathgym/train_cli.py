@@ -438,7 +438,7 @@ def run_label_steps(argv: Sequence[str]) -> int:
     if args.tasks < 1 or args.k < 1:
         raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
     from mathgym.agents.settings import read_model_settings
-    from mathgym.algos.configs import TrainConfig
+    from mathgym.algos.configs import TrainConfig, resolved_env_kwargs
     from mathgym.cli import _parse_env_kwargs
 
     import mathgym
@@ -460,7 +460,8 @@ def run_label_steps(argv: Sequence[str]) -> int:
     generation = {**TrainConfig().to_dict(), **(saved.get("generation", {}) if saved.get("env") == env else {})}
     with model_load_errors(args.model):
         policy = LLMPolicy.from_pretrained(path, device=args.device)
-    steps = EnvSteps(env, kwargs)
+    # the env options the model was trained with (its mathgym.json: e.g. its system prompt), then -o's
+    steps = EnvSteps(env, resolved_env_kwargs(TrainConfig(env=env, model=path, env_kwargs=kwargs)))
     writer = PolicyStepWriter(policy, steps, temperature=args.temperature, seed=args.seed,
                               max_new_tokens=args.max_new_tokens or int(generation["max_new_tokens"]))
     bar = tqdm(total=args.tasks, desc=f"labelling steps on {env} (k={args.k})", unit="task", disable=not config.progress, leave=False)

@@ -91,6 +91,19 @@ def test_label_steps_command_writes_a_row_per_solution(model_path, tmp_path, cap
         assert row["answer"] and "What is" in row["problem"]
 
 
+def test_label_steps_uses_the_env_options_saved_with_the_model(model_path, tmp_path):
+    import shutil
+
+    from mathgym.agents.settings import write_model_settings
+
+    model = shutil.copytree(model_path, tmp_path / "model")
+    write_model_settings(model, {"env": "MathReason-v0", "env_kwargs": {"difficulty": 3}})
+    out = tmp_path / "labels.jsonl"
+    argv = ["--model", str(model), "--tasks", "1", "--k", "1", "--max-new-tokens", "4", "--progress", "false", "--out", str(out)]
+    assert train_cli.main("label-steps", argv) == 0
+    assert json.loads(out.read_text())["task_id"].startswith("gen-L3-")
+
+
 def test_label_steps_converts_the_public_formats(tmp_path, capsys):
     source = tmp_path / "shepherd.jsonl"
     source.write_text(json.dumps({"input": "Q? Step 1: a ки\nStep 2: b ки", "label": "Q? Step 1: a +\nStep 2: b -"}) + "\n")
