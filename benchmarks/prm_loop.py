@@ -59,11 +59,11 @@ def run(command: list[str], env: dict[str, str]) -> tuple[str, float]:
 
 def prm_missing() -> str | None:
     """Why the PRM stages cannot run here (``None``: they can)."""
-    try:
-        from mathgym.algos.registry import ALGORITHMS
-        from mathgym.rewards.prm import load_prm  # noqa: F401
-    except ImportError as err:
-        return f"process reward models are not in this mathgym ({err})"
+    from mathgym.algos.registry import ALGORITHMS
+    from mathgym.train_cli import prm_loader
+
+    if prm_loader() is None:
+        return "process reward models are not in this mathgym (no load_prm)"
     if "prm" not in ALGORITHMS:
         return "`mathgym train --algo prm` is not in this mathgym"
     return None
@@ -79,9 +79,9 @@ def step_aucs(prm_dir: Path | None, held_out: Path) -> dict[str, float]:
     rows = list(read_step_labels(held_out))
     scorers: dict[str, Any] = {"arithmetic_consistency": ProcessRewardScorer(arithmetic_consistency)}
     if prm_dir is not None:
-        from mathgym.rewards.prm import load_prm
+        from mathgym.train_cli import prm_loader
 
-        scorers["prm"] = load_prm(str(prm_dir))
+        scorers["prm"] = prm_loader()(str(prm_dir))
     labels = [x for r in rows for x in r.labels]
     out = {}
     for name, scorer in scorers.items():

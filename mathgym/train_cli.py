@@ -279,17 +279,31 @@ def _eval_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_scorer(path: str | None, flag: str) -> Any:
-    """The reward model at ``path`` (``--prm``/``--orm``) through ``mathgym.rewards.prm.load_prm``; ``None`` without a path."""
+def load_scorer(path: str | None, flag: str, device: str = "auto") -> Any:
+    """The reward model at ``path`` (``--prm``/``--orm``), loaded by mathgym's ``load_prm``; ``None`` without a path."""
     if path is None:
         return None
     if not Path(path).expanduser().exists():
         raise ConfigError(f"{flag} {path}: no such directory; give a reward model trained with `mathgym train --algo prm`.")
-    try:
-        from mathgym.rewards.prm import load_prm
-    except ImportError as err:
-        raise ConfigError(f"{flag} {path}: this mathgym has no process reward models (mathgym.rewards.prm: {err}).") from None
-    return load_prm(str(Path(path).expanduser()))
+    load_prm = prm_loader()
+    if load_prm is None:
+        raise ConfigError(f"{flag} {path}: this mathgym has no process reward models (no load_prm to read it with).")
+    return load_prm(str(Path(path).expanduser()), device=device)
+
+
+def prm_loader() -> Any:
+    """mathgym's ``load_prm`` (the model lives with the agents; older layouts had it in ``mathgym.rewards.prm``), or ``None``."""
+    import importlib
+
+    for module in ("mathgym.agents.prm_model", "mathgym.rewards.prm"):
+        try:
+            return getattr(importlib.import_module(module), "load_prm")
+        except ModuleNotFoundError as err:
+            if err.name != module:  # the module is there but needs something missing: say so
+                raise
+        except AttributeError:
+            continue
+    return None
 
 
 def check_selection_args(args: argparse.Namespace) -> None:
@@ -359,7 +373,7 @@ def run_eval(argv: Sequence[str]) -> int:
     max_new_tokens = args.max_new_tokens or int(generation["max_new_tokens"])
     with model_load_errors(args.model):
         policy = LLMPolicy.from_pretrained(path, device=args.device)
-    prm, orm = load_scorer(args.prm, "--prm"), load_scorer(args.orm, "--orm")
+    prm, orm = load_scorer(args.prm, "--prm", args.device), load_scorer(args.orm, "--orm", args.device)
     if args.search == "beam":
         result = evaluate_beam_search(
             policy, config.env, env_kwargs, prm, num_tasks=args.tasks, seed=args.seed, beam_width=args.beam_width,
