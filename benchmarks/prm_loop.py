@@ -69,7 +69,7 @@ def prm_missing() -> str | None:
     return None
 
 
-def step_aucs(prm_dir: Path | None, held_out: Path) -> dict[str, float]:
+def step_aucs(prm_dir: Path | None, held_out: Path) -> dict[str, Any]:
     """Step AUC of the PRM and of ``arithmetic_consistency`` on the held-out labels."""
     from mathgym.algos.prm_eval import step_auc
     from mathgym.algos.selection import ProcessRewardScorer
@@ -78,11 +78,14 @@ def step_aucs(prm_dir: Path | None, held_out: Path) -> dict[str, float]:
 
     rows = list(read_step_labels(held_out))
     scorers: dict[str, Any] = {"arithmetic_consistency": ProcessRewardScorer(arithmetic_consistency)}
-    if prm_dir is not None:
-        from mathgym.train_cli import prm_loader
-
-        scorers["prm"] = prm_loader()(str(prm_dir))
     labels = [x for r in rows for x in r.labels]
+    if len({x >= 0.5 for x in labels}) < 2:
+        return {"n/a": "the held-out steps are all labelled right, or all wrong"}
+    if prm_dir is not None:
+        from mathgym.train_cli import _quiet_transformers, prm_loader
+
+        _quiet_transformers()
+        scorers["prm"] = prm_loader()(str(prm_dir))
     out = {}
     for name, scorer in scorers.items():
         scores = scorer.score_steps([r.problem for r in rows], [r.steps for r in rows])
