@@ -1,4 +1,4 @@
-"""The ``mathgym`` command: ``envs``, ``check``, ``play``, ``serve``, ``train``, ``eval``."""
+"""The ``mathgym`` command: ``envs``, ``check``, ``play``, ``serve``, ``train``, ``eval``, ``label-steps``."""
 
 from __future__ import annotations
 
@@ -230,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (
         ("train", "train a model on an env: grpo, ppo, dpo or sft (see `mathgym train --help`)"),
         ("eval", "evaluate a model on an env (see `mathgym eval --help`)"),
+        ("label-steps", "label a policy's solution steps by rollouts, for a PRM (see `mathgym label-steps --help`)"),
     ):
         command = sub.add_parser(name, help=text, add_help=False)
         command.add_argument("rest", nargs=argparse.REMAINDER)
@@ -244,7 +245,7 @@ def _run_training_command(name: str, argv: list[str]) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    if argv and argv[0] in ("train", "eval"):  # argparse.REMAINDER drops a leading --option
+    if argv and argv[0] in ("train", "eval", "label-steps"):  # argparse.REMAINDER drops a leading --option
         return _run_training_command(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)

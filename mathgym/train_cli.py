@@ -2,7 +2,9 @@
 
     mathgym train [--env ID] [--algo grpo] [--model ID_OR_PATH] [--config run.yaml] [--key value ...]
     mathgym train --resume RUN_DIR
-    mathgym eval --model PATH [--env ID] [--k 8] [--tasks 200]
+    mathgym eval --model PATH [--env ID] [--k 8] [--tasks 200] [--select majority|orm|prm-min|... --prm DIR]
+    mathgym eval --model PATH --env MathStep-v0 --search beam --prm DIR [--beam-width 4 --expansions 4]
+    mathgym label-steps --model PATH [--env ID] --k 8 --tasks 100 --out labels.jsonl
 
 Options are parsed and checked (env id, env options, model path) before torch and
 transformers are imported, so ``--help`` and every option error answer at once, and a
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -254,7 +257,68 @@ def _eval_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda' [default: auto]")
     parser.add_argument("--progress", default="true", choices=("true", "false"), help="show a progress bar [default: true]")
+    from mathgym.algos.selection import SELECT_RULES
+
+    parser.add_argument(
+        "--select", default=None, choices=SELECT_RULES,
+        help="with --k > 1, also report the accuracy of the sample this rule picks: majority (most frequent answer), "
+        "orm (needs --orm), prm-min/prm-last/prm-mean/prm-product (best PRM score, step scores aggregated so; needs --prm), "
+        "prm-vote (answers weighted by PRM scores). maj@k is always reported when --k > 1",
+    )
+    parser.add_argument("--prm", default=None, metavar="DIR", help="process reward model (`mathgym train --algo prm`'s final/)")
+    parser.add_argument("--orm", default=None, metavar="DIR", help="outcome reward model (scores the whole solution as one step)")
+    parser.add_argument("--search", default="sample", choices=("sample", "beam"),
+                        help="sample: k samples per task; beam: PRM-guided step-level beam search (needs --prm) [default: sample]")
+    parser.add_argument("--beam-width", type=int, default=4, help="beam search: prefixes kept at each step [default: 4]")
+    parser.add_argument("--expansions", type=int, default=4, help="beam search: next steps proposed per prefix [default: 4]")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="beam search: most steps [default: the env's turn budget, or 16 lines on a single-turn env]")
+    parser.add_argument("--aggregate", default="min", choices=("min", "last", "mean", "product"),
+                        help="beam search: how a prefix's step scores make its score [default: min]")
+    parser.add_argument("--out", default=None, metavar="FILE", help="also write the results as JSON (e.g. eval.json)")
     return parser
+
+
+def load_scorer(path: str | None, flag: str, device: str = "auto") -> Any:
+    """The reward model at ``path`` (``--prm``/``--orm``), loaded by mathgym's ``load_prm``; ``None`` without a path."""
+    if path is None:
+        return None
+    if not Path(path).expanduser().exists():
+        raise ConfigError(f"{flag} {path}: no such directory; give a reward model trained with `mathgym train --algo prm`.")
+    load_prm = prm_loader()
+    if load_prm is None:
+        raise ConfigError(f"{flag} {path}: this mathgym has no process reward models (no load_prm to read it with).")
+    return load_prm(str(Path(path).expanduser()), device=device)
+
+
+def prm_loader() -> Any:
+    """mathgym's ``load_prm`` (the model lives with the agents; older layouts had it in ``mathgym.rewards.prm``), or ``None``."""
+    import importlib
+
+    for module in ("mathgym.agents.prm_model", "mathgym.rewards.prm"):
+        try:
+            return getattr(importlib.import_module(module), "load_prm")
+        except ModuleNotFoundError as err:
+            if err.name != module:  # the module is there but needs something missing: say so
+                raise
+        except AttributeError:
+            continue
+    return None
+
+
+def check_selection_args(args: argparse.Namespace) -> None:
+    """One message for a selection or search option that cannot work, before any model loads."""
+    if args.select is not None and args.k < 2 and args.search == "sample":
+        raise ConfigError(f"--select {args.select} picks one of several samples: give --k 2 or more.")
+    if args.select is not None and args.select.startswith("prm") and args.prm is None:
+        raise ConfigError(f"--select {args.select} needs a process reward model: --prm DIR.")
+    if args.select == "orm" and args.orm is None:
+        raise ConfigError("--select orm needs an outcome reward model: --orm DIR.")
+    if args.search == "beam":
+        if args.prm is None:
+            raise ConfigError("--search beam is guided by a process reward model: --prm DIR.")
+        if args.beam_width < 1 or args.expansions < 1 or (args.max_steps is not None and args.max_steps < 1):
+            raise ConfigError("--beam-width, --expansions and --max-steps must be at least 1.")
 
 
 def eval_env(env: str | None, model: str, trained_on: str | None) -> tuple[str, str | None]:
@@ -284,6 +348,7 @@ def run_eval(argv: Sequence[str]) -> int:
     args = _eval_parser().parse_args(list(argv))
     if args.tasks < 1 or args.k < 1:
         raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
+    check_selection_args(args)
     user_kwargs = parse_value(TrainConfig, "env_kwargs", args.env_kwargs) if args.env_kwargs else {}
     progress = args.progress == "true"
     env, note = eval_env(args.env, args.model, read_model_settings(Path(args.model).expanduser()).get("env"))
@@ -293,7 +358,7 @@ def run_eval(argv: Sequence[str]) -> int:
         print(note)
     _quiet_transformers()
     from mathgym.agents.policy import LLMPolicy
-    from mathgym.algos.evaluate import evaluate_policy
+    from mathgym.algos.evaluate import Selector, evaluate_beam_search, evaluate_policy
     from mathgym.algos.warm_start import prepare_model
 
     defaults = TrainConfig()
@@ -308,14 +373,123 @@ def run_eval(argv: Sequence[str]) -> int:
     max_new_tokens = args.max_new_tokens or int(generation["max_new_tokens"])
     with model_load_errors(args.model):
         policy = LLMPolicy.from_pretrained(path, device=args.device)
-    result = evaluate_policy(
-        policy, config.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,
-        max_new_tokens=max_new_tokens, max_episode_tokens=int(generation["max_episode_tokens"]),
-        max_turns=int(generation["max_turns"]) or None, progress=progress,
-    )
-    print(f"{config.env} ({args.tasks} tasks from seed {args.seed}): pass@1 = {result.pass_at_1:.1%}", end="")
-    print(f", pass@{args.k} = {result.pass_at_k:.1%}" if args.k > 1 else " (greedy)")
+    prm, orm = load_scorer(args.prm, "--prm", args.device), load_scorer(args.orm, "--orm", args.device)
+    if args.search == "beam":
+        result = evaluate_beam_search(
+            policy, config.env, env_kwargs, prm, num_tasks=args.tasks, seed=args.seed, beam_width=args.beam_width,
+            expansions=args.expansions, max_steps=args.max_steps, aggregation=args.aggregate,
+            temperature=args.temperature, max_new_tokens=max_new_tokens, progress=progress,
+        )
+    else:
+        selector = Selector(args.select, prm, orm) if args.select else None
+        result = evaluate_policy(
+            policy, config.env, env_kwargs, num_tasks=args.tasks, seed=args.seed, k=args.k, temperature=args.temperature,
+            max_new_tokens=max_new_tokens, max_episode_tokens=int(generation["max_episode_tokens"]),
+            max_turns=int(generation["max_turns"]) or None, progress=progress, selector=selector,
+        )
+    print(eval_summary(config.env, args, result))
     print("statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(result.statuses.items())))
+    if args.out:
+        record = {"env": config.env, "model": args.model, "tasks": args.tasks, "seed": args.seed, **result.as_metrics("")}
+        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+def eval_summary(env: str, args: argparse.Namespace, result: Any) -> str:
+    """The line ``mathgym eval`` prints: pass@1, and pass@k, maj@k and the selection's accuracy when asked."""
+    head = f"{env} ({args.tasks} tasks from seed {args.seed}): "
+    if result.select == "beam":
+        return head + f"beam search ({args.beam_width} wide, {args.expansions} expansions) accuracy = {result.selected:.1%}"
+    if args.k == 1:
+        return head + f"pass@1 = {result.pass_at_1:.1%} (greedy)"
+    parts = [f"pass@1 = {result.pass_at_1:.1%}", f"pass@{args.k} = {result.pass_at_k:.1%}", f"maj@{args.k} = {result.maj_at_k:.1%}"]
+    if result.select is not None and result.select != "majority":
+        parts.append(f"{result.select}@{args.k} = {result.selected:.1%}")
+    return head + ", ".join(parts)
+
+
+def _label_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mathgym label-steps",
+        description="Label the steps of a policy's solutions by Monte-Carlo rollouts (Math-Shepherd): each step gets the "
+        "share (soft) of K rollouts from it that reach the right answer, or whether any does (hard). Writes JSONL rows "
+        "(problem, steps, labels, answer) for `mathgym train --algo prm`. With --convert, turns Math-Shepherd or PRM800K "
+        "JSONL into the same rows instead.",
+    )
+    parser.add_argument("--env", default="MathReason-v0", help="env with a verifiable answer [default: MathReason-v0]")
+    parser.add_argument("--model", default=TINY_MODEL, help=f"the policy: hub id, local path or run's final/ [default: {TINY_MODEL}]")
+    parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
+    parser.add_argument("--k", type=int, default=8, help="rollouts from each step [default: 8]")
+    parser.add_argument("--tasks", type=int, default=100, help="problems (seeds --seed .. --seed+tasks-1) [default: 100]")
+    parser.add_argument("--seed", type=int, default=0, help="first task seed [default: 0]")
+    parser.add_argument("--kind", default="soft", choices=("soft", "hard"), help="label kind [default: soft]")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature [default: 1.0]")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="longest completion [default: the model's mathgym.json, else the training default]")
+    parser.add_argument("--out", required=True, metavar="FILE", help="JSONL file to write")
+    parser.add_argument("--convert", default=None, metavar="FILE", help="read this Math-Shepherd / PRM800K / mathgym JSONL instead")
+    parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda' [default: auto]")
+    parser.add_argument("--progress", default="true", choices=("true", "false"), help="show a progress bar [default: true]")
+    return parser
+
+
+def run_label_steps(argv: Sequence[str]) -> int:
+    """``mathgym label-steps``: Monte-Carlo step labels from a policy, or the public formats converted."""
+    import time
+
+    from mathgym.algos.step_labels import read_step_labels, write_rows
+
+    args = _label_parser().parse_args(list(argv))
+    if args.convert:
+        if not Path(args.convert).is_file():
+            raise ConfigError(f"--convert {args.convert}: no such file.")
+        try:
+            count = write_rows(read_step_labels(args.convert), args.out)
+        except ValueError as err:
+            raise ConfigError(f"--convert {err}") from None
+        print(f"mathgym label-steps: {count} labelled solutions from {args.convert} written to {args.out}")
+        return 0
+    if args.tasks < 1 or args.k < 1:
+        raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
+    from mathgym.agents.settings import read_model_settings
+    from mathgym.algos.configs import TrainConfig, resolved_env_kwargs
+    from mathgym.cli import _parse_env_kwargs
+
+    import mathgym
+
+    env = mathgym.resolve_env_id(args.env)
+    kwargs = _parse_env_kwargs(args.option)
+    config = TrainConfig(env=env, model=args.model, env_kwargs=kwargs, progress=args.progress == "true")
+    check_run_inputs(config)
+    _quiet_transformers()
+    from tqdm.auto import tqdm
+
+    from mathgym.agents.policy import LLMPolicy
+    from mathgym.algos.step_labels import label_steps
+    from mathgym.algos.step_policy import EnvSteps, PolicyStepWriter
+    from mathgym.algos.warm_start import prepare_model
+
+    path = prepare_model(config)
+    saved = read_model_settings(path)
+    generation = {**TrainConfig().to_dict(), **(saved.get("generation", {}) if saved.get("env") == env else {})}
+    with model_load_errors(args.model):
+        policy = LLMPolicy.from_pretrained(path, device=args.device)
+    # the env options the model was trained with (its mathgym.json: e.g. its system prompt), then -o's
+    steps = EnvSteps(env, resolved_env_kwargs(TrainConfig(env=env, model=path, env_kwargs=kwargs)))
+    writer = PolicyStepWriter(policy, steps, temperature=args.temperature, seed=args.seed,
+                              max_new_tokens=args.max_new_tokens or int(generation["max_new_tokens"]))
+    bar = tqdm(total=args.tasks, desc=f"labelling steps on {env} (k={args.k})", unit="task", disable=not config.progress, leave=False)
+    start = time.perf_counter()
+    try:
+        tasks = [steps.task(args.seed + i) for i in range(args.tasks)]
+        rows = label_steps(tasks, writer, steps.check, k=args.k, kind=args.kind, on_task=lambda: bar.update(1))
+    finally:
+        bar.close()
+        steps.close()
+    count = write_rows(rows, args.out)
+    labelled = sum(len(r.steps) for r in rows)
+    print(f"mathgym label-steps: {count} solutions, {labelled} steps labelled ({args.kind}, k={args.k}) "
+          f"in {time.perf_counter() - start:.1f} s; written to {args.out}")
     return 0
 
 
@@ -328,9 +502,9 @@ def _quiet_transformers() -> None:
 
 
 def main(name: str, argv: Sequence[str]) -> int:
-    """Entry point used by ``mathgym.cli`` for ``train`` and ``eval``."""
+    """Entry point used by ``mathgym.cli`` for ``train``, ``eval`` and ``label-steps``."""
     try:
-        return run_train(argv) if name == "train" else run_eval(argv)
+        return {"train": run_train, "eval": run_eval, "label-steps": run_label_steps}[name](argv)
     except MathgymError as err:
         print(f"mathgym {name}: error: {err}", file=sys.stderr)
         return 2
