@@ -24,10 +24,11 @@ from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 from mathgym.errors import ConfigError
+from mathgym.rewards.prm import AggregationRule, aggregate
 
 SelectRule = Literal["majority", "orm", "prm-min", "prm-last", "prm-mean", "prm-product", "prm-vote"]
 SELECT_RULES: tuple[SelectRule, ...] = ("majority", "orm", "prm-min", "prm-last", "prm-mean", "prm-product", "prm-vote")
-Aggregation = Literal["min", "last", "mean", "product"]
+Aggregation = AggregationRule
 
 
 class StepScorer(Protocol):
@@ -39,23 +40,17 @@ class StepScorer(Protocol):
 
 
 def aggregate_scores(scores: Sequence[float], rule: Aggregation) -> float:
-    """One number for a solution from its step scores (``-inf`` for a solution with no step).
+    """One number for a solution from its step scores: :func:`mathgym.rewards.prm.aggregate`, and
+    ``-inf`` for a solution with no step (or none the scorer could see), so that it is never selected.
 
     Example:
         >>> [aggregate_scores([0.5, 0.8], r) for r in ("min", "last", "mean", "product")]
         [0.5, 0.8, 0.65, 0.4]
     """
-    if not scores:
+    try:
+        return aggregate(scores, rule)
+    except ValueError:
         return -math.inf
-    if rule == "min":
-        return min(scores)
-    if rule == "last":
-        return scores[-1]
-    if rule == "mean":
-        return sum(scores) / len(scores)
-    if rule == "product":
-        return math.prod(scores)
-    raise ConfigError(f"aggregation {rule!r}: choose one of min, last, mean, product.")
 
 
 def answer_groups(answers: Sequence[str | None], same: Callable[[str, str], bool]) -> list[int]:
