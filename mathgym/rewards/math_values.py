@@ -36,6 +36,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import NamedTuple
 
+from mathgym.rewards.math_notation import read_notation, strip_unit
+
 #: Longest text read as a value: longer answers go to math-verify.
 MAX_VALUE_CHARS = 300
 _MAX_INTEGER_DIGITS = 12
@@ -58,6 +60,7 @@ class Scalar(NamedTuple):
     is_float: bool = False  # a plain decimal (a sympy Float for math-verify)
     percent: bool = False
     plain: bool = True  # a plain integer or decimal, nothing computed
+    product: bool = False  # a decimal times a power of ten (math-verify's equality is binary floats')
 
     @property
     def rational(self) -> Fraction | None:
@@ -321,7 +324,17 @@ def read_value(text: str) -> Value | None:
         >>> read_value("\\\\frac{3\\\\sqrt{5}}{5}") == read_value("\\\\frac{3}{\\\\sqrt5}")
         True
     """
-    if len(text) > MAX_VALUE_CHARS or not text.isascii() or _DIGIT_SPACE_DIGIT.search(text):
+    if len(text) > MAX_VALUE_CHARS or not text.isascii():
+        return None
+    notation = read_notation(text)  # units, currency, padding, scientific notation, digit groups
+    if notation is not None:
+        terms = ((1, 0, notation.value),) if notation.value else ()
+        return Scalar(terms, notation.is_float, False, notation.plain, notation.product)
+    bare = strip_unit(text)
+    if bare is not None:
+        value = read_value(bare)
+        return value if isinstance(value, Scalar) and not value.percent else None
+    if _DIGIT_SPACE_DIGIT.search(text):
         return None
     text = re.sub(r"\s+", "", text).replace("\\left", "").replace("\\right", "")
     text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
@@ -369,10 +382,11 @@ def value_verdict(gold: Value, answer: Value, numeric_verdict: Callable[[Scalar,
         if gold.rational is not None and answer.rational is not None:
             if (gold.percent or answer.percent) and not (gold.plain and answer.plain):
                 return None
-            return numeric_verdict(gold, answer)
+            verdict = numeric_verdict(gold, answer)
+            return None if verdict and (gold.product or answer.product) else verdict
         return _scalar_verdict(gold, answer)
     if type(gold) is not type(answer):
-        return None
+        return _scalar_and_set(gold, answer)
     if isinstance(gold, Text):
         return gold.word == answer.word
     if isinstance(gold, Matrix):
@@ -404,3 +418,16 @@ def _set_verdict(gold: tuple, answer: tuple) -> bool | None:
     only_answer = [a for a in answer if a.terms not in gold_set]
     near = any(_scalar_verdict(g, a) is None for g in only_gold for a in only_answer)
     return None if near else False
+
+
+def _scalar_and_set(gold: Value, answer: Value) -> bool | None:
+    """A number against a set of two or more clearly different numbers (either way round): never equal."""
+    pair = {type(gold), type(answer)}
+    if pair != {Scalar, Group}:
+        return None
+    group = gold if isinstance(gold, Group) else answer
+    if group.kind != "set":
+        return None
+    items = group.items
+    apart = all(_scalar_verdict(a, b) is False for i, a in enumerate(items) for b in items[i + 1 :])
+    return False if apart else None
