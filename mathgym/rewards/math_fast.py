@@ -60,9 +60,11 @@ import unicodedata
 from fractions import Fraction
 from typing import NamedTuple
 
+from mathgym.rewards.math_plain_text import marked_number, unmarked_number
 from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, Value, read_value, value_verdict
 
 _MAX_NUMBER_CHARS = 40
+_MAX_UNMARKED_CHARS = 100_000
 #: Significant digits up to which a decimal compares like math-verify's 15-digit floats.
 MAX_DECIMAL_DIGITS = 14
 
@@ -263,63 +265,6 @@ def _gsm8k(text: str, lower: str) -> str | None:
     return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
-#: math-verify's plain-number pattern (``lazy_expr_regex``'s ``number_re``, percent aside), alternatives in its order.
-_MV_NUMBER = re.compile(r"(?P<int>-?[1-9]\d{0,2}(?:[ ,]\d{3})+)(?P<dec>\.\d+)?|(?P<int2>-?\d+)(?P<dec2>[.,]\d+)|(?P<dec3>\.\d+)|(?P<int3>-?\d+)", re.ASCII)
-_ANSWER_MARK = re.compile(r"answer(?: is:?|:)[ \t]+", re.IGNORECASE | re.ASCII)
-_GSM8K_MARK = re.compile(r"####[ \t]+", re.ASCII)
-_CURRENCY_SIGNS = "€£¥₹₽₪₩₫฿"
-#: What math-verify's expressions are made of; an operator among them makes ``N`` start an expression.
-_EXPR_RUN = re.compile(r"[\d.\s+\-*×/^()÷]*")
-_EXPR_OPERATORS = re.compile(r"[+\-*×/^()÷]")
-#: In the text after ``N``: the start or end of a LaTeX environment math-verify could read instead.
-_LATEX_MARKS = re.compile(r"[$\[\]]|\\(?:[()\[\]]|frac|boxed|fbox)", re.ASCII)
-#: After ``N``, where a further number or expression could start (an anchor, then a digit soon after).
-_ANCHORED_DIGIT = re.compile(r"[\s=]\S{0,4}\d")
-
-
-def _marked_number(text: str, lower: str, shape: str) -> Scalar | None:
-    """The number after the one ``answer is``/``answer:`` or the last ``####``, read as math-verify's number pattern reads it.
-
-    ``N`` is what :data:`_MV_NUMBER` matches there: ``6850,28`` is 6850.28, ``9.809,69`` is
-    9.809, ``1 234 567`` is 1234567, ``2.5E+4`` is 2.5, ``0012`` is 12, a currency sign
-    before it is dropped. Declined when ``N`` starts an expression (an operator in the run
-    of expression characters), when a percentage, ``=`` or LaTeX follows, and for the
-    gsm8k shape (math-verify's rightmost match) when another number could start after it.
-    Where "answer" is the marker, digits may follow (math-verify takes the first match
-    after the one "answer"), unless a "final answer … is" could find a later one.
-    """
-    if shape == "answer":
-        at = lower.find("answer")
-        marker = _ANSWER_MARK.match(text, at)
-        if marker is None or "i hope" in lower or ("final answer" in lower and not lower.startswith("answer is", at)):
-            return None  # a "final answer … is" could find a later number
-    else:
-        at = text.rfind("####")
-        marker = _GSM8K_MARK.match(text, at) if at >= 0 else None
-        if marker is None:
-            return None
-    begin = marker.end() + (text[marker.end()] in _CURRENCY_SIGNS if marker.end() < len(text) else 0)
-    number = _MV_NUMBER.match(text, begin)
-    if number is None or number.end() - begin > _MAX_NUMBER_CHARS:
-        return None
-    if _EXPR_OPERATORS.search(_EXPR_RUN.match(text, begin).group(), 1):
-        return None
-    tail = text[number.end() :]
-    lowered = _ascii_lower(tail)
-    if "=" in tail or "%" in tail or "pct" in lowered or "percent" in lowered or _LATEX_MARKS.search(tail):
-        return None
-    if shape == "gsm8k" and _ANCHORED_DIGIT.search(tail):
-        return None
-    integer = (number.group("int") or number.group("int2") or number.group("int3") or "").replace(" ", "").replace(",", "")
-    negative = integer.startswith("-")
-    integer = integer.lstrip("-").lstrip("0") or "0"
-    decimal = (number.group("dec") or number.group("dec2") or number.group("dec3") or "").replace(",", ".")
-    if len((integer + decimal[1:]).lstrip("0")) > MAX_DECIMAL_DIGITS:
-        return None
-    value = Fraction(integer + decimal) * (-1 if negative else 1)
-    return _as_scalar(Numeric(value, bool(decimal), False), plain=True)
-
-
 def fast_answer(completion: str) -> tuple[Value, str] | None:
     """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
@@ -334,20 +279,20 @@ def fast_answer(completion: str) -> tuple[Value, str] | None:
     if boxed is not None:
         value = read_value(boxed)
         return None if value is None else (value, "boxed")
-    if "\\boxed" in completion:
-        return None
     for shape, read in (("answer", _answer_is), ("gsm8k", _gsm8k)):
         found = read(completion, lower)
         if found is not None:
             scalar = _as_scalar(_number(found), plain=True)
             return None if scalar is None else (scalar, shape)
-    count = lower.count("answer")
-    if count <= 1:
-        scalar = _marked_number(completion, lower, "answer" if count else "gsm8k")
-        if scalar is not None:
-            return scalar, "answer" if count else "gsm8k"
+    marked = marked_number(completion, lower)
+    if marked is not None:
+        return _as_scalar(Numeric(marked[0].value, marked[0].is_float, False), plain=True), marked[1]  # type: ignore[return-value]
     bare = completion.strip()
     if _PLAIN.fullmatch(bare):
         scalar = _as_scalar(_number(bare), plain=True)
         return None if scalar is None else (scalar, "bare")
+    if len(completion) <= _MAX_UNMARKED_CHARS:
+        unmarked = unmarked_number(completion, lower)
+        if unmarked is not None:
+            return _as_scalar(Numeric(unmarked.value, unmarked.is_float, False), plain=True), "unmarked"  # type: ignore[return-value]
     return None

@@ -44,6 +44,7 @@ _MAX_INTEGER_DIGITS = 12
 _MAX_RADICAND = 10**6
 _MAX_ELEMENTS = 16
 _NUMBER = re.compile(r"(?:0|[1-9]\d*)(?:\.\d+)?", re.ASCII)
+_BRACED_COMMA = re.compile(r"\s*\{\s*,\s*\}", re.ASCII)
 _DIGIT_SPACE_DIGIT = re.compile(r"\d\s+\d", re.ASCII)
 _TEXT = re.compile(r"\\text\{([A-Za-z]{1,30})\}", re.ASCII)
 _MATRIX = re.compile(r"\\begin\{([pb]matrix)\}(.*)\\end\{\1\}", re.ASCII | re.DOTALL)
@@ -265,12 +266,13 @@ def _split_top(text: str, separator: str) -> list[str] | None:
     return None if depth else [*parts, text[start:]]
 
 
-def _elements(text: str) -> tuple | None:
+def _elements(text: str, floats: bool = False) -> tuple | None:
+    """The comma-separated scalars of a set (``floats``: decimals allowed) or of an interval or tuple."""
     parts = _split_top(text, ",")
     if parts is None or len(parts) > _MAX_ELEMENTS:
         return None
     items = tuple(_read_scalar(part) for part in parts)
-    if any(item is None or (isinstance(item, Scalar) and (item.percent or item.is_float)) for item in items):
+    if any(item is None or (isinstance(item, Scalar) and (item.percent or (item.is_float and not floats))) for item in items):
         return None
     return items
 
@@ -283,7 +285,7 @@ def _position(item: Scalar | Infinity) -> float:
 
 def _group(text: str) -> Group | None:
     if text.startswith("\\{") and text.endswith("\\}"):
-        items = _elements(text[2:-2])
+        items = _elements(text[2:-2], floats=True)
         return Group("set", items) if items and not any(isinstance(i, Infinity) for i in items) else None
     if len(text) < 2 or text[0] not in "([" or text[-1] not in ")]" or _split_top(text[1:-1], ",") is None:
         return None
@@ -326,6 +328,7 @@ def read_value(text: str) -> Value | None:
     """
     if len(text) > MAX_VALUE_CHARS or not text.isascii():
         return None
+    text = _BRACED_COMMA.sub(",", text)  # math-verify's normalisation: ``1{,}5`` is ``1,5``
     notation = read_notation(text)  # units, currency, padding, scientific notation, digit groups
     if notation is not None:
         terms = ((1, 0, notation.value),) if notation.value else ()
@@ -351,7 +354,7 @@ def read_value(text: str) -> Value | None:
     if parts is not None and len(parts) > 1:
         if any(re.fullmatch(r"\d{3}", part) for part in parts[1:]):
             return None  # ``1,000``: thousands or a set, as math-verify's normalisation decides
-        items = _elements(text)
+        items = _elements(text, floats=True)
         return Group("set", items) if items and not any(isinstance(i, Infinity) for i in items) else None
     value = _read_scalar(text)
     return value if isinstance(value, Scalar) else None
@@ -428,6 +431,6 @@ def _scalar_and_set(gold: Value, answer: Value) -> bool | None:
     group = gold if isinstance(gold, Group) else answer
     if group.kind != "set":
         return None
-    items = group.items
-    apart = all(_scalar_verdict(a, b) is False for i, a in enumerate(items) for b in items[i + 1 :])
-    return False if apart else None
+    values = [item.approx() for item in group.items]
+    apart = all(abs(a - b) > 1e-5 * max(1.0, abs(a), abs(b)) for i, a in enumerate(values) for b in values[i + 1 :])
+    return False if apart and len(values) > 1 else None
