@@ -233,3 +233,34 @@ def test_marked_numbers_in_hostile_text_are_read_in_linear_time():
         start = time.perf_counter()
         fast_answer(text)
         assert time.perf_counter() - start < 0.5, text[:40]
+
+
+# -- fuzzing unmarked text: math-verify's rightmost match ---------------------------------------
+
+_WORDS = ["So we get ", "Total: ", "apples", " in total", ". ", ", ", " ", "\n", "=", " = ", "x", "(", ")", " + ", "-", "*", "**", "^2", " / ",
+          "%", " percent", " Pct", "€", "£", ".", ":", "#### ", "I think it's ", " since ", "Wait, ", "\\boxed{}", "\\boxed{12}", "\\boxed{ }",
+          "\\boxed{-3}, ", "{", "}", "\\,", "\\cdot ", "E+4", "e3", "pe", "ta", "!", "?", ";", "\t", "\x1c"]
+_NUMBERS_IN_TEXT = ["7", "42", "-7", "0.5", ".5", "1,234", "1 234", "6850,28", "9.809,69", "007", "12.", "3/4", "2 + 3", "(4)", "1,23", "100"]
+_UNMARKED_GOLDS = ["7", "42", "-7", "0.5", "1234", "6850.28", "9.809", "12", "0.75", "5", "4", "1.23", "100", "$\\frac{1}{2}$", "234", "3"]
+
+
+def _unmarked(rng: random.Random) -> Pair:
+    parts = []
+    for _ in range(rng.randint(1, 8)):
+        parts.append(rng.choice(_NUMBERS_IN_TEXT) if rng.random() < 0.4 else rng.choice(_WORDS))
+    return Pair("unmarked", rng.choice(_UNMARKED_GOLDS), "".join(parts), None)
+
+
+def test_fast_path_decisions_on_unmarked_text_are_math_verifys():
+    """Text with no marker: numbers, expressions, percentages, currency, boxes (an empty last one), anchors."""
+    rng, pairs, tried = random.Random(SEED + 31), [], 0
+    while len(pairs) < 400:
+        pair, tried = _unmarked(rng), tried + 1
+        gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
+        if gold is not None and found is not None and fast_verdict(gold, found[0]) is not None:
+            pairs.append(pair)
+    truth = math_verify_verdicts(pairs)
+    wrong = [(p, t) for p, t in zip(pairs, truth) if fast_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
+    assert not wrong, wrong[:5]
+    assert 0.05 < sum(truth) / len(truth) < 0.9 and len(pairs) < 0.8 * tried
+    assert sum(fast_answer(p.completion)[1] == "unmarked" for p in pairs) > 200

@@ -304,3 +304,11 @@ def test_fast_verdicts_on_number_notations_are_math_verifys():
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert 0.2 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.5 * len(pairs)
+
+
+def test_text_with_spaces_and_closed_infinite_ends_as_math_verify_reads_them():
+    assert read_value("\\text{ e }") is None  # math-verify's unit rules erase `` e }``: unparseable to it
+    assert read_value("\\text{e}") == Text("e")
+    assert fast_verdict(fast_gold("$[-\\infty, 3]$"), read_value("(-\\infty, 3]")) is True  # an infinite end is open either way
+    assert fast_verdict(fast_gold("$[1, \\infty]$"), read_value("[1, \\infty)")) is True
+    assert fast_verdict(fast_gold("$[1, \\infty)$"), read_value("(1, \\infty)")) is False

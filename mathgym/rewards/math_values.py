@@ -339,13 +339,15 @@ def read_value(text: str) -> Value | None:
         return value if isinstance(value, Scalar) and not value.percent else None
     if _DIGIT_SPACE_DIGIT.search(text):
         return None
+    text_match = _TEXT.fullmatch(text.strip())
+    if text_match:  # no spaces inside: math-verify's unit rules erase some words with spaces (``\text{ e }``)
+        return Text(text_match.group(1).lower())
     text = re.sub(r"\s+", "", text).replace("\\left", "").replace("\\right", "")
     text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     if not text:
         return None
-    text_match = _TEXT.fullmatch(text)
-    if text_match:
-        return Text(text_match.group(1).lower())
+    if text.startswith("\\text"):
+        return None
     if text.startswith("\\begin"):
         return _matrix(text)
     if text[0] in "([\\" and text[-1] in ")]}" and not text.startswith(("\\frac", "\\sqrt", "\\pi")):
@@ -401,7 +403,7 @@ def value_verdict(gold: Value, answer: Value, numeric_verdict: Callable[[Scalar,
     if len(gold.items) != len(answer.items):
         return False if gold.kind == "tuple" else None
     verdicts = [_item_verdict(g, a) for g, a in zip(gold.items, answer.items)]
-    if gold.kind == "interval" and gold.closed != answer.closed:
+    if gold.kind == "interval" and _finite_closed(gold) != _finite_closed(answer):
         return False
     if all(v is True for v in verdicts):
         return True
@@ -434,3 +436,8 @@ def _scalar_and_set(gold: Value, answer: Value) -> bool | None:
     values = [item.approx() for item in group.items]
     apart = all(abs(a - b) > 1e-5 * max(1.0, abs(a), abs(b)) for i, a in enumerate(values) for b in values[i + 1 :])
     return False if apart and len(values) > 1 else None
+
+
+def _finite_closed(interval: Group) -> tuple[bool, bool]:
+    """Which ends are closed, an infinite end counting as open (math-verify: ``[1, \\infty]`` is ``[1, \\infty)``)."""
+    return tuple(closed and not isinstance(end, Infinity) for closed, end in zip(interval.closed, interval.items))  # type: ignore[return-value]
