@@ -109,7 +109,7 @@ def _approx(scalar: tuple[str, tuple]) -> float:
     return float({"rational": c, "radical": c * Fraction(r**0.5), "pi": c * Fraction(3.141592653589793), "sum": a + c * Fraction(r**0.5)}[kind])
 
 
-def _fuzzed_pair(rng: random.Random) -> Pair:
+def _fuzzed_pair(rng: random.Random, endings: list[str] = _BOXES) -> Pair:
     """A gold ``$…$`` and a boxed answer of the same shape, right about half of the time."""
     right = rng.random() < 0.5
     shape = rng.choice(["scalar", "scalar", "negative", "percent", "set", "bare_set", "interval", "tuple", "matrix", "text"])
@@ -158,7 +158,7 @@ def _fuzzed_pair(rng: random.Random) -> Pair:
         shown = word if right else rng.choice(words)
         gold = rng.choice([f"\\text{{{word}}}", f"\\text{{{word.lower()}}}"])
         answer = rng.choice([f"\\text{{{shown}}}", f"\\text{{{shown.upper()}}}", f"\\text{{ {shown} }}"])
-    return Pair(shape, f"${gold}$", rng.choice(_BOXES).format(answer), "boxed")
+    return Pair(shape, f"${gold}$", rng.choice(endings).format(answer), "boxed")
 
 
 def _matrix(rng: random.Random, cells: list[int], columns: int) -> str:
@@ -312,3 +312,21 @@ def test_text_with_spaces_and_closed_infinite_ends_as_math_verify_reads_them():
     assert fast_verdict(fast_gold("$[-\\infty, 3]$"), read_value("(-\\infty, 3]")) is True  # an infinite end is open either way
     assert fast_verdict(fast_gold("$[1, \\infty]$"), read_value("[1, \\infty)")) is True
     assert fast_verdict(fast_gold("$[1, \\infty)$"), read_value("(1, \\infty)")) is False
+
+
+_INLINE = ["The answer is ${}$.", "Answer: ${}$", "So the final answer is ${}$", "The matrix is ${}$.", "Result: \\({}\\)", "${}$",
+           "We get ${}$ in the end", "${}$ 5", "Answer ${}$ = 4", "${}$%", "So $x = {}$", "3 $ {}$", "answer and answer ${}$", "${}$ \\frac{{1}}{{2}}",
+           "The answer, after a very long detour through many words, is ${}$", "the answer is ${}$, not [2]", "so \\({}\\) and $5$", "${}$ I hope"]
+
+
+def test_fast_verdicts_on_one_inline_latex_answer_are_math_verifys():
+    """MATH-style values in the one ``$…$`` or ``\\(…\\)`` of a text, with or without "answer", and text around it."""
+    rng = random.Random(SEED + 3)
+    pairs = [_fuzzed_pair(rng, _INLINE) for _ in range(700)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert 0.25 < sum(truth) / len(truth) < 0.75 and 0.3 * len(pairs) < len(decided) < 0.9 * len(pairs)
+    assert fast_answer("Result: \\(259\\)")[1] == "latex" and fast_answer("I think it's $748$, since 748 - 1 = 747.") is None
+    assert fast_answer("The final answer is 12 345 $5$") is None  # math-verify reads 12345 (priority 50)

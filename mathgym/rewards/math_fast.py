@@ -265,6 +265,49 @@ def _gsm8k(text: str, lower: str) -> str | None:
     return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
+_TAIL_AFTER_LATEX = re.compile(r"[\d=%$\\\[\]]|pct|percent", re.IGNORECASE | re.ASCII)
+
+
+def _one_inline_latex(text: str, lower: str) -> str | None:
+    """The contents of the one ``$…$`` or ``\\(…\\)`` math-verify reads, or ``None``.
+
+    The text holds exactly one LaTeX environment and no box. With no "answer", it is the
+    rightmost match of priority 300 when nothing that could start a match (a digit, ``=``,
+    a percentage, LaTeX) follows it. After the one "answer" (within 50 characters, the
+    reach of math-verify's pattern), its LaTeX match and the expression matches all start
+    at "answer", and the LaTeX one, ending last, is tried first (after "final answer", no
+    digit may come before it: its priority-50 pattern reads the number after "is"). A
+    ``\\frac`` outside or a `` [`` (an inline-bracket environment) declines.
+    """
+    if "\\boxed" in text or "\\fbox" in text or "\\[" in text or re.search(r"\s\[", text):
+        return None
+    if text.count("$") == 2 and "\\(" not in text and "\\$" not in text:
+        start = text.find("$")
+        end = text.find("$", start + 1)
+        if start > 0 and (text[start - 1].isdigit() or text[start - 1] == "\\"):
+            return None
+        inner, close = text[start + 1 : end], end + 1
+    elif "$" not in text and text.count("\\(") == 1 and text.count("\\)") == 1:
+        start, end = text.find("\\("), text.find("\\)")
+        inner, close = text[start + 2 : end], end + 2
+    else:
+        return None
+    if not inner.strip() or "\n" in inner or end < start or _TAIL_AFTER_LATEX.search(text, close):
+        return None
+    if "\\frac" in text[:start] or "\\frac" in text[close:]:
+        return None
+    count = lower.count("answer")
+    if count > 1 or "i hope" in lower:
+        return None
+    if count == 1:
+        at = lower.find("answer") + len("answer")
+        if not at <= start <= at + 50:
+            return None
+        if "final answer" in lower and re.search(r"\d", text[at:start]):
+            return None  # "final answer … is N" (priority 50) would read N before any LaTeX
+    return inner
+
+
 def fast_answer(completion: str) -> tuple[Value, str] | None:
     """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
@@ -287,6 +330,10 @@ def fast_answer(completion: str) -> tuple[Value, str] | None:
     marked = marked_number(completion, lower)
     if marked is not None:
         return _as_scalar(Numeric(marked[0].value, marked[0].is_float, False), plain=True), marked[1]  # type: ignore[return-value]
+    inline = _one_inline_latex(completion, lower)
+    if inline is not None:
+        value = read_value(inline)
+        return None if value is None else (value, "latex")
     bare = completion.strip()
     if _PLAIN.fullmatch(bare):
         scalar = _as_scalar(_number(bare), plain=True)
