@@ -91,7 +91,7 @@ def test_pipelined_batch_recovers_after_a_hostile_item_in_the_middle():
     """A hostile sample in the middle of a pipelined batch times out alone; the rest are scored."""
     verifier = MathVerifier(timeout=3.0, workers=1)  # one helper: every sample in one pipeline
     verifier.warm_up()
-    good = [("so \\boxed{x^2-1}", "(x-1)(x+1)", Status.CORRECT), ("so \\boxed{\\sqrt{4}}", "2", Status.CORRECT),
+    good = [("so \\boxed{x^2-1}", "(x-1)(x+1)", Status.CORRECT), ("so \\boxed{2^{2}}", "4", Status.CORRECT),  # none read in-process
             ("so \\boxed{2x}", "x", Status.WRONG), ("so \\boxed{\\pi}", "\\pi", Status.CORRECT)]
     hostile = (HOSTILE["tower_of_powers"][0], HOSTILE["tower_of_powers"][1], Status.TIMEOUT)
     items = good[:2] * 3 + [hostile] + good * 3

@@ -216,12 +216,14 @@ def test_reads_the_number_after_a_marker_as_math_verify_does():
         "#### 0012": Fraction(12),
         "#### .5": Fraction(1, 2),
         "The answer is 2{,}66 because it checks out.": Fraction(2),
+        "#### 5 apples and 6 pears": Fraction(6),  # no "answer": math-verify's rightmost match
+        "So \\boxed{3}. Wait: 4 + 3 is 8 apples. \\boxed{}": Fraction(8),  # its boxed pattern reads ``3,``, which does not parse
     }
     for text, value in read.items():
         found = fast_answer(text)
         assert found is not None and found[0].rational == value, (text, found)
     for declined in ["#### -.5", "#### +12", "#### 3.5 \\cdot 10^2", "The answer is 5 (since 2+3)", "The final answer: 5 which is 6",
-                     "The answer is 5 = 2 + 3", "#### 5 apples and 6 pears", "The answer is 50 percent", "The answer is 5, see $x$"]:
+                     "The answer is 5 = 2 + 3", "The answer is 50 percent", "The answer is 5, see $x$", "#### 5 apples and 6 + 1 pears"]:
         assert fast_answer(declined) is None, declined
 
 
