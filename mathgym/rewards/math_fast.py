@@ -185,13 +185,16 @@ def _as_scalar(number: Numeric | None, plain: bool) -> Scalar | None:
 def fast_gold(gold: str) -> Value | None:
     """The gold as the fast path reads it, or ``None`` when math-verify must read it.
 
-    A plain number, ``a/b`` or ``\\frac{a}{b}`` as written; anything else of the grammar of
+    A plain number (a trailing ``\\%`` ignored, as math-verify does outside LaTeX), ``a/b``
+    or ``\\frac{a}{b}`` as written; anything else of the grammar of
     :mod:`~mathgym.rewards.math_values` inside one ``$…$`` (math-verify reads bare LaTeX
     otherwise, see :func:`~mathgym.rewards.math.latex_gold`).
     """
     if not _unicode_safe(gold):
         return None
     gold = gold.strip()
+    if gold.endswith("\\%") and _PLAIN.fullmatch(gold[:-2]):
+        gold = gold[:-2]  # outside LaTeX, math-verify reads ``54\\%`` as the number 54
     if _GOLD.fullmatch(gold):
         return _as_scalar(_number(gold), plain=_PLAIN.fullmatch(gold) is not None)
     if len(gold) > 2 and gold[0] == gold[-1] == "$" and gold.count("$") == 2:
@@ -329,7 +332,7 @@ def fast_answer(completion: str) -> tuple[Value, str] | None:
             return None if scalar is None else (scalar, shape)
     marked = marked_number(completion, lower)
     if marked is not None:
-        return _as_scalar(Numeric(marked[0].value, marked[0].is_float, False), plain=True), marked[1]  # type: ignore[return-value]
+        return _as_scalar(Numeric(*marked[0]), plain=True), marked[1]  # type: ignore[return-value]
     inline = _one_inline_latex(completion, lower)
     if inline is not None:
         value = read_value(inline)
@@ -341,5 +344,5 @@ def fast_answer(completion: str) -> tuple[Value, str] | None:
     if len(completion) <= _MAX_UNMARKED_CHARS:
         unmarked = unmarked_number(completion, lower)
         if unmarked is not None:
-            return _as_scalar(Numeric(unmarked.value, unmarked.is_float, False), plain=True), "unmarked"  # type: ignore[return-value]
+            return _as_scalar(Numeric(*unmarked), plain=True), "unmarked"  # type: ignore[return-value]
     return None

@@ -26,7 +26,7 @@ _ANCHOR = r"(?:^|\s|=)(?:\*\*)?"
 _EXPR_CHARS = r"[\d.\s+\-*×/^()÷]"
 _OPERATORS = r"[+\-*×/^()÷]"
 #: math-verify's number pattern, its alternatives in its order (``\d``, ``\s`` Unicode, as its are).
-DIGITS = re.compile(rf"(?<!\d){_DIGITS}")
+DIGITS = re.compile(rf"(?<!\d){_DIGITS}{_PERCENT}")
 #: The anchored number and expression patterns of math-verify's priority 300.
 NUMBER = re.compile(rf"{_ANCHOR}[{_CURRENCY}]?(?<!\d){_DIGITS}{_PERCENT}")
 EXPRESSION = re.compile(rf"{_ANCHOR}(?P<expr>-?\(?-?\d{_EXPR_CHARS}*{_OPERATORS}{_EXPR_CHARS}+\)?)(?:\*\*)?(?:\.|,|:|\s|\)|\$|$)")
@@ -50,6 +50,7 @@ _MAX_SCAN = 4000
 class PlainNumber(NamedTuple):
     value: Fraction
     is_float: bool
+    percent: bool = False  # "%", "percent", "pct" after it: math-verify divides by 100
 
 
 def _value(match: re.Match) -> PlainNumber | None:
@@ -61,7 +62,7 @@ def _value(match: re.Match) -> PlainNumber | None:
     if len((integer + decimal[1:]).lstrip("0")) > _MAX_DIGITS:
         return None
     value = Fraction(integer + decimal)
-    return PlainNumber(-value if negative else value, bool(decimal))
+    return PlainNumber(-value if negative else value, bool(decimal), bool(match.group("percent")))
 
 
 def _quiet(tail: str, lower_tail: str) -> bool:
@@ -73,9 +74,9 @@ def marked_number(text: str, lower: str) -> tuple[PlainNumber, str] | None:
 
     ``N`` is what math-verify's number pattern matches there: ``6850,28`` is 6850.28,
     ``9.809,69`` is 9.809, ``1 234 567`` is 1234567, ``2.5E+4`` is 2.5, ``0012`` is 12, a
-    currency sign before it is dropped. Declined when ``N`` starts an expression (an
-    operator among the expression characters from there), when ``=``, a percentage or
-    LaTeX follows, and, after ``####`` (math-verify's rightmost match), when another number
+    currency sign before it is dropped, a percentage sign right after it read (``54%`` is
+    54/100). Declined when ``N`` starts an expression (an operator among the expression
+    characters from there), when ``=``, a further percentage or LaTeX follows, and, after ``####`` (math-verify's rightmost match), when another number
     could start after it. After "answer" digits may follow (math-verify takes the first
     match after the one "answer"), unless a "final answer … is" could reach a later one.
     ``lower`` is ``text`` with ASCII letters lowercased (same positions).
@@ -134,7 +135,7 @@ def unmarked_number(text: str, lower: str) -> PlainNumber | None:
     ``\\frac``) and no box, or boxes math-verify cannot parse (an empty last box after
     integers), so that every pattern before priority 300 finds nothing. The rightmost
     match lies in the last run of characters a match can hold that holds any match; an
-    expression ending there as far right, or a percentage, is declined.
+    expression ending there as far right is declined.
     """
     if "answer" in lower or _LATEX_MARKS.search(text.replace("\\boxed", "")):
         return None
@@ -150,7 +151,7 @@ def unmarked_number(text: str, lower: str) -> PlainNumber | None:
         matches = [(m.end(), -m.start(), pattern is EXPRESSION, m) for pattern in (NUMBER, EXPRESSION) for m in _scan(pattern, text, start, end)]
         if matches:  # math-verify tries them rightmost end first, then leftmost start, then expressions first
             _, _, is_expression, match = max(matches, key=lambda m: m[:3])
-            return None if is_expression or match.group("percent") else _value(match)
+            return None if is_expression else _value(match)
         scanned += end - start + 1
         end = start - 1
     return None
