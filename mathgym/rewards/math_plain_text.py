@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 _CURRENCY = "€£¥₹₽₪₩₫฿₡₢₣₤₥₦₧₨₩₪₫₭₮₯₰₱₲₳₴₵₶₷₸₹₺₻₼₽₾₿"  # math-verify's, less "$" (LaTeX is declined)
 _DIGITS = r"(?:(?P<int>-?[1-9]\d{0,2}(?:[ ,]\d{3})+)(?P<dec>\.\d+)?|(?P<int2>-?\d+)(?P<dec2>[.,]\d+)|(?P<dec3>\.\d+)|(?P<int3>-?\d+))"
-_PERCENT = r"(?P<percent>\s*(?:%|[Pp]ercent|\s*[Pp]ercentage|\s*[Pp]ct))?"
+#: math-verify's ``\s*(?:%|[Pp]ercent|\s*[Pp]ercentage|\s*[Pp]ct)``, the same matches without its quadratic backtracking.
+_PERCENT = r"(?P<percent>\s*+(?:%|[Pp]ercent|[Pp]ct))?"
 _ANCHOR = r"(?:^|\s|=)(?:\*\*)?"
 _EXPR_CHARS = r"[\d.\s+\-*×/^()÷]"
 _OPERATORS = r"[+\-*×/^()÷]"
