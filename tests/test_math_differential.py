@@ -13,6 +13,7 @@ import random
 import sys
 import unicodedata
 from collections import Counter
+from fractions import Fraction
 
 import pytest
 
@@ -166,3 +167,104 @@ def test_fast_path_decisions_on_unicode_fuzzed_text_are_math_verifys():
     non_ascii = sum(not p.completion.isascii() for p in pairs)
     assert non_ascii > 50, non_ascii  # the fast path still decides text with harmless characters outside ASCII
     assert 0.2 < sum(truth) / len(truth) < 0.8 and len(pairs) < 0.8 * tried
+
+
+# -- fuzzing the number after a marker: math-verify's number pattern, then anything --------------
+
+_MARKERS = ["the answer is ", "The answer is: ", "Answer: ", "answer:\t", "#### ", "####  ", "The final answer is ", "So the final answer: ", "####"]
+_TOKENS = {"6850,28": "6850.28", "9.809,69": "9.809", "1 234 567": "1234567", "12 345": "12345", "2.5E+4": "2.5", "3.6e3": "3.6", "€12.34": "12.34",
+           "£5": "5", "0012": "12", "12.": "12", ".5": "0.5", "-.5": "-0.5", "+12": "12", "-7": "-7", "1,234": "1234", "1,234.5": "1234.5",
+           "1,23": "1.23", "2{,}66": "2", "1\\,234": "1", "12.00": "12", "0.750000": "$\\frac{3}{4}$", "3/4": "3/4", "42": "42.0", "1 23": "1",
+           "7 100": "7100", "-0": "0", "54%": "54\\%", "54 percent": "0.54", "54.5 Pct": "54.5", "7 %": "7", "0.5%": "0.005"}
+_TAILS = ["", ".", " apples.", ",48", "E+4", " USD", " €", "{,}66", "\\,234", " because 3 + 4 is 7.", " = 7", " (approx)", "%", " percent",
+          " pct", "$", " $5$", "\\(x\\)", " [1]", "\\frac{1}{2}", "\n\nI hope this helps!", " I hope", " 5", " and 12", "\n#### 9", " is it",
+          " answer", "\\cdot 10^2", "^2", " x 3", "...", "!"]
+
+
+def _marked(rng: random.Random) -> Pair:
+    before = "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(0, 3))) if rng.random() < 0.5 else ""
+    tail = "".join(rng.choice(_TAILS) for _ in range(rng.randint(0, 2)))
+    token = rng.choice(list(_TOKENS))
+    gold = _TOKENS[token] if rng.random() < 0.6 else rng.choice(list(_TOKENS.values()))
+    return Pair("marked", gold, f"{before}{rng.choice(_MARKERS)}{token}{tail}", None)
+
+
+def test_fast_path_decisions_on_marked_numbers_are_math_verifys():
+    """After "answer is", "answer:" and "####": decimal commas, space thousands, padding, signs,
+    currency, scientific notation, then noise that may or may not start another match."""
+    rng, pairs, tried = random.Random(SEED + 29), [], 0
+    while len(pairs) < 400:
+        pair, tried = _marked(rng), tried + 1
+        gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
+        if gold is not None and found is not None and fast_verdict(gold, found[0]) is not None:
+            pairs.append(pair)
+    truth = math_verify_verdicts(pairs)
+    wrong = [(p, t) for p, t in zip(pairs, truth) if fast_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
+    assert not wrong, wrong[:5]
+    assert 0.1 < sum(truth) / len(truth) < 0.9 and len(pairs) < 0.8 * tried
+
+
+def test_reads_the_number_after_a_marker_as_math_verify_does():
+    """Each reading below was checked against math-verify's ``parse``."""
+    read = {
+        "The answer is 6850,28 because it checks out.": Fraction("6850.28"),  # a decimal comma
+        "the answer is: 9.809,69": Fraction("9.809"),  # its number pattern stops at the comma
+        "So the final answer is 1 234 567": Fraction(1234567),  # thousands separated by spaces
+        "The answer is 2.5E+4 because it checks out.": Fraction("2.5"),
+        "Hence 3 + 4 = 7.\n#### 6.133,48": Fraction("6.133"),
+        "#### €12.34": Fraction("12.34"),
+        "#### 0012": Fraction(12),
+        "#### .5": Fraction(1, 2),
+        "The answer is 2{,}66 because it checks out.": Fraction(2),
+        "The answer is 50 percent": Fraction(50),  # read as 50% (compared as math-verify compares percentages)
+        "#### 5 apples and 6 pears": Fraction(6),  # no "answer": math-verify's rightmost match
+        "So \\boxed{3}. Wait: 4 + 3 is 8 apples. \\boxed{}": Fraction(8),  # its boxed pattern reads ``3,``, which does not parse
+    }
+    for text, value in read.items():
+        found = fast_answer(text)
+        assert found is not None and found[0].rational == value, (text, found)
+    for declined in ["#### -.5", "#### +12", "#### 3.5 \\cdot 10^2", "The answer is 5 (since 2+3)", "The final answer: 5 which is 6",
+                     "The answer is 5 = 2 + 3", "The answer is 50 percent or 7%", "The answer is 5, see $x$", "#### 5 apples and 6 + 1 pears"]:
+        assert fast_answer(declined) is None, declined
+
+
+def test_marked_numbers_in_hostile_text_are_read_in_linear_time():
+    import time
+
+    for text in ["#### 5" + " " * 100000 + "x", "the answer is 7 \t" * 30000, "#### " + "1 " * 50000, "the answer is " + "1,000" * 20000, "#### " + "9" * 100000, "#### 5" + " \t" * 50000 + "(",
+                 "the answer is 5" + "1+" * 50000, "#### 1" + ".1" * 50000]:
+        start = time.perf_counter()
+        fast_answer(text)
+        assert time.perf_counter() - start < 0.5, text[:40]
+
+
+# -- fuzzing unmarked text: math-verify's rightmost match ---------------------------------------
+
+_WORDS = ["So we get ", "Total: ", "apples", " in total", ". ", ", ", " ", "\n", "=", " = ", "x", "(", ")", " + ", "-", "*", "**", "^2", " / ",
+          "%", " percent", " Pct", "€", "£", ".", ":", "#### ", "I think it's ", " since ", "Wait, ", "\\boxed{}", "\\boxed{12}", "\\boxed{ }",
+          "\\boxed{-3}, ", "{", "}", "\\,", "\\cdot ", "E+4", "e3", "pe", "ta", "!", "?", ";", "\t", "\x1c"]
+_NUMBERS_IN_TEXT = ["7", "42", "-7", "0.5", ".5", "1,234", "1 234", "6850,28", "9.809,69", "007", "12.", "3/4", "2 + 3", "(4)", "1,23", "100"]
+_UNMARKED_GOLDS = ["7", "42", "-7", "0.5", "1234", "6850.28", "9.809", "12", "0.75", "5", "4", "1.23", "100", "$\\frac{1}{2}$", "234", "3",
+                   "7\\%", "0.07", "42\\%", "$5\\%$"]
+
+
+def _unmarked(rng: random.Random) -> Pair:
+    parts = []
+    for _ in range(rng.randint(1, 8)):
+        parts.append(rng.choice(_NUMBERS_IN_TEXT) if rng.random() < 0.4 else rng.choice(_WORDS))
+    return Pair("unmarked", rng.choice(_UNMARKED_GOLDS), "".join(parts), None)
+
+
+def test_fast_path_decisions_on_unmarked_text_are_math_verifys():
+    """Text with no marker: numbers, expressions, percentages, currency, boxes (an empty last one), anchors."""
+    rng, pairs, tried = random.Random(SEED + 31), [], 0
+    while len(pairs) < 400:
+        pair, tried = _unmarked(rng), tried + 1
+        gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
+        if gold is not None and found is not None and fast_verdict(gold, found[0]) is not None:
+            pairs.append(pair)
+    truth = math_verify_verdicts(pairs)
+    wrong = [(p, t) for p, t in zip(pairs, truth) if fast_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
+    assert not wrong, wrong[:5]
+    assert 0.05 < sum(truth) / len(truth) < 0.9 and len(pairs) < 0.8 * tried
+    assert sum(fast_answer(p.completion)[1] == "unmarked" for p in pairs) > 200

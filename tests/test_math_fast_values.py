@@ -109,7 +109,7 @@ def _approx(scalar: tuple[str, tuple]) -> float:
     return float({"rational": c, "radical": c * Fraction(r**0.5), "pi": c * Fraction(3.141592653589793), "sum": a + c * Fraction(r**0.5)}[kind])
 
 
-def _fuzzed_pair(rng: random.Random) -> Pair:
+def _fuzzed_pair(rng: random.Random, endings: list[str] = _BOXES) -> Pair:
     """A gold ``$…$`` and a boxed answer of the same shape, right about half of the time."""
     right = rng.random() < 0.5
     shape = rng.choice(["scalar", "scalar", "negative", "percent", "set", "bare_set", "interval", "tuple", "matrix", "text"])
@@ -158,7 +158,7 @@ def _fuzzed_pair(rng: random.Random) -> Pair:
         shown = word if right else rng.choice(words)
         gold = rng.choice([f"\\text{{{word}}}", f"\\text{{{word.lower()}}}"])
         answer = rng.choice([f"\\text{{{shown}}}", f"\\text{{{shown.upper()}}}", f"\\text{{ {shown} }}"])
-    return Pair(shape, f"${gold}$", rng.choice(_BOXES).format(answer), "boxed")
+    return Pair(shape, f"${gold}$", rng.choice(endings).format(answer), "boxed")
 
 
 def _matrix(rng: random.Random, cells: list[int], columns: int) -> str:
@@ -183,7 +183,7 @@ def test_reads_math_style_values_exactly():
     assert isinstance(read_value("\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"), Matrix)
     assert read_value("\\text{Evelyn}") == Text("evelyn") and isinstance(read_value("25\\%"), Scalar)
     assert isinstance(read_value("-2, 1"), Group)
-    for declined in ["2\\frac12", "1,000", "0.5\\pi", "\\sqrt{2.0}", "x+1", "1 2", "\\sqrt[3]{2}", "5\\,131", "2^{1/3}", "\\pm 1", "(1, 1)", "[3, 1]"]:
+    for declined in ["2\\frac12", "1, 000", "0.5\\pi", "\\sqrt{2.0}", "x+1", "1 0", "\\sqrt[3]{2}", "5\\,000", "2^{1/3}", "\\pm 1", "(1, 1)", "[3, 1]"]:
         assert read_value(declined) is None, declined
 
 
@@ -234,3 +234,99 @@ def test_fast_path_decides_most_math500_answers():
     pairs = [p for p in _math500_pairs() if p.category == "reference"]
     decided = [p for p in pairs if _decided(p) is not None]
     assert len(decided) >= 300, len(decided)
+
+
+# -- notations of one number in a box (mathgym/rewards/math_notation.py) ----------------------
+
+_UNITS = ["\\text{ apples}", "\\text{ cm}", " \\text{dollars}", "\\,\\mathrm{kg}", "\\ \\text{m}^2", "\\mbox{ km}", "\\textbf{ units}",
+          "\\text{ (after checking)}", "\\text{ percent}", "\\text{ apples and pears}", "\\text{ e}"]
+
+
+def _notation(rng: random.Random, value: Fraction) -> str:
+    """``value`` (a multiple of 1/100) written in one of the notations math-verify reads in a box."""
+    sign = "-" if value < 0 else ""
+    whole, cents = divmod(abs(value.numerator) * 100 // value.denominator, 100)
+    decimal = f"{whole}.{cents:02d}" if cents else str(whole)
+    form = rng.choice(["unit", "currency", "padded", "dot", "thousands", "scientific", "groups"])
+    if form == "unit":
+        return f"{sign}{decimal}{rng.choice(_UNITS)}"
+    if form == "currency":
+        unit = rng.choice(["", " \\text{ dollars}"])
+        return f"\\${sign}{decimal}" if rng.random() < 0.5 else f"\\$ {decimal}{unit}"
+    if form == "padded":
+        return rng.choice([f"+{decimal}", f"00{decimal}", f"{sign}{decimal}.00" if not cents else f"{sign}{decimal}0", f"{sign}0{decimal}"])
+    if form == "dot":
+        return f"{sign}.{cents:02d}".rstrip("0") if cents else f"{sign}{decimal}"
+    if form == "thousands":
+        return f"{sign}{whole:,}".replace(",", rng.choice([",", "{,}"])) + (f".{cents:02d}" if cents else "")
+    if form == "scientific":
+        digits, exponent = (str(whole * 100 + cents), -2)
+        digits = digits.rstrip("0") or "0"
+        exponent += len(str(whole * 100 + cents)) - len(digits)
+        mantissa = f"{digits[0]}.{digits[1:]}" if len(digits) > 1 else digits
+        exponent += len(digits) - 1
+        return sign + rng.choice([f"{mantissa} \\times 10^{{{exponent}}}", f"{mantissa}\\cdot 10^{{{exponent}}}", f"{mantissa}E{exponent:+d}",
+                                  f"{mantissa}E{exponent}", f"{mantissa}e{exponent}"])
+    groups = f"{whole:,}".split(",")
+    return rng.choice([" ", "\\,", "\\ ", "\\;", " \\, "]).join(groups) if len(groups) > 1 else f"{whole} {cents}"
+
+
+def _notation_pair(rng: random.Random) -> Pair:
+    value = Fraction(rng.choice([rng.randint(1, 99), rng.randint(100, 9_999_999), rng.randint(1, 99_999) / 100]))
+    value = Fraction(round(value * 100), 100) * rng.choice([1, 1, 1, -1])
+    shown = value if rng.random() < 0.5 else value + rng.choice([1, Fraction(1, 100), 100, -10])
+    gold = str(value.numerator) if value.denominator == 1 else f"{float(value):.2f}".rstrip("0")
+    gold = rng.choice([gold, f"{gold}", f"${gold}$"]) if value.denominator == 1 or rng.random() < 0.5 else gold
+    if rng.random() < 0.15:  # a number against a set, or a set against a number
+        gold, answer = (gold, f"{_notation(rng, shown)}, {rng.randint(1, 9)}") if rng.random() < 0.5 else (f"${value}, 7$", _notation(rng, shown))
+        return Pair("set_number", gold, rng.choice(_BOXES).format(answer), "boxed")
+    return Pair("notation", gold, rng.choice(_BOXES).format(_notation(rng, shown)), "boxed")
+
+
+def test_reads_number_notations_as_math_verify_does():
+    assert read_value("56 \\text{ apples}") == read_value("56") == read_value("056") == read_value("+56")
+    assert read_value("\\$12.50") == read_value("12.50\\text{ dollars}") == read_value("12.50")
+    assert read_value("8.9 \\times 10^{5}").terms == read_value("8.9E+5").terms == read_value("890000").terms
+    assert read_value("12\\,345").terms == read_value("357").terms  # latex2sympy adds juxtaposed integers
+    assert read_value("1{,}234.5") == read_value("1234.5") and read_value(".5").terms == read_value("0.5").terms
+    for declined in ["8.9e5", "7.", "56 \\text{ percent}", "\\text{56 apples}", "\\text{The answer is } 56", "\\$5\\%", "1 {,} 234"]:
+        assert read_value(declined) is None or isinstance(read_value(declined), Group), declined
+    assert fast_verdict(fast_gold("110"), read_value("1.1 \\times 10^{2}")) is None  # math-verify: 1.1*10**2 != 110
+    assert fast_verdict(fast_gold("120"), read_value("1.1 \\times 10^{2}")) is False
+    assert fast_verdict(fast_gold("17"), read_value("1494,17")) is False  # a number is never a set of two
+
+
+def test_fast_verdicts_on_number_notations_are_math_verifys():
+    rng = random.Random(SEED + 1)
+    pairs = [_notation_pair(rng) for _ in range(500)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert 0.2 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.5 * len(pairs)
+
+
+def test_text_with_spaces_and_closed_infinite_ends_as_math_verify_reads_them():
+    assert read_value("\\text{ e }") is None  # math-verify's unit rules erase `` e }``: unparseable to it
+    assert read_value("\\text{e}") == Text("e")
+    assert fast_verdict(fast_gold("$[-\\infty, 3]$"), read_value("(-\\infty, 3]")) is True  # an infinite end is open either way
+    assert fast_verdict(fast_gold("$[1, \\infty]$"), read_value("[1, \\infty)")) is True
+    assert fast_verdict(fast_gold("$[1, \\infty)$"), read_value("(1, \\infty)")) is False
+
+
+_INLINE = ["The answer is ${}$.", "Answer: ${}$", "So the final answer is ${}$", "The matrix is ${}$.", "Result: \\({}\\)", "${}$",
+           "We get ${}$ in the end", "${}$ 5", "Answer ${}$ = 4", "${}$%", "So $x = {}$", "3 $ {}$", "answer and answer ${}$", "${}$ \\frac{{1}}{{2}}",
+           "The answer, after a very long detour through many words, is ${}$", "the answer is ${}$, not [2]", "so \\({}\\) and $5$", "${}$ I hope"]
+
+
+def test_fast_verdicts_on_one_inline_latex_answer_are_math_verifys():
+    """MATH-style values in the one ``$…$`` or ``\\(…\\)`` of a text, with or without "answer", and text around it."""
+    rng = random.Random(SEED + 3)
+    pairs = [_fuzzed_pair(rng, _INLINE) for _ in range(700)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert 0.25 < sum(truth) / len(truth) < 0.75 and 0.3 * len(pairs) < len(decided) < 0.9 * len(pairs)
+    assert fast_answer("Result: \\(259\\)")[1] == "latex" and fast_answer("I think it's $748$, since 748 - 1 = 747.") is None
+    assert fast_answer("The final answer is 12 345 $5$") is None  # math-verify reads 12345 (priority 50)

@@ -75,7 +75,7 @@ def test_numeric_verdict_follows_math_verify_rules():
 CASES = [
     # (completion, gold, status, path)
     ("so \\boxed{42}", "42", Status.CORRECT, "exact"),
-    ("so \\boxed{1,234}", "1234", Status.CORRECT, "math_verify"),  # a comma in a box can be a set: math-verify decides
+    ("so \\boxed{1,234}", "1234", Status.CORRECT, "exact"),  # thousands without spaces: 1234 to math-verify too
     ("so \\boxed{41}", "42", Status.WRONG, "exact"),
     ("so \\boxed{0.5}", "\\frac{1}{2}", Status.CORRECT, "exact"),
     ("so \\boxed{0.333333}", "\\frac{1}{3}", Status.CORRECT, "math_verify"),

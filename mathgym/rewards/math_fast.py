@@ -60,9 +60,11 @@ import unicodedata
 from fractions import Fraction
 from typing import NamedTuple
 
+from mathgym.rewards.math_plain_text import marked_number, unmarked_number
 from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, Value, read_value, value_verdict
 
 _MAX_NUMBER_CHARS = 40
+_MAX_UNMARKED_CHARS = 100_000
 #: Significant digits up to which a decimal compares like math-verify's 15-digit floats.
 MAX_DECIMAL_DIGITS = 14
 
@@ -183,13 +185,16 @@ def _as_scalar(number: Numeric | None, plain: bool) -> Scalar | None:
 def fast_gold(gold: str) -> Value | None:
     """The gold as the fast path reads it, or ``None`` when math-verify must read it.
 
-    A plain number, ``a/b`` or ``\\frac{a}{b}`` as written; anything else of the grammar of
+    A plain number (a trailing ``\\%`` ignored, as math-verify does outside LaTeX), ``a/b``
+    or ``\\frac{a}{b}`` as written; anything else of the grammar of
     :mod:`~mathgym.rewards.math_values` inside one ``$…$`` (math-verify reads bare LaTeX
     otherwise, see :func:`~mathgym.rewards.math.latex_gold`).
     """
     if not _unicode_safe(gold):
         return None
     gold = gold.strip()
+    if gold.endswith("\\%") and _PLAIN.fullmatch(gold[:-2]):
+        gold = gold[:-2]  # outside LaTeX, math-verify reads ``54\\%`` as the number 54
     if _GOLD.fullmatch(gold):
         return _as_scalar(_number(gold), plain=_PLAIN.fullmatch(gold) is not None)
     if len(gold) > 2 and gold[0] == gold[-1] == "$" and gold.count("$") == 2:
@@ -263,6 +268,49 @@ def _gsm8k(text: str, lower: str) -> str | None:
     return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
+_TAIL_AFTER_LATEX = re.compile(r"[\d=%$\\\[\]]|pct|percent", re.IGNORECASE | re.ASCII)
+
+
+def _one_inline_latex(text: str, lower: str) -> str | None:
+    """The contents of the one ``$…$`` or ``\\(…\\)`` math-verify reads, or ``None``.
+
+    The text holds exactly one LaTeX environment and no box. With no "answer", it is the
+    rightmost match of priority 300 when nothing that could start a match (a digit, ``=``,
+    a percentage, LaTeX) follows it. After the one "answer" (within 50 characters, the
+    reach of math-verify's pattern), its LaTeX match and the expression matches all start
+    at "answer", and the LaTeX one, ending last, is tried first (after "final answer", no
+    digit may come before it: its priority-50 pattern reads the number after "is"). A
+    ``\\frac`` outside or a `` [`` (an inline-bracket environment) declines.
+    """
+    if "\\boxed" in text or "\\fbox" in text or "\\[" in text or re.search(r"\s\[", text):
+        return None
+    if text.count("$") == 2 and "\\(" not in text and "\\$" not in text:
+        start = text.find("$")
+        end = text.find("$", start + 1)
+        if start > 0 and (text[start - 1].isdigit() or text[start - 1] == "\\"):
+            return None
+        inner, close = text[start + 1 : end], end + 1
+    elif "$" not in text and text.count("\\(") == 1 and text.count("\\)") == 1:
+        start, end = text.find("\\("), text.find("\\)")
+        inner, close = text[start + 2 : end], end + 2
+    else:
+        return None
+    if not inner.strip() or "\n" in inner or end < start or _TAIL_AFTER_LATEX.search(text, close):
+        return None
+    if "\\frac" in text[:start] or "\\frac" in text[close:]:
+        return None
+    count = lower.count("answer")
+    if count > 1 or "i hope" in lower:
+        return None
+    if count == 1:
+        at = lower.find("answer") + len("answer")
+        if not at <= start <= at + 50:
+            return None
+        if "final answer" in lower and re.search(r"\d", text[at:start]):
+            return None  # "final answer … is N" (priority 50) would read N before any LaTeX
+    return inner
+
+
 def fast_answer(completion: str) -> tuple[Value, str] | None:
     """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
@@ -282,8 +330,19 @@ def fast_answer(completion: str) -> tuple[Value, str] | None:
         if found is not None:
             scalar = _as_scalar(_number(found), plain=True)
             return None if scalar is None else (scalar, shape)
+    marked = marked_number(completion, lower)
+    if marked is not None:
+        return _as_scalar(Numeric(*marked[0]), plain=True), marked[1]  # type: ignore[return-value]
+    inline = _one_inline_latex(completion, lower)
+    if inline is not None:
+        value = read_value(inline)
+        return None if value is None else (value, "latex")
     bare = completion.strip()
     if _PLAIN.fullmatch(bare):
         scalar = _as_scalar(_number(bare), plain=True)
         return None if scalar is None else (scalar, "bare")
+    if len(completion) <= _MAX_UNMARKED_CHARS:
+        unmarked = unmarked_number(completion, lower)
+        if unmarked is not None:
+            return _as_scalar(Numeric(*unmarked), plain=True), "unmarked"  # type: ignore[return-value]
     return None

@@ -36,12 +36,15 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import NamedTuple
 
+from mathgym.rewards.math_notation import read_notation, strip_unit
+
 #: Longest text read as a value: longer answers go to math-verify.
 MAX_VALUE_CHARS = 300
 _MAX_INTEGER_DIGITS = 12
 _MAX_RADICAND = 10**6
 _MAX_ELEMENTS = 16
 _NUMBER = re.compile(r"(?:0|[1-9]\d*)(?:\.\d+)?", re.ASCII)
+_BRACED_COMMA = re.compile(r"\s*\{\s*,\s*\}", re.ASCII)
 _DIGIT_SPACE_DIGIT = re.compile(r"\d\s+\d", re.ASCII)
 _TEXT = re.compile(r"\\text\{([A-Za-z]{1,30})\}", re.ASCII)
 _MATRIX = re.compile(r"\\begin\{([pb]matrix)\}(.*)\\end\{\1\}", re.ASCII | re.DOTALL)
@@ -58,6 +61,7 @@ class Scalar(NamedTuple):
     is_float: bool = False  # a plain decimal (a sympy Float for math-verify)
     percent: bool = False
     plain: bool = True  # a plain integer or decimal, nothing computed
+    product: bool = False  # a decimal times a power of ten (math-verify's equality is binary floats')
 
     @property
     def rational(self) -> Fraction | None:
@@ -262,12 +266,13 @@ def _split_top(text: str, separator: str) -> list[str] | None:
     return None if depth else [*parts, text[start:]]
 
 
-def _elements(text: str) -> tuple | None:
+def _elements(text: str, floats: bool = False) -> tuple | None:
+    """The comma-separated scalars of a set (``floats``: decimals allowed) or of an interval or tuple."""
     parts = _split_top(text, ",")
     if parts is None or len(parts) > _MAX_ELEMENTS:
         return None
     items = tuple(_read_scalar(part) for part in parts)
-    if any(item is None or (isinstance(item, Scalar) and (item.percent or item.is_float)) for item in items):
+    if any(item is None or (isinstance(item, Scalar) and (item.percent or (item.is_float and not floats))) for item in items):
         return None
     return items
 
@@ -280,7 +285,7 @@ def _position(item: Scalar | Infinity) -> float:
 
 def _group(text: str) -> Group | None:
     if text.startswith("\\{") and text.endswith("\\}"):
-        items = _elements(text[2:-2])
+        items = _elements(text[2:-2], floats=True)
         return Group("set", items) if items and not any(isinstance(i, Infinity) for i in items) else None
     if len(text) < 2 or text[0] not in "([" or text[-1] not in ")]" or _split_top(text[1:-1], ",") is None:
         return None
@@ -321,15 +326,28 @@ def read_value(text: str) -> Value | None:
         >>> read_value("\\\\frac{3\\\\sqrt{5}}{5}") == read_value("\\\\frac{3}{\\\\sqrt5}")
         True
     """
-    if len(text) > MAX_VALUE_CHARS or not text.isascii() or _DIGIT_SPACE_DIGIT.search(text):
+    if len(text) > MAX_VALUE_CHARS or not text.isascii():
         return None
+    text = _BRACED_COMMA.sub(",", text)  # math-verify's normalisation: ``1{,}5`` is ``1,5``
+    notation = read_notation(text)  # units, currency, padding, scientific notation, digit groups
+    if notation is not None:
+        terms = ((1, 0, notation.value),) if notation.value else ()
+        return Scalar(terms, notation.is_float, False, notation.plain, notation.product)
+    bare = strip_unit(text)
+    if bare is not None:
+        value = read_value(bare)
+        return value if isinstance(value, Scalar) and not value.percent else None
+    if _DIGIT_SPACE_DIGIT.search(text):
+        return None
+    text_match = _TEXT.fullmatch(text.strip())
+    if text_match:  # no spaces inside: math-verify's unit rules erase some words with spaces (``\text{ e }``)
+        return Text(text_match.group(1).lower())
     text = re.sub(r"\s+", "", text).replace("\\left", "").replace("\\right", "")
     text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     if not text:
         return None
-    text_match = _TEXT.fullmatch(text)
-    if text_match:
-        return Text(text_match.group(1).lower())
+    if text.startswith("\\text"):
+        return None
     if text.startswith("\\begin"):
         return _matrix(text)
     if text[0] in "([\\" and text[-1] in ")]}" and not text.startswith(("\\frac", "\\sqrt", "\\pi")):
@@ -338,7 +356,7 @@ def read_value(text: str) -> Value | None:
     if parts is not None and len(parts) > 1:
         if any(re.fullmatch(r"\d{3}", part) for part in parts[1:]):
             return None  # ``1,000``: thousands or a set, as math-verify's normalisation decides
-        items = _elements(text)
+        items = _elements(text, floats=True)
         return Group("set", items) if items and not any(isinstance(i, Infinity) for i in items) else None
     value = _read_scalar(text)
     return value if isinstance(value, Scalar) else None
@@ -369,10 +387,11 @@ def value_verdict(gold: Value, answer: Value, numeric_verdict: Callable[[Scalar,
         if gold.rational is not None and answer.rational is not None:
             if (gold.percent or answer.percent) and not (gold.plain and answer.plain):
                 return None
-            return numeric_verdict(gold, answer)
+            verdict = numeric_verdict(gold, answer)
+            return None if verdict and (gold.product or answer.product) else verdict
         return _scalar_verdict(gold, answer)
     if type(gold) is not type(answer):
-        return None
+        return _scalar_and_set(gold, answer)
     if isinstance(gold, Text):
         return gold.word == answer.word
     if isinstance(gold, Matrix):
@@ -384,7 +403,7 @@ def value_verdict(gold: Value, answer: Value, numeric_verdict: Callable[[Scalar,
     if len(gold.items) != len(answer.items):
         return False if gold.kind == "tuple" else None
     verdicts = [_item_verdict(g, a) for g, a in zip(gold.items, answer.items)]
-    if gold.kind == "interval" and gold.closed != answer.closed:
+    if gold.kind == "interval" and _finite_closed(gold) != _finite_closed(answer):
         return False
     if all(v is True for v in verdicts):
         return True
@@ -404,3 +423,21 @@ def _set_verdict(gold: tuple, answer: tuple) -> bool | None:
     only_answer = [a for a in answer if a.terms not in gold_set]
     near = any(_scalar_verdict(g, a) is None for g in only_gold for a in only_answer)
     return None if near else False
+
+
+def _scalar_and_set(gold: Value, answer: Value) -> bool | None:
+    """A number against a set of two or more clearly different numbers (either way round): never equal."""
+    pair = {type(gold), type(answer)}
+    if pair != {Scalar, Group}:
+        return None
+    group = gold if isinstance(gold, Group) else answer
+    if group.kind != "set":
+        return None
+    values = [item.approx() for item in group.items]
+    apart = all(abs(a - b) > 1e-5 * max(1.0, abs(a), abs(b)) for i, a in enumerate(values) for b in values[i + 1 :])
+    return False if apart and len(values) > 1 else None
+
+
+def _finite_closed(interval: Group) -> tuple[bool, bool]:
+    """Which ends are closed, an infinite end counting as open (math-verify: ``[1, \\infty]`` is ``[1, \\infty)``)."""
+    return tuple(closed and not isinstance(end, Infinity) for closed, end in zip(interval.closed, interval.items))  # type: ignore[return-value]

@@ -1,0 +1,158 @@
+"""Numbers in plain text, found where math-verify's expression patterns find them (its behaviour, restated here).
+
+math-verify reads numbers outside LaTeX with two patterns (``math_verify.parser.lazy_expr_regex``,
+version 0.9): a number (``1,234.5``, ``1 234``, ``6850,28``, ``.5``, a currency sign before
+it, ``%``/"percent" after it) and an expression (digits, spaces and operators), each after
+an anchor (start of text, a space, ``=``). After "answer" it takes the first match; with no
+marker at all, the match that ends rightmost (priority 300). The functions here re-state
+those patterns (:data:`NUMBER`, :data:`EXPRESSION`) and decide only where the text pins
+down which match math-verify takes and that it is a number; the caller compares values.
+
+Bounded work: the marked shape looks at one position; the unmarked scan walks back from
+the end of the text over short runs of the characters a match can hold, at most
+``_MAX_SCAN`` characters in all, each run at most ``_MAX_RUN`` long.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import NamedTuple
+
+_CURRENCY = "€£¥₹₽₪₩₫฿₡₢₣₤₥₦₧₨₩₪₫₭₮₯₰₱₲₳₴₵₶₷₸₹₺₻₼₽₾₿"  # math-verify's, less "$" (LaTeX is declined)
+_DIGITS = r"(?:(?P<int>-?[1-9]\d{0,2}(?:[ ,]\d{3})+)(?P<dec>\.\d+)?|(?P<int2>-?\d+)(?P<dec2>[.,]\d+)|(?P<dec3>\.\d+)|(?P<int3>-?\d+))"
+#: math-verify's ``\s*(?:%|[Pp]ercent|\s*[Pp]ercentage|\s*[Pp]ct)``, the same matches without its quadratic backtracking.
+_PERCENT = r"(?P<percent>\s*+(?:%|[Pp]ercent|[Pp]ct))?"
+_ANCHOR = r"(?:^|\s|=)(?:\*\*)?"
+_EXPR_CHARS = r"[\d.\s+\-*×/^()÷]"
+_OPERATORS = r"[+\-*×/^()÷]"
+#: math-verify's number pattern, its alternatives in its order (``\d``, ``\s`` Unicode, as its are).
+DIGITS = re.compile(rf"(?<!\d){_DIGITS}{_PERCENT}")
+#: The anchored number and expression patterns of math-verify's priority 300.
+NUMBER = re.compile(rf"{_ANCHOR}[{_CURRENCY}]?(?<!\d){_DIGITS}{_PERCENT}")
+EXPRESSION = re.compile(rf"{_ANCHOR}(?P<expr>-?\(?-?\d{_EXPR_CHARS}*{_OPERATORS}{_EXPR_CHARS}+\)?)(?:\*\*)?(?:\.|,|:|\s|\)|\$|$)")
+_EXPR_RUN = re.compile(rf"{_EXPR_CHARS}*")
+_OPERATOR = re.compile(_OPERATORS)
+_ANSWER_MARK = re.compile(r"answer(?: is:?|:)[ \t]+", re.IGNORECASE | re.ASCII)
+_GSM8K_MARK = re.compile(r"####[ \t]+", re.ASCII)
+#: The start or end of a LaTeX environment math-verify could read instead.
+_LATEX_MARKS = re.compile(r"[$\[\]]|\\(?:[()\[\]]|frac|boxed|fbox)")
+#: Where a further number or expression could start: an anchor, then a digit soon after.
+_ANCHORED_DIGIT = re.compile(r"[\s=]\S{0,4}\d")
+#: Characters a match of :data:`NUMBER` or :data:`EXPRESSION` can hold (bar spaces): a match never crosses any other.
+_SOFT = frozenset("0123456789.,:%+-*×/^()÷=Pperctang" + _CURRENCY)
+_EMPTY_LAST_BOX = re.compile(r"\\boxed\{([^{}]*)\}")
+_INTEGER_BOX = re.compile(r"\s*-?\d{1,12}\s*", re.ASCII)
+_MAX_DIGITS = 14
+_MAX_RUN = 120
+_MAX_SCAN = 4000
+
+
+class PlainNumber(NamedTuple):
+    value: Fraction
+    is_float: bool
+    percent: bool = False  # "%", "percent", "pct" after it: math-verify divides by 100
+
+
+def _value(match: re.Match) -> PlainNumber | None:
+    """The number math-verify builds from a match (``extract_expr``): separators dropped, ``,`` as a point."""
+    integer = (match.group("int") or match.group("int2") or match.group("int3") or "").replace(" ", "").replace(",", "")
+    negative = integer.startswith("-")
+    integer = integer.lstrip("-").lstrip("0") or "0"
+    decimal = (match.group("dec") or match.group("dec2") or match.group("dec3") or "").replace(",", ".")
+    if len((integer + decimal[1:]).lstrip("0")) > _MAX_DIGITS:
+        return None
+    value = Fraction(integer + decimal)
+    return PlainNumber(-value if negative else value, bool(decimal), bool(match.group("percent")))
+
+
+def _quiet(tail: str, lower_tail: str) -> bool:
+    return not ("=" in tail or "%" in tail or "pct" in lower_tail or "percent" in lower_tail or _LATEX_MARKS.search(tail))
+
+
+def marked_number(text: str, lower: str) -> tuple[PlainNumber, str] | None:
+    """The number after the one "answer is"/"answer:", or else the last ``####``, and that shape.
+
+    ``N`` is what math-verify's number pattern matches there: ``6850,28`` is 6850.28,
+    ``9.809,69`` is 9.809, ``1 234 567`` is 1234567, ``2.5E+4`` is 2.5, ``0012`` is 12, a
+    currency sign before it is dropped, a percentage sign right after it read (``54%`` is
+    54/100). Declined when ``N`` starts an expression (an operator among the expression
+    characters from there), when ``=``, a further percentage or LaTeX follows, and, after ``####`` (math-verify's rightmost match), when another number
+    could start after it. After "answer" digits may follow (math-verify takes the first
+    match after the one "answer"), unless a "final answer … is" could reach a later one.
+    ``lower`` is ``text`` with ASCII letters lowercased (same positions).
+    """
+    if "\\boxed" in text or "\\fbox" in text:
+        return None
+    count = lower.count("answer")
+    if count == 1:
+        shape, at = "answer", lower.find("answer")
+        marker = _ANSWER_MARK.match(text, at)
+        if marker is None or "i hope" in lower or ("final answer" in lower and not lower.startswith("answer is", at)):
+            return None
+    elif count == 0:
+        shape, at = "gsm8k", text.rfind("####")
+        marker = _GSM8K_MARK.match(text, at) if at >= 0 else None
+        if marker is None:
+            return None
+    else:
+        return None
+    begin = marker.end() + (marker.end() < len(text) and text[marker.end()] in _CURRENCY)
+    number = DIGITS.match(text, begin)
+    if number is None or _OPERATOR.search(_EXPR_RUN.match(text, begin).group(), 1):
+        return None
+    tail = text[number.end() :]
+    if not _quiet(tail, lower[number.end() :]) or (shape == "gsm8k" and _ANCHORED_DIGIT.search(tail)):
+        return None
+    found = _value(number)
+    return None if found is None else (found, shape)
+
+
+def _only_an_empty_last_box(text: str) -> bool:
+    """Boxes whose contents math-verify cannot parse (``12,``: integers, then an empty last box), so its boxed pattern fails."""
+    boxes = _EMPTY_LAST_BOX.findall(text)
+    if len(boxes) != text.count("\\boxed") or "\\fbox" in text:
+        return False
+    return boxes[-1].strip() == "" and all(_INTEGER_BOX.fullmatch(box) for box in boxes[:-1])
+
+
+def _scan(pattern: re.Pattern, text: str, start: int, end: int) -> list[re.Match]:
+    """``pattern.finditer(text)``'s matches that start in ``[start, end)`` (none crosses either end)."""
+    found, at = [], start
+    while at < end:
+        match = pattern.match(text, at)
+        if match and match.end() > at:
+            found.append(match)
+            at = match.end()
+        else:
+            at += 1
+    return found
+
+
+def unmarked_number(text: str, lower: str) -> PlainNumber | None:
+    """The number math-verify reads from text with no marker: its rightmost-ending match, when that is a number.
+
+    Only text with no "answer", no LaTeX environment (``$``, ``\\(``, ``\\[``, ``[``,
+    ``\\frac``) and no box, or boxes math-verify cannot parse (an empty last box after
+    integers), so that every pattern before priority 300 finds nothing. The rightmost
+    match lies in the last run of characters a match can hold that holds any match; an
+    expression ending there as far right is declined.
+    """
+    if "answer" in lower or _LATEX_MARKS.search(text.replace("\\boxed", "")):
+        return None
+    if "\\boxed" in text and not _only_an_empty_last_box(text):
+        return None
+    end, scanned = len(text), 0
+    while end > 0 and scanned < _MAX_SCAN:
+        start = end
+        while start > 0 and (text[start - 1] in _SOFT or text[start - 1].isspace()):
+            start -= 1
+        if end - start > _MAX_RUN:
+            return None
+        matches = [(m.end(), -m.start(), pattern is EXPRESSION, m) for pattern in (NUMBER, EXPRESSION) for m in _scan(pattern, text, start, end)]
+        if matches:  # math-verify tries them rightmost end first, then leftmost start, then expressions first
+            _, _, is_expression, match = max(matches, key=lambda m: m[:3])
+            return None if is_expression else _value(match)
+        scanned += end - start + 1
+        end = start - 1
+    return None
