@@ -72,14 +72,21 @@ class Outcome:
         return self.steps * len(self.train_s) / sum(self.train_s)
 
 
+def budget(env: str, args: argparse.Namespace) -> tuple[int, int]:
+    """``(steps, num_tasks)`` of a run on ``env``: the multi-turn env has its own (each of its steps
+    plays several turns per episode, so the same budget would cost many times the single-turn one)."""
+    return (args.multi_turn_steps, args.multi_turn_tasks) if env == GUESS else (args.steps, args.num_tasks)
+
+
 def run_variant(variant: Variant, args: argparse.Namespace, seed: int, model_path: str, before: dict[str, Any]) -> tuple[float, float]:
     """Train ``variant`` once; ``(held-out pass@1 after, train seconds)``."""
     from mathgym.algos.grpo import GRPOConfig, GRPOTrainer
     from mathgym.algos.metrics import read_metrics
 
+    steps, num_tasks = budget(variant.env, args)
     options = dict(
-        env=variant.env, steps=args.steps, num_tasks=args.num_tasks, group_size=args.group_size,
-        max_new_tokens=args.max_new_tokens, eval_tasks=args.eval_tasks, seed=seed, threads=args.threads,
+        env=variant.env, steps=steps, num_tasks=num_tasks, group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens, eval_tasks=args.multi_turn_eval_tasks if variant.env == GUESS else args.eval_tasks, seed=seed, threads=args.threads,
         warm_start_steps=args.warm_start_steps, save_every=0, log_samples=0, progress=False,
     )
     with tempfile.TemporaryDirectory(prefix="mathgym-toolbox-") as tmp:
@@ -103,7 +110,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[int, Outcome], dict[str, flo
     before: dict[str, Any] = {}
     outcomes: dict[int, Outcome] = {}
     for i, variant in enumerate(VARIANTS):
-        outcome = outcomes[i] = Outcome(steps=args.steps)
+        outcome = outcomes[i] = Outcome(steps=budget(variant.env, args)[0])
         try:
             GRPOConfig(env=variant.env, **variant.options).validate()
         except (ConfigError, TypeError) as error:
@@ -122,14 +129,16 @@ def table(args: argparse.Namespace, outcomes: dict[int, Outcome], start: dict[st
     """Print the table; return the figures to record."""
     baseline = {v.env: outcomes[i] for i, v in enumerate(VARIANTS) if v.name == "GRPO"}
     seeds = ", ".join(map(str, args.seed))
-    print(f"\n{args.steps} steps x {args.num_tasks} tasks x G={args.group_size}, {args.threads} threads, seeds {seeds}; "
-          f"greedy pass@1 on {args.eval_tasks} held-out tasks (warm start: "
+    print(f"\n{MATH}: {args.steps} steps x {args.num_tasks} tasks; {GUESS}: {args.multi_turn_steps} steps x "
+          f"{args.multi_turn_tasks} tasks; G={args.group_size}, {args.threads} threads, seeds {seeds}; "
+          f"greedy pass@1 on {args.eval_tasks} ({MATH}) / {args.multi_turn_eval_tasks} ({GUESS}) held-out tasks (warm start: "
           + ", ".join(f"{env} {acc:.1%}" for env, acc in start.items()) + ")\n")
     print("| env | variant | pass@1 after | vs GRPO (points) | train s | train s / GRPO's | steps/s | steps/s / GRPO's |")
     print("|---|---|---|---|---|---|---|---|")
     recorded: dict[str, Any] = {
-        "steps": args.steps, "num_tasks": args.num_tasks, "group_size": args.group_size, "threads": args.threads,
-        "seeds": list(args.seed), "eval_tasks": args.eval_tasks, "warm_start_accuracy": {k: round(v, 4) for k, v in start.items()},
+        "steps": args.steps, "num_tasks": args.num_tasks, "multi_turn_steps": args.multi_turn_steps,
+        "multi_turn_tasks": args.multi_turn_tasks, "group_size": args.group_size, "threads": args.threads,
+        "seeds": list(args.seed), "eval_tasks": args.eval_tasks, "multi_turn_eval_tasks": args.multi_turn_eval_tasks, "warm_start_accuracy": {k: round(v, 4) for k, v in start.items()},
         "rows": {},
     }
     for i, variant in enumerate(VARIANTS):
@@ -157,6 +166,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--num-tasks", type=int, default=16)
+    parser.add_argument("--multi-turn-steps", type=int, default=10, help="steps of the GuessNumber-v0 rows")
+    parser.add_argument("--multi-turn-tasks", type=int, default=4, help="tasks per step of the GuessNumber-v0 rows")
+    parser.add_argument("--multi-turn-eval-tasks", type=int, default=50, help="held-out tasks of the GuessNumber-v0 rows")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--eval-tasks", type=int, default=200)
@@ -168,6 +180,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.steps, args.num_tasks, args.group_size, args.eval_tasks, args.warm_start_steps = 3, 2, 2, 10, 20
+        args.multi_turn_steps, args.multi_turn_tasks, args.multi_turn_eval_tasks = 2, 2, 10
         args.max_new_tokens = min(args.max_new_tokens, 8)
     torch.set_num_threads(args.threads)
     from transformers.utils import logging as hf_logging
