@@ -51,7 +51,7 @@ def prepare_model(config: TrainConfig) -> str:
 #: attention's share. Measured on one core: 0.24 s a step on MathReason-v0's level 0 (L = 28),
 #: 3.4 s on Hanoi-v0's (L = 323), 22 s on Hangman-v0's (L = 1130), which this cost follows within
 #: 20%. The budget is about 290 s on one core, three minutes on two; the default run
-#: (400 steps on MathReason-v0) costs 0.75 million, well inside it.
+#: (800 steps on MathReason-v0) costs 1.5 million, inside it.
 WARM_START_TOKEN_BUDGET = 2_700_000
 #: The sequence length at which attention costs as much as the rest of the tiny model (fitted).
 _ATTENTION_LENGTH = 600
@@ -59,8 +59,8 @@ _ATTENTION_LENGTH = 600
 #: the time ``mathgym train`` announces. Measured on the project's 2-core VM: 107 s per million on
 #: one core (the fit above; 102 s again on 2026-11-25: the CPU time of one torch thread, 3.26 s a
 #: step over 4 steps on Hanoi-v0's level 0), and the whole budget in three minutes on two cores
-#: (a speed-up of 1.6): 180 s / 2.7 million. The default run's warm start (0.75 million) then
-#: takes about 50 s, within the 72 s the whole default run took on the idle VM (docs/training.md).
+#: (a speed-up of 1.6): 180 s / 2.7 million. The default run's warm start (1.5 million) then
+#: takes about 100 s.
 WARM_START_SECONDS_PER_MILLION_2_CORES = 67.0
 #: Older ``.tmp-*`` directories in the warm-start cache whose owner cannot be checked are stale.
 STALE_AFTER_S = 3600
