@@ -27,7 +27,6 @@ import mathgym  # noqa: F401  (registers the envs)
 from mathgym.agents.policy import LLMPolicy, load_tokenizer
 from mathgym.algos.evaluate import evaluate_policy
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer
-from mathgym.algos.configs import TrainConfig
 from mathgym.algos.warm_start import tiny_warm_start
 from mathgym.rewards.math import MathVerifier
 from record import write_record  # benchmarks/record.py (the script's own directory is on sys.path)
@@ -59,7 +58,7 @@ def run_mathgym(args, model_path: Path) -> dict:
     config = GRPOConfig(
         model=str(model_path), env_kwargs=ENV_KWARGS, steps=args.steps, num_tasks=args.num_tasks, group_size=args.group_size,
         learning_rate=args.lr, max_new_tokens=args.max_new_tokens, eps_low=0.2, eps_high=0.28, beta=0.0,
-        loss_aggregation="token_mean", scale_rewards="group", eval_tasks=0, save_every=0, progress=False,
+        loss_aggregation="token_mean", scale_rewards="group", dynamic_sampling=False, eval_tasks=0, save_every=0, progress=False,
         run_dir=tempfile.mkdtemp(prefix="bench-mathgym-"), seed=args.seed,
     )
     trainer = GRPOTrainer(config)
@@ -128,10 +127,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--num-tasks", type=int, default=defaults.num_tasks)
     parser.add_argument("--group-size", type=int, default=defaults.group_size)
-    parser.add_argument("--lr", type=float, default=defaults.learning_rate)
+    parser.add_argument("--lr", type=float, default=1e-4, help="both trainers' learning rate (the recorded comparison's)")
     parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
     parser.add_argument("--eval-tasks", type=int, default=200)
-    parser.add_argument("--warm-start-steps", type=int, default=TrainConfig().warm_start_steps)
+    parser.add_argument("--warm-start-steps", type=int, default=400, help="SFT steps of the shared warm start (the recorded comparison's)")
     parser.add_argument("--seed", type=int, nargs="+", default=[0], help="one run of each trainer per seed")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", choices=("both", "mathgym", "trl"), default="both")

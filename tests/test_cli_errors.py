@@ -64,7 +64,7 @@ ERROR_CASES = {
     "env-kwargs-without-space": (["train", "--env-kwargs", "{difficulty:99}"], ["'difficulty:99' looks like KEY:VALUE", "{difficulty: 99}"]),
     "unknown-env-option": (["train", "--env-kwargs", "{difficultly: 3}"], ["MathReason-v0 has no option 'difficultly'", "Did you mean 'difficulty'", "Its options: difficulty, dataset"]),
     "misspelt-option": (["train", "--lr", "3e-4"], ["Unknown option --lr", "Did you mean --learning-rate"]),
-    "unknown-algo": (["train", "--algo", "nosuchalgo"], ["'nosuchalgo'", "dpo, grpo, ppo, sft"]),
+    "unknown-algo": (["train", "--algo", "nosuchalgo"], ["'nosuchalgo'", "dpo, grpo, onpolicy-distill, ppo, prm, rm, sft"]),
     "stray-positional": (["train", "stray"], ["Unexpected argument 'stray'"]),
     "missing-config": (["train", "--config", "missing.yaml"], ["Cannot read config file missing.yaml"]),
     "list-config": (["train", "--config", "list.yaml"], ["list.yaml must hold a YAML mapping"]),

@@ -77,6 +77,7 @@ def test_pass_rate_band_run_replays_tasks_and_resumes_exactly(model_path, tmp_pa
     options = dict(
         env=register_coin_env(), **{**GUESS, "num_tasks": 4}, model=str(model_path), steps=4, save_every=2, seed=3,
         learning_rate=5e-3, curriculum="pass_rate_band", curriculum_band_min=0.5, curriculum_band_max=0.5, curriculum_revisit=0.5,
+        dynamic_sampling=False,  # the curriculum alone draws the batches
     )
     full = Recorder(GRPOConfig(**options, run_dir=str(tmp_path / "full")))
     full.train()
@@ -103,6 +104,7 @@ def test_level_curriculum_moves_the_generator_level_down_when_nothing_is_solved(
     config = GRPOConfig(
         model=str(model_path), run_dir=str(tmp_path), steps=3, num_tasks=1, group_size=2, max_new_tokens=2, eval_tasks=0,
         progress=False, save_every=0, env_kwargs={"difficulty": 2}, curriculum="level", curriculum_ema=1.0,
+        dynamic_sampling=False,  # one round a step: the level moves once a step
     )
     trainer = Recorder(config)
     trainer.train()

@@ -55,8 +55,8 @@ def prepare_model(config: TrainConfig) -> str:
 #: warm start's SFT steps may take, estimated for a 2-core CPU (:func:`expected_warm_start_s`). With
 #: the tiny model's build, the expert's demonstrations (at most :data:`DEMONSTRATION_SHARE` of it
 #: more) and the trainer's setup, the first RL step of ``mathgym train --env ID`` comes within three
-#: minutes on every env. The default run (400 steps of batch 64 on MathReason-v0, about 50 s) fits
-#: inside it unchanged.
+#: minutes on every env. The default run (800 steps of batch 64 on MathReason-v0, about 100 s) fits
+#: inside it.
 WARM_START_BUDGET_S: float = TrainConfig.warm_start_budget
 #: The warm start's batch while the budget allows :data:`MIN_WARM_START_STEPS` steps of it.
 WARM_START_BATCH = 64
