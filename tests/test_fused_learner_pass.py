@@ -88,3 +88,15 @@ def test_active_dropout_keeps_the_separate_pass(one_trainer):
         assert one_trainer.learner_pass_needed(batch)
     finally:
         model_config.attention_dropout = 0.0
+
+
+def test_a_batch_with_nothing_to_train_still_measures_the_mismatch(model_path, tmp_path):
+    """Every group's rewards agree: no loss pass runs, so the metric gets a learner pass of its own."""
+    trainer = trainer_on(model_path, tmp_path / "flat")
+    batch = episodes_batch(trainer.policy)
+    batch.sampler_logprobs[0, batch.action_mask[0].bool()] -= 0.25
+    batch.rewards[:] = 1.0
+    trainer.sample_rollouts = lambda step: (batch, {"perf/rollout_s": 0.0})
+    metrics = trainer.train_step()
+    assert metrics["loss/trained_sequences"] == 0.0
+    assert metrics["rollout/logprob_diff_max"] == pytest.approx(0.25, abs=1e-4)

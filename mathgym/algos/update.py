@@ -262,7 +262,16 @@ class UpdateLoop:
             inspect(batch)
         learner_pass_s = time.perf_counter() - start
         try:
-            stats = self.optimize(batch, self.plan(batch))
+            plan = self.plan(batch)
+            if fused and not any(len(step.items) for step in plan.steps):
+                # Nothing to train on (every group's rewards agree): no loss pass will run, so the
+                # mismatch metric gets a pass of its own, before the (gradient-free) optimizer step.
+                self._recorded_rows = None
+                start = time.perf_counter()
+                batch = self.score_learner(batch)
+                mismatch = logprob_mismatch(batch)
+                learner_pass_s += time.perf_counter() - start
+            stats = self.optimize(batch, plan)
             if fused and self._recorded_rows:  # measured on the rows trained on, by the loss's pass
                 mismatch = logprob_mismatch(batch.select(torch.unique(torch.cat(self._recorded_rows))))
         finally:
