@@ -13,13 +13,13 @@ train a PRM (``mathgym train --algo prm --data FILE``) and measure one:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mathgym.envs.data import jsonl_rows
 from mathgym.errors import DatasetError
 from mathgym.rewards.prm import StepScorer
 
@@ -54,18 +54,7 @@ def _row(row: Any, where: str) -> LabelledSolution:
 
 def load_labelled_steps(path: str | Path) -> list[LabelledSolution]:
     """Read labelled solutions (see the module docstring); :class:`DatasetError` names the bad line."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise DatasetError(f"Cannot read labelled steps {path}: {err}") from None
-    rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(_row(json.loads(line), f"{path}:{n}"))
-        except json.JSONDecodeError as err:
-            raise DatasetError(f"{path}:{n}: not JSON ({err})") from None
+    rows = [_row(record, where) for where, record in jsonl_rows(path, "labelled steps")]
     if not rows:
         raise DatasetError(f"{path} holds no labelled solutions.")
     return rows

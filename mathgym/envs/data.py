@@ -10,7 +10,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,12 +95,15 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
     return MathRecord(str(question), answer, solution)
 
 
-def load_jsonl(path: str | Path, columns: Mapping[str, str] | None = None) -> list[MathRecord]:
-    """Read a GSM8K- or MATH-format JSONL file (one JSON object a line)."""
+def jsonl_rows(path: str | Path, what: str) -> Iterator[tuple[str, Any]]:
+    """Each JSON value of a JSONL file with where it stands (``"FILE:LINE"``), blank lines skipped.
+
+    Raises:
+        DatasetError: The file does not exist (``what`` names it in the message) or a line is not JSON.
+    """
     path = Path(path)
     if not path.is_file():
-        raise DatasetError(f"data file {str(path)!r} does not exist")
-    records = []
+        raise DatasetError(f"{what} {str(path)!r} does not exist")
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -109,10 +112,17 @@ def load_jsonl(path: str | Path, columns: Mapping[str, str] | None = None) -> li
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise DatasetError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-            try:
-                records.append(record_from_row(row, columns))
-            except DatasetError as err:
-                raise DatasetError(f"{path}:{number}: {err}") from None
+            yield f"{path}:{number}", row
+
+
+def load_jsonl(path: str | Path, columns: Mapping[str, str] | None = None) -> list[MathRecord]:
+    """Read a GSM8K- or MATH-format JSONL file (one JSON object a line)."""
+    records = []
+    for where, row in jsonl_rows(path, "data file"):
+        try:
+            records.append(record_from_row(row, columns))
+        except DatasetError as err:
+            raise DatasetError(f"{where}: {err}") from None
     if not records:
         raise DatasetError(f"data file {str(path)!r} holds no problems")
     return records

@@ -23,12 +23,12 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mathgym.core import Judgement, Task, TextEnv
+from mathgym.envs.data import jsonl_rows
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
 from mathgym.rewards.judge import JudgeInput, LLMJudge
@@ -40,19 +40,10 @@ DEFAULT_SYSTEM_PROMPT = "Answer the question accurately and concisely."
 
 def load_open_qa(path: str | Path) -> list[Task]:
     """The tasks of a JSONL of ``{"question", "reference", "id"?}`` rows."""
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"OpenQA-v0: dataset {str(path)!r} does not exist.")
     tasks = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DatasetError(f"{path}:{number}: not valid JSON ({err.msg}).") from None
+    for where, row in jsonl_rows(path, "OpenQA-v0: dataset"):
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k].strip() for k in ("question", "reference")):
-            raise DatasetError(f"{path}:{number}: a row needs non-empty 'question' and 'reference' strings.")
+            raise DatasetError(f"{where}: a row needs non-empty 'question' and 'reference' strings.")
         task_id = str(row.get("id") or "oqa-" + hashlib.sha1(row["question"].encode()).hexdigest()[:12])
         tasks.append(Task(task_id, row["question"], row["reference"]))
     if not tasks:
