@@ -106,10 +106,15 @@ def measure(args: argparse.Namespace) -> tuple[dict[int, Outcome], dict[str, flo
     from mathgym.algos.warm_start import prepare_model
     from mathgym.errors import ConfigError
 
-    models = {env: prepare_model(TrainConfig(env=env, warm_start_steps=args.warm_start_steps, progress=False)) for env in (MATH, GUESS)}
+    chosen = [v for v in VARIANTS if not args.only or v.env in args.only or v.name in args.only]
+    envs = [env for env in (MATH, GUESS) if any(v.env == env for v in chosen)]
+    chosen += [v for v in VARIANTS if v.name == "GRPO" and v.env in envs and v not in chosen]  # each env's baseline
+    models = {env: prepare_model(TrainConfig(env=env, warm_start_steps=args.warm_start_steps, progress=False)) for env in envs}
     before: dict[str, Any] = {}
     outcomes: dict[int, Outcome] = {}
     for i, variant in enumerate(VARIANTS):
+        if variant not in chosen:
+            continue
         outcome = outcomes[i] = Outcome(steps=budget(variant.env, args)[0])
         try:
             GRPOConfig(env=variant.env, **variant.options).validate()
@@ -127,7 +132,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[int, Outcome], dict[str, flo
 
 def table(args: argparse.Namespace, outcomes: dict[int, Outcome], start: dict[str, float]) -> dict[str, Any]:
     """Print the table; return the figures to record."""
-    baseline = {v.env: outcomes[i] for i, v in enumerate(VARIANTS) if v.name == "GRPO"}
+    baseline = {v.env: outcomes[i] for i, v in enumerate(VARIANTS) if v.name == "GRPO" and i in outcomes}
     seeds = ", ".join(map(str, args.seed))
     print(f"\n{MATH}: {args.steps} steps x {args.num_tasks} tasks; {GUESS}: {args.multi_turn_steps} steps x "
           f"{args.multi_turn_tasks} tasks; G={args.group_size}, {args.threads} threads, seeds {seeds}; "
@@ -142,6 +147,8 @@ def table(args: argparse.Namespace, outcomes: dict[int, Outcome], start: dict[st
         "rows": {},
     }
     for i, variant in enumerate(VARIANTS):
+        if i not in outcomes:
+            continue
         outcome, base = outcomes[i], baseline[variant.env]
         key = f"{variant.env} {variant.name}"
         if outcome.error:
@@ -175,6 +182,7 @@ def main() -> None:
     parser.add_argument("--warm-start-steps", type=int, default=400)
     parser.add_argument("--seed", type=int, nargs="+", default=[0], help="one run of each variant per seed")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads of a run (halved per side with the batch ahead)")
+    parser.add_argument("--only", action="append", default=[], metavar="ENV", help="run only this env's rows, or this variant (repeatable); each env's GRPO row always runs")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3 steps of 2 tasks x 2, 10 eval tasks, 20 warm-start steps")
     parser.add_argument("--record", default="", help="write the figures to benchmarks/results/NAME.json (see benchmarks/record.py)")
     args = parser.parse_args()
