@@ -191,7 +191,7 @@ def test_ctrl_c_in_train_says_where_the_checkpoint_is_and_how_to_resume(tmp_path
     model = build_small_model(tmp_path / "model")
     run = tmp_path / "run"
     args = ["train", "--model", str(model), "--steps", "10000", "--save-every", "1", "--eval-tasks", "0", "--num-tasks", "2",
-            "--group-size", "2", "--max-new-tokens", "4", "--progress", "false", "--run-dir", str(run)]
+            "--group-size", "2", "--max-new-tokens", "4", "--dynamic-sampling", "false", "--progress", "false", "--run-dir", str(run)]
     proc = subprocess.Popen([sys.executable, "-m", "mathgym.cli", *args], cwd=tmp_path, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
