@@ -37,15 +37,9 @@ def keep_torch_threads():
 
 @pytest.fixture(scope="module")
 def model_path(tmp_path_factory) -> Path:
-    """A 2-layer width-32 char-level Llama with attention dropout (the update draws from the torch RNG)."""
-    from mathgym.agents.tiny import build_tiny_model
+    from tests.trainkit import build_dropout_model
 
-    path = tmp_path_factory.mktemp("dropout-model")
-    model, tokenizer = build_tiny_model(seed=0, hidden_size=32, num_layers=2)
-    model.config.attention_dropout = 0.1
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return build_dropout_model(tmp_path_factory.mktemp("dropout-model"))
 
 
 class Recorder(GRPOTrainer):

@@ -59,3 +59,15 @@ def build_small_model(path: Path, seed: int = 0) -> Path:
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
     return path
+
+
+def build_dropout_model(path: Path) -> Path:
+    """A 2-layer width-32 char-level Llama with attention dropout (training draws from the torch RNG),
+    saved at ``path``: what the exact-resume tests need to show that the RNG state is restored."""
+    from mathgym.agents.tiny import build_tiny_model
+
+    model, tokenizer = build_tiny_model(seed=0, hidden_size=32, num_layers=2)
+    model.config.attention_dropout = 0.1
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
