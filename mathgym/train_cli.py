@@ -314,6 +314,10 @@ def check_selection_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--select {args.select} needs a process reward model: --prm DIR.")
     if args.select == "orm" and args.orm is None:
         raise ConfigError("--select orm needs an outcome reward model: --orm DIR.")
+    for flag, value in (("--prm", args.prm), ("--orm", args.orm)):
+        # A hub id is "owner/name"; a value written as a path must exist here.
+        if value is not None and value.startswith(("/", ".", "~")) and not Path(value).expanduser().exists():
+            raise ConfigError(f"{flag} {value}: no such directory.")
     if args.search == "beam":
         if args.prm is None:
             raise ConfigError("--search beam is guided by a process reward model: --prm DIR.")

@@ -113,3 +113,11 @@ def test_label_steps_converts_the_public_formats(tmp_path, capsys):
     source.write_text("{}\n")
     assert train_cli.main("label-steps", ["--convert", str(source), "--out", str(out)]) == 2
     assert "shepherd.jsonl:1" in capsys.readouterr().err
+
+
+def test_a_scorer_path_that_does_not_exist_is_refused_before_any_model_loads(capsys):
+    from mathgym import train_cli
+
+    code = train_cli.main("eval", ["--model", "tiny", "--k", "2", "--select", "prm-min", "--prm", "/no/such/prm-dir"])
+    assert code != 0
+    assert "--prm /no/such/prm-dir: no such directory." in capsys.readouterr().err
