@@ -231,16 +231,26 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=300, help="SFT steps of the fixture model's warm start")
     parser.add_argument("--eval-tasks", type=int, default=50, help="held-out tasks of each evaluation")
     parser.add_argument("--eval-every", type=int, default=10, help="held-out evaluation every N steps (the curve)")
-    parser.add_argument("--record", default="", help="write benchmarks/results/NAME.json")
+    parser.add_argument("--record", default="", help="write benchmarks/results/NAME.json (after each env, so a long run keeps what it measured)")
+    parser.add_argument("--keep-others", action="store_true",
+                        help="keep the envs of an existing --record that this run does not measure (one record built by several runs)")
     args = parser.parse_args()
     envs = args.env or default_envs()
     results: dict[str, dict[str, Any]] = {}
+    if args.record and args.keep_others:
+        results = {k: v for k, v in read_record(args.record).get("envs", {}).items() if k not in envs}
     with tempfile.TemporaryDirectory(prefix="mathgym-env-learning-") as tmp:
         for env_id in envs:
-            results[env_id] = run_env(env_id, args, Path(tmp))
+            results[env_id] = {**run_env(env_id, args, Path(tmp)), "budget": budget(args)}
+            if args.record:
+                write_record(args.record, {"envs": results})
     print(table(results))
-    if args.record:
-        write_record(args.record, {"budget": budget(args), "envs": results})
+
+
+def read_record(name: str) -> dict[str, Any]:
+    """The results of the record ``name`` (empty when there is none yet)."""
+    path = Path(__file__).parent / "results" / f"{name}.json"
+    return json.loads(path.read_text())["results"] if path.exists() else {}
 
 
 if __name__ == "__main__":
