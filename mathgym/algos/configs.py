@@ -438,8 +438,18 @@ class DistillConfig(TrainConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.teacher:
-            raise ConfigError("teacher is empty; give the teacher model: --teacher PATH (a hub id, a local path or 'tiny').")
+        if not self.teacher and not self.teacher_url:
+            raise ConfigError(
+                "teacher is empty; give the teacher model: --teacher PATH (a hub id, a local path or 'tiny'), "
+                "or a server that serves it: --teacher-url URL."
+            )
+        if self.teacher_url and (self.temperature or 1.0) != 1.0:
+            raise ConfigError(
+                f"temperature={self.temperature!r} with a teacher server: the server's log-probs are at temperature 1, "
+                "so the student's must be too; sample at --temperature 1, or run the teacher in-process (--teacher PATH)."
+            )
+        if self.teacher_concurrency < 1 or self.teacher_timeout_s <= 0:
+            raise ConfigError("teacher_concurrency must be >= 1 and teacher_timeout_s > 0.")
         if not 0.0 <= self.distill_weight <= 1.0:
             raise ConfigError(f"distill_weight={self.distill_weight!r} is not allowed; choose a value in [0, 1].")
         if self.top_k < 0:
@@ -528,6 +538,13 @@ class OnPolicyDistillConfig(GRPOConfig):
         "", "teacher model: hub id, local path, or 'tiny' (the tiny model's warm start on env); same vocabulary as --model"
     )
     teacher_device: str = option("auto", "where the teacher runs (no gradient): 'auto' = the student's device, 'cpu', 'cuda:1', ...")
+    teacher_url: str = option(
+        "", "API root of a vLLM (OpenAI-compatible completions) server that serves the teacher, e.g. "
+        "http://127.0.0.1:8000/v1; --teacher is then the served model's name (empty: the server's only model)"
+    )
+    teacher_api_key_env: str = option("OPENAI_API_KEY", "environment variable holding the teacher server's API key (if any)")
+    teacher_timeout_s: float = option(300.0, "seconds one request to the teacher server may take (then retried twice)")
+    teacher_concurrency: int = option(8, "requests to the teacher server in flight at once")
     kl_coef: float = option(1.0, "weight of the per-token reverse KL to the teacher in the advantage (reward -kl_coef * KL)")
     teacher_kl_estimator: TeacherKLEstimator = option(
         "k1", "per-token estimate of KL(student || teacher) at the sampled token: k1 = log p_s - log p_t; "
@@ -537,8 +554,18 @@ class OnPolicyDistillConfig(GRPOConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.teacher:
-            raise ConfigError("teacher is empty; give the teacher model: --teacher PATH (a hub id, a local path or 'tiny').")
+        if not self.teacher and not self.teacher_url:
+            raise ConfigError(
+                "teacher is empty; give the teacher model: --teacher PATH (a hub id, a local path or 'tiny'), "
+                "or a server that serves it: --teacher-url URL."
+            )
+        if self.teacher_url and (self.temperature or 1.0) != 1.0:
+            raise ConfigError(
+                f"temperature={self.temperature!r} with a teacher server: the server's log-probs are at temperature 1, "
+                "so the student's must be too; sample at --temperature 1, or run the teacher in-process (--teacher PATH)."
+            )
+        if self.teacher_concurrency < 1 or self.teacher_timeout_s <= 0:
+            raise ConfigError("teacher_concurrency must be >= 1 and teacher_timeout_s > 0.")
         for name in ("kl_coef", "env_reward_coef"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be >= 0.")

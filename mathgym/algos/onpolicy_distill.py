@@ -21,11 +21,16 @@ is minus the reverse KL to the teacher, with no discount. The rest of the update
 
 Teacher and student must share a vocabulary (:func:`~mathgym.algos.distill.check_shared_vocabulary`).
 Both are scored at the sampling temperature, as GRPO's reference is. The teacher may sit on
-another device (``teacher_device``); its log-probs come back to the student's.
+another device (``teacher_device``); its log-probs come back to the student's. Or it may be served
+apart, by vLLM (``teacher_url``; :mod:`mathgym.agents.remote_teacher`): each episode's tokens go to
+the server as a prompt and its prompt log-probs come back; a sequence the server could not score is
+an infrastructure failure (``infra/teacher_failures``), left out of the loss.
 
     mathgym train --algo onpolicy-distill --teacher runs/grpo-MathReason-v0-.../final --model ./small-student
     mathgym train --algo onpolicy-distill --teacher Qwen/Qwen2.5-1.5B-Instruct --model Qwen/Qwen2.5-0.5B-Instruct \\
         --env-reward-coef 1.0 --kl-coef 0.5
+    vllm serve Qwen/Qwen2.5-1.5B-Instruct --port 8000 &   # the teacher on its own GPU
+    mathgym train --algo onpolicy-distill --teacher-url http://127.0.0.1:8000/v1 --model Qwen/Qwen2.5-0.5B-Instruct
 """
 
 from __future__ import annotations
@@ -33,12 +38,15 @@ from __future__ import annotations
 import torch
 
 from mathgym.agents.forward import ForwardOutput, logprobs_from_logits
+from mathgym.agents.policy import LLMPolicy
+from mathgym.agents.remote_teacher import RemoteTeacher
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.choices import TeacherKLEstimator
 from mathgym.algos.configs import OnPolicyDistillConfig
 from mathgym.algos.distill import load_teacher, shared_vocab_width
 from mathgym.algos.grpo import GRPOTrainer
 from mathgym.algos.losses import kl_estimate, masked_mean
+from mathgym.algos.update import Plan
 
 __all__ = ["OnPolicyDistillConfig", "OnPolicyDistillTrainer", "distillation_advantages"]
 
@@ -91,9 +99,19 @@ class OnPolicyDistillTrainer(GRPOTrainer):
     def setup(self) -> None:
         super().setup()
         cfg = self.config
-        device = None if cfg.teacher_device == "auto" else cfg.teacher_device
-        self.teacher = load_teacher(cfg.teacher, cfg, self.policy, device)
-        self.vocab_width = shared_vocab_width(self.teacher, self.policy)
+        self.teacher: LLMPolicy | None = None
+        self.remote_teacher: RemoteTeacher | None = None
+        if cfg.teacher_url:
+            self.remote_teacher = RemoteTeacher(
+                cfg.teacher_url, cfg.teacher, api_key_env=cfg.teacher_api_key_env, timeout_s=cfg.teacher_timeout_s,
+                max_concurrency=cfg.teacher_concurrency,
+            )
+            self.remote_teacher.connect(self.policy.tokenizer)
+        else:
+            device = None if cfg.teacher_device == "auto" else cfg.teacher_device
+            self.teacher = load_teacher(cfg.teacher, cfg, self.policy, device)
+            self.vocab_width = shared_vocab_width(self.teacher, self.policy)
+        self._teacher_scores: torch.Tensor | None = None
 
     def learner_rows(self, batch: RolloutBatch) -> torch.Tensor:
         """Every trainable row: the student's log-probs before the update are one side of the KL."""
@@ -104,9 +122,13 @@ class OnPolicyDistillTrainer(GRPOTrainer):
         """Always: the advantages read the student's log-probs before the update."""
         return True
 
-    def teacher_logprobs(self, batch: RolloutBatch, rows: torch.Tensor) -> torch.Tensor:
+    def teacher_logprobs(self, batch: RolloutBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(B, T)`` the teacher's log-probs of ``batch``'s tokens on ``rows`` (0 elsewhere), no gradient,
-        on the student's device; its logits are cut to the ids both models share."""
+        on the student's device, and ``(B,)`` bool: the rows a teacher server could not score.
+        An in-process teacher's logits are cut to the ids both models share."""
+        if self.remote_teacher is not None:
+            return remote_logprobs(self.remote_teacher, batch, rows)
+        assert self.teacher is not None
         device = self.teacher.device
 
         def forward(mb: RolloutBatch) -> ForwardOutput:
@@ -116,16 +138,28 @@ class OnPolicyDistillTrainer(GRPOTrainer):
             logprobs, entropy = logprobs_from_logits(logits[..., : self.vocab_width], ids, self.temperature, entropy_grad=False)
             return ForwardOutput(logprobs.to(mb.input_ids.device), entropy.to(mb.input_ids.device))
 
-        return self.score(batch, rows, forward).logprobs
+        return self.score(batch, rows, forward).logprobs, torch.zeros(len(batch), dtype=torch.bool)
+
+    def plan(self, batch: RolloutBatch) -> Plan:
+        """The teacher scores the trainable rows first: a row it could not score (a teacher server that
+        failed) becomes an infrastructure failure, out of the loss like an episode whose env failed."""
+        rows = torch.nonzero(batch.loss_mask(self.config.mask_truncated).sum(-1) > 0).flatten()
+        self._teacher_scores, failed = self.teacher_logprobs(batch, rows)
+        batch.infra_failure = batch.infra_failure | failed.to(batch.infra_failure.device)
+        plan = super().plan(batch)
+        plan.stats["infra/teacher_failures"] = float(failed.sum())
+        self._teacher_scores = None
+        return plan
 
     def token_signal(self, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(advantages, kl)`` of ``batch`` (see :func:`distillation_advantages`); ``batch.advantages``
         holds the episodes' env advantages and ``batch.learner_logprobs`` the student's log-probs."""
         cfg = self.config
-        rows = torch.nonzero(mask.sum(-1) > 0).flatten()
         if batch.learner_logprobs is None:  # no row to train (every episode failed on infrastructure)
             return torch.zeros_like(mask), torch.zeros_like(mask)
-        teacher = self.teacher_logprobs(batch, rows)
+        teacher = self._teacher_scores
+        if teacher is None:
+            teacher, _ = self.teacher_logprobs(batch, torch.nonzero(mask.sum(-1) > 0).flatten())
         return distillation_advantages(
             batch.learner_logprobs, teacher, batch.advantages, mask,
             kl_coef=cfg.kl_coef, env_reward_coef=cfg.env_reward_coef, estimator=cfg.teacher_kl_estimator,
@@ -134,3 +168,19 @@ class OnPolicyDistillTrainer(GRPOTrainer):
     def token_advantages(self, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         advantages, kl = self.token_signal(batch, mask)
         return advantages, {"loss/teacher_kl": float(masked_mean(kl, mask))}
+
+
+def remote_logprobs(teacher: RemoteTeacher, batch: RolloutBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, T)`` a teacher server's log-probs of ``batch``'s tokens on ``rows``, token-aligned as
+    :func:`~mathgym.agents.forward.logprobs_from_logits` aligns them (each row's first token: 0), and
+    ``(B,)`` bool: the rows it could not score."""
+    out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    failed = torch.zeros(len(batch), dtype=torch.bool)
+    positions = [torch.nonzero(batch.attention_mask[r].cpu()).flatten() for r in rows.tolist()]
+    sequences = [batch.input_ids[r].cpu()[p].tolist() for r, p in zip(rows.tolist(), positions)]
+    for r, p, values in zip(rows.tolist(), positions, teacher.logprobs(sequences)):
+        if values is None:
+            failed[r] = True
+        elif len(p) > 1:
+            out[r, p[1:]] = torch.tensor(values, dtype=torch.float32)
+    return out.to(batch.input_ids.device), failed
