@@ -8,6 +8,7 @@ batching, slicing of the new tokens, parsing and caching are all the worker's ow
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 pytest.importorskip("torch")
 import torch  # noqa: E402
 
-from mathgym.agents.local_judge import LocalJudge  # noqa: E402
+from mathgym.agents.local_judge import LocalJudge, render_chat  # noqa: E402
 from mathgym.rewards import Status  # noqa: E402
 from mathgym.rewards.judge import JudgeInput  # noqa: E402
 from tests.chat_fixtures import cached_chat_model  # noqa: E402
@@ -80,11 +81,51 @@ def test_an_unparseable_local_judgement_is_an_infra_status_not_zero_and_not_cach
 
 def test_a_template_without_a_system_role_gets_the_system_text_in_the_user_turn(tmp_path_factory):
     judge = LocalJudge.from_pretrained(str(cached_chat_model(tmp_path_factory, "gemma")), device="cpu", max_new_tokens=2)
-    from mathgym.agents.local_judge import render_chat
 
     text = judge.tokenizer.decode(render_chat(judge.tokenizer, judge.messages("Paris", JudgeInput(QUESTION, "Paris"), nonce="ab12")))
     assert "strict grader" in text and "<response-ab12>" in text
-    with pytest.raises(TypeError, match="not pickled"):
-        import pickle
 
-        pickle.dumps(judge)
+
+def test_a_pickled_local_judge_reloads_its_model_on_first_use_and_judges_the_same(judge_dir):
+    judge = LocalJudge.from_pretrained(str(judge_dir), device="cpu", max_new_tokens=6, batch_size=2)
+    task = JudgeInput(QUESTION, reference="Paris")
+    payload = pickle.dumps(judge)
+    assert len(payload) < 20_000  # the settings, not the weights
+    copy = pickle.loads(payload)
+    assert copy._model is None  # loaded on first use, in the process that uses it
+    prompts = [render_chat(judge.tokenizer, judge.messages(r, task, nonce="ab12")) for r in ("Paris", "Lyon")]
+    assert copy.generate(prompts) == judge.generate(prompts)  # the same weights, greedy: the same replies
+    assert copy.model is not judge.model and copy.max_new_tokens == 6 and copy.batch_size == 2
+    calls: list[list[str]] = []
+    _scripted(judge, calls)
+    _scripted(copy, calls)
+    responses = ["It is Paris.", "Lyon"]
+    assert [(r.score, r.status) for r in copy.score_batch(responses, [task] * 2)] == [
+        (r.score, r.status) for r in judge.score_batch(responses, [task] * 2)
+    ] == [(1.0, Status.CORRECT), (0.3, Status.PARTIAL)]
+
+
+def test_a_local_judge_built_from_a_model_object_says_how_to_pickle(judge_dir):
+    loaded = LocalJudge.from_pretrained(str(judge_dir), device="cpu")
+    with pytest.raises(TypeError, match="from_pretrained"):
+        pickle.dumps(LocalJudge(loaded.model, loaded.tokenizer))
+
+
+def test_open_qa_with_a_local_judge_steps_in_subprocesses(judge_dir):
+    """Each subprocess of an AsyncVectorEnv loads its own copy of the judge and grades there. The
+    subprocesses are spawned (as forkserver, Python 3.14's default on Linux, also does), so the judge
+    travels pickled; a forked one would inherit the parent's memory and prove nothing."""
+    import gymnasium as gym
+
+    import mathgym  # noqa: F401 - registers OpenQA-v0
+
+    judge = LocalJudge.from_pretrained(str(judge_dir), device="cpu", max_new_tokens=4)
+    envs = gym.vector.AsyncVectorEnv([lambda: gym.make("OpenQA-v0", judge=judge)] * 2, context="spawn")
+    try:
+        envs.reset(seed=0)
+        _, rewards, terminated, _, infos = envs.step(["Paris.", "Lyon."])
+    finally:
+        envs.close()
+    # the random model writes no verdict: graded in the subprocess as an infrastructure error, reward 0
+    assert terminated.all() and rewards.tolist() == [0.0, 0.0]
+    assert list(infos["status"]) == [Status.ERROR.value] * 2

@@ -53,21 +53,38 @@ def test_pairwise_accuracy_rises_and_the_run_resumes(tmp_path, tmp_path_factory)
         pairs_per_step=16, learning_rate=1e-3, warmup_steps=0, device="cpu", progress=False, threads=1,
     )
     first = RMTrainer(RMConfig(steps=3, **options), run_dir=tmp_path / "run")
+    assert first.policy is None  # pairs from a file: the policy (--model) only initialises the reward model, never loaded
     before = first.evaluate_pairs(first.eval_pairs)
     first.train()
     after_first = read_metrics(tmp_path / "run")[-1]
     # resumed from the checkpoint of step 3: the reward model is the trained one, not a fresh head
-    second = RMTrainer(RMConfig(steps=8, **options), run_dir=tmp_path / "run")
-    assert second.resume() and second.step == 3
+    # the evaluation interval only says when eval/ is logged: free to change on resume
+    second = RMTrainer(RMConfig(steps=8, eval_pairs_every=2, **options), run_dir=tmp_path / "run")
+    assert second.resume() and second.step == 3 and second.policy is None
+    assert {c.name: c.verdict for c in second.resume_changes} == {"steps": "allowed", "eval_pairs_every": "allowed"}
     resumed = second.evaluate_pairs(second.eval_pairs)
     assert resumed["eval/reward_margin"] == pytest.approx(after_first["eval/reward_margin"], abs=1e-5)
     second.train()
     records = read_metrics(tmp_path / "run")
     final = records[-1]
     assert final["step"] == 8 and "loss/accuracy" in final
+    assert [r["step"] for r in records if "eval/pairwise_accuracy" in r] == [3, 4, 6, 8]
     assert before["eval/pairwise_accuracy"] < 0.6 and final["eval/pairwise_accuracy"] >= 0.8
     assert final["eval/reward_margin"] > before["eval/reward_margin"]
     assert (tmp_path / "run" / "final" / "config.json").is_file()
+
+
+def test_online_pairs_sample_with_the_policy(tmp_path, tmp_path_factory):
+    """Without a preference file the policy is loaded, frozen, and samples the pairs from the env."""
+    model = str(cached_chat_model(tmp_path_factory, "chatml"))
+    config = RMConfig(
+        model=model, env="MathReason-v0", steps=1, num_tasks=2, group_size=2, max_new_tokens=8, warmup_steps=0,
+        device="cpu", progress=False, threads=1,
+    )
+    trainer = RMTrainer(config, run_dir=tmp_path / "run")
+    assert trainer.policy is not None and not trainer.policy.trainable_parameters()
+    trainer.train()
+    assert "loss/pairs" in read_metrics(tmp_path / "run")[-1]
 
 
 def _episode(group: int, reward: float, answer: str, status: str = "wrong") -> Episode:

@@ -295,6 +295,20 @@ def test_resume_changes_are_sorted_into_allowed_warned_and_refused():
     assert resume_changes(saved, TrainConfig(steps=10).to_dict(), step=6) == []
 
 
+def test_evaluation_options_of_the_algorithm_configs_may_change_on_resume():
+    from mathgym.algos.checkpoint import resume_changes
+    from mathgym.algos.configs import OnPolicyDistillConfig, RMConfig
+
+    saved = RMConfig(preference_file="a.jsonl").to_dict()
+    current = RMConfig(preference_file="a.jsonl", eval_pairs_every=5, eval_preference_file="b.jsonl", pairs_per_step=8).to_dict()
+    verdicts = {c.name: c.verdict for c in resume_changes(saved, current, step=3)}
+    assert verdicts == {"eval_preference_file": "warning", "eval_pairs_every": "allowed", "pairs_per_step": "refused"}
+    saved = OnPolicyDistillConfig(teacher="t").to_dict()
+    current = OnPolicyDistillConfig(teacher="t", teacher_device="cpu", kl_coef=0.5).to_dict()
+    verdicts = {c.name: c.verdict for c in resume_changes(saved, current, step=3)}
+    assert verdicts == {"teacher_device": "warning", "kl_coef": "refused"}
+
+
 def test_a_metrics_line_cut_by_a_kill_is_dropped_on_resume(tmp_path):
     from mathgym.algos.metrics import MetricsLogger
 

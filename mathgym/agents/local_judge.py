@@ -10,6 +10,13 @@ The chat goes through the model's own chat template (a template with no system r
 text folded into the user turn); the judgements a batch still needs are generated together, left-padded,
 ``batch_size`` at a time. torch and transformers are imported when the model loads, not with this module.
 
+A judge made by :meth:`LocalJudge.from_pretrained` pickles as its settings (where the model is, the
+device and dtype, the judging options), not its weights: an env holding it can be stepped in
+subprocesses (a gymnasium ``AsyncVectorEnv``, a process executor), and each process loads its own
+copy of the model the first time it judges. That costs each process the model's memory and load
+time; one shared judge for many processes is a served model (``vllm serve ...``) behind
+:class:`~mathgym.rewards.judge.LLMJudge`. A copy starts with an empty cache and counts its own ``stats`` from then on.
+
 Example::
 
     judge = LocalJudge.from_pretrained("Qwen/Qwen2.5-7B-Instruct", device="cuda")
@@ -46,6 +53,17 @@ def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     return list(ids)
 
 
+def load_judge_model(name_or_path: str, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of a causal LM to judge with, in eval mode on ``device``."""
+    from transformers import AutoModelForCausalLM
+
+    from mathgym.agents.policy import load_tokenizer, pick_device, pick_precision
+
+    dev = pick_device(device)
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=pick_precision(dtype, dev).weights).to(dev).eval()
+    return model, load_tokenizer(name_or_path)
+
+
 class LocalJudge(LLMJudge):
     """A reward worker that grades responses with a local causal LM (see the module docstring).
 
@@ -80,27 +98,62 @@ class LocalJudge(LLMJudge):
             raise ConfigError("LocalJudge needs batch_size >= 1, max_new_tokens >= 1, temperature >= 0, cache_size >= 0.")
         if getattr(tokenizer, "chat_template", None) is None:
             raise ConfigError("LocalJudge needs a chat model: its tokenizer has no chat template.")
-        self.model, self.tokenizer = model, tokenizer
+        self._model, self._tokenizer = model, tokenizer
+        #: (name_or_path, device, dtype) of a judge made by from_pretrained: what a pickled copy reloads.
+        self._source: tuple[str, str, str] | None = None
         self.mode, self.rubric, self.name = mode, rubric, name
         self.batch_size, self.max_new_tokens, self.temperature = int(batch_size), int(max_new_tokens), float(temperature)
         self.max_prompt_tokens, self.max_response_chars, self.cache_size = int(max_prompt_tokens), int(max_response_chars), int(cache_size)
         self._cache: OrderedDict[str, RewardResult] = OrderedDict()
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
         self.stats = {"requests": 0, "retries": 0, "cache_hits": 0, "errors": 0}
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, *, device: str = "auto", dtype: str = "auto", **kwargs: Any) -> LocalJudge:
-        """Load a hub id or local directory as the judge (``device``/``dtype`` as for a policy)."""
-        from transformers import AutoModelForCausalLM
+        """Load a hub id or local directory as the judge (``device``/``dtype`` as for a policy); the
+        judge pickles as these settings (see the module docstring)."""
+        judge = cls(*load_judge_model(str(name_or_path), device, dtype), **kwargs)
+        judge._source = (str(name_or_path), device, dtype)
+        return judge
 
-        from mathgym.agents.policy import load_tokenizer, pick_device, pick_precision
+    # -- the model, loaded again in each process a pickled judge reaches --------------------------------
 
-        dev = pick_device(device)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=pick_precision(dtype, dev).weights).to(dev).eval()
-        return cls(model, load_tokenizer(name_or_path), **kwargs)
+    @property
+    def model(self) -> Any:
+        """The judge's causal LM (a pickled copy loads it here, on first use)."""
+        if self._model is None:
+            self._load()
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        """The judge model's tokenizer (loaded with the model)."""
+        if self._tokenizer is None:
+            self._load()
+        return self._tokenizer
+
+    def _load(self) -> None:
+        with self._load_lock:  # env threads of one process share one copy
+            if self._model is None and self._source is not None:
+                self._model, self._tokenizer = load_judge_model(*self._source)
 
     def __getstate__(self) -> dict[str, Any]:
-        raise TypeError("a LocalJudge holds a model and is not pickled: build one per process (LocalJudge.from_pretrained).")
+        """The settings without the weights: the copy reloads the model from ``_source`` on first use."""
+        if self._source is None:
+            raise TypeError(
+                "this LocalJudge was built from a model object, which is not pickled; make it with "
+                "LocalJudge.from_pretrained(path, ...) to use it in other processes (each loads its own copy)."
+            )
+        state = dict(self.__dict__)
+        for name in ("_lock", "_load_lock"):
+            state.pop(name)
+        state.update(_model=None, _tokenizer=None, _cache=OrderedDict())
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock, self._load_lock = threading.Lock(), threading.Lock()
 
     # -- the worker interface ------------------------------------------------------------------------
 

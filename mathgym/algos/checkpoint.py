@@ -96,13 +96,15 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 # Options that only steer the run (how long, when to save/evaluate, what to show): free to change.
 FREE_ON_RESUME = frozenset(
     # executor/ray_actors: where env steps run never changes results (tests/test_ray_executor.py);
-    # log_samples: how many episodes samples.jsonl keeps.
+    # log_samples: how many episodes samples.jsonl keeps; eval_pairs_every (--algo rm): when the
+    # held-out pairs are scored (in eval mode, without gradient: no random draw, no update).
     {"steps", "save_every", "eval_every", "progress", "log_tensorboard", "log_wandb", "run_dir", "executor", "ray_actors",
-     "log_samples"}
+     "log_samples", "eval_pairs_every"}
 )
 # Options that change how the same update is computed or measured, not what it is: accepted with a warning.
 WARN_ON_RESUME = {
     "device": "the same update on other hardware; later steps may differ from an uninterrupted run in the last bits",
+    "teacher_device": "the same teacher on other hardware; later steps may differ from an uninterrupted run in the last bits",
     "backend": "the same sampling distribution from another engine; samples differ from an uninterrupted run",
     "grad_accum_steps": "the same update in other micro-batches; later steps may differ in the last bits",
     "threads": "the same update summed in another order; later steps may differ in the last bits",
@@ -112,6 +114,8 @@ WARN_ON_RESUME = {
     "eval_seed": "the final accuracy is then measured on other tasks than the accuracy before training",
     "eval_samples": "the final pass@k is then not comparable with the one before training",
     "eval_env_kwargs": "the final accuracy is then measured on other tasks than the accuracy before training",
+    "eval_preference_file": "the held-out pair accuracy is then measured on other pairs than before the resume",
+    "eval_data": "the held-out step metrics are then measured on other solutions than before training",
 }
 
 

@@ -10,6 +10,10 @@ classifier) learns ``r(prompt, chosen) > r(prompt, rejected)`` from
   pairs them (:func:`~mathgym.algos.preferences.best_worst_indices`); infrastructure failures are
   never paired.
 
+On a preference file the policy is not loaded at all (``--model`` then only names the reward
+model's starting point when ``--rm-init`` is empty), unless ``--eval-tasks``/``--eval-every`` ask
+for its env evaluation.
+
 The loss is :func:`bradley_terry_loss`; pairwise accuracy (the share of pairs the model ranks
 right) is logged on the training pairs (``loss/accuracy``, measured in the update's own forward
 pass) and on ``--eval-preference-file`` (``eval/pairwise_accuracy``). Checkpoints hold the reward
@@ -127,12 +131,18 @@ class RMTrainer(Trainer):
     #: Pairs of ``step`` offline: consecutive slices of a per-epoch shuffle, as DPO draws them.
     pair_indices = DPOTrainer.pair_indices
 
+    def needs_policy(self) -> bool:
+        """The policy samples online pairs and plays the env evaluation; pairs from a file need neither."""
+        cfg = self.config
+        return not cfg.preference_file or bool(cfg.eval_tasks or cfg.eval_every)
+
     def setup(self) -> None:
         cfg = self.config
-        for param in self.policy.model.parameters():  # the policy only samples (online pairs); it is not trained
-            param.requires_grad_(False)
+        if self.policy is not None:  # the policy only samples (online pairs); it is not trained
+            for param in self.policy.model.parameters():
+                param.requires_grad_(False)
         self.rm = RewardModel.from_pretrained(
-            cfg.rm_init or self.policy.name_or_path, device=str(self.policy.device), dtype=cfg.dtype,
+            cfg.rm_init or self.model_path, device=str(self.device), dtype=cfg.dtype,
             max_length=cfg.max_length, batch_size=max(1, cfg.pairs_per_step),
         )
         self.pairs = [encode_pair(self.rm, p) for p in load_preference_jsonl(cfg.preference_file)] if cfg.preference_file else []
@@ -169,7 +179,7 @@ class RMTrainer(Trainer):
     def train_step(self) -> dict[str, float]:
         cfg = self.config
         t0 = time.perf_counter()
-        with self.policy.autocast():
+        with self.autocast():
             pairs, stats = self.step_pairs(self.step)
             t1 = time.perf_counter()
             steps = [OptimizerStep(torch.arange(len(pairs)), pairs)] * cfg.epochs_per_batch if pairs else []

@@ -18,7 +18,8 @@ The loop owns the step mechanics; an algorithm supplies its batch and its loss. 
    :meth:`~Trainer.loss` on each of ``grad_accum_steps`` micro-batches, backward, one
    optimizer step; the learning-rate schedule advances once per batch; statistics add up.
 
-Other hooks: :meth:`setup` (reference model, value head...), :meth:`parameters_to_train`,
+Other hooks: :meth:`needs_policy` (a trainer that learns from data alone loads no policy),
+:meth:`setup` (reference model, value head...), :meth:`parameters_to_train`,
 :meth:`stop_early` (PPO's target KL), and :meth:`extra_state` / :meth:`load_extra_state`
 (anything else to checkpoint).
 
@@ -30,6 +31,7 @@ so that the ranks' summed gradients equal the single-process gradient.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -42,7 +44,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from mathgym.agents.policy import LLMPolicy, LoraSettings, SamplingParams
+from mathgym.agents.policy import LLMPolicy, LoraSettings, SamplingParams, pick_device, pick_precision
 from mathgym.agents.settings import write_model_settings
 from mathgym.agents.tiny import TINY_MODEL, tiny_model_path
 from mathgym.algos.batch import Episode, RolloutBatch
@@ -143,7 +145,7 @@ class Trainer(UpdateLoop):
     Args:
         config: The run's configuration (a :class:`TrainConfig` subclass).
         run_dir: Run directory (default ``runs/<algo>-<env>-<time>``).
-        policy: An existing policy (default: built from ``model_path``).
+        policy: An existing policy (default: built from ``model_path``, unless :meth:`needs_policy` says no).
         model_path: Where the policy's weights are (default: ``config.model``; the tiny model's
             warm start is made before the trainer: :func:`mathgym.algos.warm_start.prepare_model`).
     """
@@ -178,18 +180,27 @@ class Trainer(UpdateLoop):
         if config.threads:
             torch.set_num_threads(config.threads)
         seed_everything(config.seed)
-        self.policy = policy or self.build_policy(model_path)
+        self.policy: LLMPolicy | None = policy or (self.build_policy(model_path) if self.needs_policy() else None)
+        #: Where ``config.model``'s weights are (what the policy was loaded from, or would be).
+        self.model_path = self.policy.name_or_path if self.policy is not None else self.resolved_model_path(model_path)
+        # Where the update runs and its forward passes' compute dtype: the policy's, or without one
+        # config.device and config.dtype resolved as a policy resolves them.
+        if self.policy is not None:
+            self.device, self.autocast_dtype = self.policy.device, self.policy.autocast_dtype
+        else:
+            self.device = pick_device(self.dist.device(config.device))
+            self.autocast_dtype = pick_precision(config.dtype, self.device).autocast
         # off_policy_steps=1: the next batch is sampled in a thread on a copy of the weights (mathgym.algos.overlap);
         # on CPU the sampler and the learner each get half the threads.
         self.ahead: RolloutsAhead | None = None
-        if config.off_policy_steps:
+        if config.off_policy_steps and self.policy is not None:
             threads = 0 if self.policy.device.type != "cpu" else split_threads(config.threads or torch.get_num_threads())
             if threads:
                 torch.set_num_threads(threads)
             self.ahead = RolloutsAhead(self.policy, self.sample_rollouts, threads)
         # The env options come from the model's own mathgym.json, then the config (see resolved_env_kwargs).
-        self.env_kwargs = resolved_env_kwargs(config, model_dir=self.policy.name_or_path)
-        self.eval_env_kwargs = resolved_env_kwargs(config, evaluation=True, model_dir=self.policy.name_or_path)
+        self.env_kwargs = resolved_env_kwargs(config, model_dir=self.model_path)
+        self.eval_env_kwargs = resolved_env_kwargs(config, evaluation=True, model_dir=self.model_path)
         self.setup()
         self.dist.broadcast_parameters(self._params())
         self.optimizer = torch.optim.AdamW(
@@ -199,8 +210,8 @@ class Trainer(UpdateLoop):
             self.optimizer, lambda step: lr_factor(step, config.steps, config.warmup_steps, config.lr_schedule)
         )
         # fp16 autocast needs its gradients scaled; otherwise the scaler passes everything through.
-        fp16 = self.policy.autocast_dtype == torch.float16
-        self.scaler = torch.amp.GradScaler(self.policy.device.type, enabled=fp16)
+        fp16 = self.autocast_dtype == torch.float16
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=fp16)
         # Randomness of the update (PPO's minibatch order), the same on every rank; the rollouts'
         # samples are keyed by task instead (sampling_seed).
         self.generator = torch.Generator().manual_seed(config.seed)
@@ -221,11 +232,28 @@ class Trainer(UpdateLoop):
 
     # -- construction hooks -----------------------------------------------------------
 
+    def needs_policy(self) -> bool:
+        """Whether the run loads the policy (``config.model``); default yes. A trainer that learns
+        from data alone (``--algo rm`` on a preference file) says no and spends no memory on it:
+        ``self.policy`` is then ``None``, nothing samples or plays the env evaluation, and
+        checkpoints hold no policy weights."""
+        return True
+
+    def resolved_model_path(self, model_path: str | Path | None = None) -> str:
+        """``model_path``, or ``config.model`` as a loadable path or hub id (:func:`pretrained_path`)."""
+        with self.dist.main_first():  # rank 0 builds the tiny model's files alone; the others read them
+            return str(model_path) if model_path is not None else pretrained_path(self.config)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """A context computing forward passes in the run's compute dtype (a no-op when that is the weights' own)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
     def build_policy(self, model_path: str | Path | None = None) -> LLMPolicy:
         """Load ``model_path`` (default: ``config.model``, see :func:`pretrained_path`)."""
         cfg = self.config
-        with self.dist.main_first():  # rank 0 builds the tiny model's files alone; the others read them
-            path = str(model_path) if model_path is not None else pretrained_path(cfg)
+        path = self.resolved_model_path(model_path)
         targets = cfg.lora_target_modules
         lora = LoraSettings(
             r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=targets if targets == "all-linear" else tuple(targets.split(","))
@@ -378,7 +406,7 @@ class Trainer(UpdateLoop):
             "step": self.step,
             "algo": self.algo_name,
             "config": self.config.to_dict(),
-            "model": trainable_state(self.policy.model),
+            "model": {} if self.policy is None else trainable_state(self.policy.model),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
@@ -405,10 +433,13 @@ class Trainer(UpdateLoop):
                     f"not {self.dist.world_size}."
                 )
             own = ranks[self.dist.rank]
-        missing = self.policy.model.load_state_dict(state["model"], strict=False)
-        if missing.unexpected_keys:
-            raise RuntimeError(f"checkpoint holds unexpected weights: {missing.unexpected_keys[:5]}")
-        self.policy.mark_weights_updated()
+        if self.policy is not None:
+            missing = self.policy.model.load_state_dict(state["model"], strict=False)
+            if missing.unexpected_keys:
+                raise RuntimeError(f"checkpoint holds unexpected weights: {missing.unexpected_keys[:5]}")
+            self.policy.mark_weights_updated()
+        elif state["model"]:
+            raise RuntimeError(f"checkpoint holds policy weights, but this run loads no policy: {list(state['model'])[:5]}")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler.is_enabled() and state.get("scaler"):

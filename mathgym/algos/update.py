@@ -144,7 +144,7 @@ class UpdateLoop:
     """
 
     config: TrainConfig
-    policy: LLMPolicy
+    policy: LLMPolicy | None  # None: a trainer that loads no policy (Trainer.needs_policy)
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     scaler: torch.amp.GradScaler
@@ -299,7 +299,8 @@ class UpdateLoop:
         micro-batches' shares added up, and ``loss/grad_norm``), ``loss/updates`` (optimizer
         steps taken) and ``loss/early_stopped``.
         """
-        self.policy.model.train()
+        if self.policy is not None:  # None: a trainer that loads no policy (Trainer.needs_policy)
+            self.policy.model.train()
         stats, stopped = StepStats(), False
         for step in plan.steps:
             shares: dict[str, float] = {}
@@ -347,6 +348,7 @@ class UpdateLoop:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        self.policy.mark_weights_updated()
+        if self.policy is not None:
+            self.policy.mark_weights_updated()
         return float(norm)
 
