@@ -126,9 +126,36 @@ def test_the_settings_file_decides_the_form_and_its_tokens(step_tag_dir, tmp_pat
     (path / PRM_SETTINGS_FILE).write_text(json.dumps({"form": "step_head", "colour": 1}))
     with pytest.raises(ConfigError, match="unknown key.*colour"):
         load_prm(path, device="cpu")
+    with pytest.raises(ConfigError, match="load_prm options over .*: 'max_length' must be an integer, not '40'"):
+        load_prm(step_tag_dir, device="cpu", max_length="40")
     with pytest.raises(ConfigError, match="good_token='\\+\\+ good' is .* tokens"):
         load_prm(step_tag_dir, device="cpu", good_token="++ good")
 
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ('{"form": "step_tag",', "is not valid JSON"),
+        ('["step_tag"]', "must hold a JSON object"),
+        ('{"form": "step_thing"}', "form='step_thing' is not a PRM form; choose one of step_tag, step_head"),
+        ('{"rule": "min"}', "'form' is missing"),
+        ('{"form": "step_head", "correct_label": "1"}', "'correct_label' must be an integer, not '1'"),
+        ('{"form": "step_tag", "good_token": 1}', "'good_token' must be a string, not 1"),
+        ('{"form": "step_head", "chat_template": "yes"}', "'chat_template' must be true or false, not 'yes'"),
+        ('{"form": "step_tag", "max_length": true}', "'max_length' must be an integer, not True"),
+    ],
+)
+def test_a_bad_settings_file_is_a_config_error_naming_it_before_any_model_loads(step_tag_dir, tmp_path, content, problem):
+    import re
+    import shutil
+
+    path = tmp_path / "prm"
+    shutil.copytree(step_tag_dir, path)
+    (path / "config.json").unlink()  # nothing of the model loads: the settings file is read and checked first
+    (path / PRM_SETTINGS_FILE).write_text(content)
+    with pytest.raises(ConfigError, match=re.escape(str(path / PRM_SETTINGS_FILE)) + ".*" + re.escape(problem)):
+        load_prm(path, device="cpu")
 
 def test_a_long_solution_keeps_its_newest_steps_and_a_deadline_is_an_error_not_a_score(step_tag_dir):
     prm = load_prm(step_tag_dir, device="cpu", max_length=40)
