@@ -126,9 +126,36 @@ def test_the_settings_file_decides_the_form_and_its_tokens(step_tag_dir, tmp_pat
     (path / PRM_SETTINGS_FILE).write_text(json.dumps({"form": "step_head", "colour": 1}))
     with pytest.raises(ConfigError, match="unknown key.*colour"):
         load_prm(path, device="cpu")
+    with pytest.raises(ConfigError, match="load_prm options over .*: 'max_length' must be an integer, not '40'"):
+        load_prm(step_tag_dir, device="cpu", max_length="40")
     with pytest.raises(ConfigError, match="good_token='\\+\\+ good' is .* tokens"):
         load_prm(step_tag_dir, device="cpu", good_token="++ good")
 
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ('{"form": "step_tag",', "is not valid JSON"),
+        ('["step_tag"]', "must hold a JSON object"),
+        ('{"form": "step_thing"}', "form='step_thing' is not a PRM form; choose one of step_tag, step_head"),
+        ('{"rule": "min"}', "'form' is missing"),
+        ('{"form": "step_head", "correct_label": "1"}', "'correct_label' must be an integer, not '1'"),
+        ('{"form": "step_tag", "good_token": 1}', "'good_token' must be a string, not 1"),
+        ('{"form": "step_head", "chat_template": "yes"}', "'chat_template' must be true or false, not 'yes'"),
+        ('{"form": "step_tag", "max_length": true}', "'max_length' must be an integer, not True"),
+    ],
+)
+def test_a_bad_settings_file_is_a_config_error_naming_it_before_any_model_loads(step_tag_dir, tmp_path, content, problem):
+    import re
+    import shutil
+
+    path = tmp_path / "prm"
+    shutil.copytree(step_tag_dir, path)
+    (path / "config.json").unlink()  # nothing of the model loads: the settings file is read and checked first
+    (path / PRM_SETTINGS_FILE).write_text(content)
+    with pytest.raises(ConfigError, match=re.escape(str(path / PRM_SETTINGS_FILE)) + ".*" + re.escape(problem)):
+        load_prm(path, device="cpu")
 
 def test_a_long_solution_keeps_its_newest_steps_and_a_deadline_is_an_error_not_a_score(step_tag_dir):
     prm = load_prm(step_tag_dir, device="cpu", max_length=40)
@@ -290,3 +317,67 @@ def test_the_envs_of_a_vector_env_share_one_loaded_prm(step_tag_dir):
     _, rewards, _, _, infos = envs.step(["First I add.", "I add the numbers.", "Adding gives the sum."])
     assert all(0.0 < r <= 0.5 for r in rewards) and list(infos["status"]) == ["in_progress"] * 3
     envs.close()
+
+
+def test_the_step_head_margin_is_the_two_label_cross_entropy():
+    from mathgym.algos.prm import step_bce_loss, step_head_margins
+
+    logits = torch.tensor([[[0.3, -1.2], [2.0, 0.5], [0.0, 0.0]]])  # (B=1, T=3, 2)
+    labels, mask = torch.tensor([[1.0, 0.25, 0.0]]), torch.tensor([[1.0, 1.0, 0.0]])
+    loss, _ = step_bce_loss(step_head_margins(logits), labels, mask)
+    # by hand: -(y log softmax[1] + (1 - y) log softmax[0]) at the two masked positions, their mean
+    logp = torch.log_softmax(logits[0, :2], dim=-1)
+    expected = -(1.0 * logp[0, 1] + 0.25 * logp[1, 1] + 0.75 * logp[1, 0]) / 2
+    assert float(loss) == pytest.approx(float(expected), abs=1e-6)
+    assert float(step_head_margins(logits, correct_label=0)[0, 0]) == pytest.approx(1.5)
+
+
+def test_a_step_head_prm_is_trained_saved_and_loaded_with_the_trainer_s_scores(step_tag_dir, tmp_path):
+    from mathgym.algos.prm import PRMConfig, PRMTrainer
+
+    data, held_out = _labelled(tmp_path / "train.jsonl", range(24)), _labelled(tmp_path / "held.jsonl", range(100, 110))
+    config = PRMConfig(
+        model=str(step_tag_dir), form="step_head", data=str(data), eval_data=str(held_out), steps=10, batch_size=8,
+        learning_rate=1e-2, save_every=0, log_samples=0, progress=False, device="cpu", run_dir=str(tmp_path / "run"),
+    )
+    trainer = PRMTrainer(config)
+    assert type(trainer.policy.model).__name__ == "Qwen2ForTokenClassification" and trainer.policy.model.config.num_labels == 2
+    assert len(trainer.policy.tokenizer.encode("<extra_0>", add_special_tokens=False)) == 1  # the separator became one token
+    result = trainer.train()
+    losses = [json.loads(line)["loss/prm"] for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()
+              if "loss/prm" in line]
+    assert len(losses) == 10 and sum(losses[-3:]) < 0.75 * sum(losses[:3]), losses
+    report = json.loads((result.run_dir / "prm_eval.json").read_text())
+    assert report["before"]["step_auc"] < 0.8 and report["after"]["step_auc"] > 0.9, report
+    assert report["after"]["first_error_accuracy"] > report["before"]["first_error_accuracy"]
+
+    settings = json.loads((result.final_model / PRM_SETTINGS_FILE).read_text())
+    assert settings["form"] == "step_head" and settings["separator"] == "<extra_0>" and "good_token" not in settings
+    prm = load_prm(result.final_model, device="cpu")  # the saved directory, as a user loads it
+    assert prm.settings.form == "step_head" and type(prm.model).__name__ == "Qwen2ForTokenClassification"
+    rows = load_labelled_steps(held_out)
+    problems, steps = [r.problem for r in rows], [list(r.steps) for r in rows]
+    assert prm.score_steps(problems, steps) == [pytest.approx(s, abs=1e-5) for s in trainer.scorer.score_steps(problems, steps)]
+    assert evaluate_prm(prm, rows).step_auc == pytest.approx(report["after"]["step_auc"])
+
+
+def test_a_step_head_prm_trains_under_lora_resumes_and_saves_its_head_merged(step_tag_dir, tmp_path):
+    from mathgym.algos.prm import PRMConfig, PRMTrainer
+
+    data = _labelled(tmp_path / "train.jsonl", range(8))
+    options = dict(model=str(step_tag_dir), form="step_head", data=str(data), batch_size=4, save_every=2, log_samples=0,
+                   progress=False, device="cpu", run_dir=str(tmp_path / "run"), lora_r=4, learning_rate=1e-2)
+    first = PRMTrainer(PRMConfig(steps=2, **options))
+    trained = {n for n, p in first.policy.model.named_parameters() if p.requires_grad}
+    assert any("lora_" in n for n in trained) and any(".score." in n for n in trained)  # the new head trains in full
+    assert not any("embed_tokens" in n for n in trained)
+    first.train()
+    again = PRMTrainer(PRMConfig(steps=3, **options))
+    assert again.resume() and again.step == 2
+    final = again.train().final_model
+    assert not (final / "adapter_config.json").exists()  # the adapter merged into the weights
+    prm = load_prm(final, device="cpu")
+    assert prm.settings.form == "step_head"
+    rows = load_labelled_steps(data)
+    problems, steps = [r.problem for r in rows], [list(r.steps) for r in rows]
+    assert prm.score_steps(problems, steps) == [pytest.approx(s, abs=1e-5) for s in again.scorer.score_steps(problems, steps)]

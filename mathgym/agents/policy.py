@@ -429,12 +429,14 @@ class LLMPolicy:
         self.tokenizer.save_pretrained(str(path))
 
 
-def apply_lora(model: Any, lora: LoraSettings) -> Any:
-    """Wrap ``model`` with a peft LoRA adapter."""
+def apply_lora(model: Any, lora: LoraSettings, task_type: str = "CAUSAL_LM") -> Any:
+    """Wrap ``model`` with a peft LoRA adapter (``task_type="TOKEN_CLS"``: its classification head trains in full)."""
     from peft import LoraConfig, get_peft_model
 
     targets = lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules)
+    heads = ["score", "classifier"] if task_type == "TOKEN_CLS" else None  # peft trains these whole, never with an adapter
     config = LoraConfig(
-        r=lora.r, lora_alpha=lora.alpha, target_modules=targets, lora_dropout=lora.dropout, task_type="CAUSAL_LM"
+        r=lora.r, lora_alpha=lora.alpha, target_modules=targets, exclude_modules=heads, lora_dropout=lora.dropout,
+        task_type=task_type,
     )
     return get_peft_model(model, config)

@@ -214,23 +214,34 @@ def _settings_object(source: str) -> dict[str, Any] | None:
     return read_prm_settings(Path(path).parent)
 
 
+def _form_of_architecture(source: str, config: Any) -> dict[str, Any]:
+    """The settings a PRM without a settings file gets from its ``config.json``'s architectures."""
+    archs = list(getattr(config, "architectures", None) or [])
+    if any(a.endswith("ForProcessRewardModel") for a in archs):  # Qwen2.5-Math-PRM: trained on chat-rendered input
+        return {"form": "step_head", "chat_template": True}
+    if any(a.endswith("ForTokenClassification") for a in archs):
+        return {"form": "step_head"}
+    if any(a.endswith("ForCausalLM") for a in archs):
+        return {"form": "step_tag"}
+    raise ConfigError(
+        f"{source}: cannot tell the PRM form from its architectures {archs or '(none)'}; add a {PRM_SETTINGS_FILE} "
+        "with 'form': 'step_tag' or 'step_head'."
+    )
+
+
+def _checked_settings(source: str, data: dict[str, Any], overrides: dict[str, Any] | None) -> PRMSettings:
+    """``data`` (checked as the settings file's) with ``overrides`` on top (checked as ``load_prm``'s options)."""
+    where = f"{Path(source) / PRM_SETTINGS_FILE}"
+    settings = PRMSettings.from_dict(data, where=where)
+    if overrides:
+        settings = PRMSettings.from_dict({**data, **overrides}, where=f"load_prm options over {where}")
+    return settings
+
+
 def detect_settings(source: str, config: Any, overrides: dict[str, Any] | None = None) -> PRMSettings:
     """The settings of the PRM at ``source``: its settings file, else its architecture; ``overrides`` on top."""
     data = _settings_object(source)
-    if data is None:
-        archs = list(getattr(config, "architectures", None) or [])
-        if any(a.endswith("ForProcessRewardModel") for a in archs):  # Qwen2.5-Math-PRM: trained on chat-rendered input
-            data = {"form": "step_head", "chat_template": True}
-        elif any(a.endswith("ForTokenClassification") for a in archs):
-            data = {"form": "step_head"}
-        elif any(a.endswith("ForCausalLM") for a in archs):
-            data = {"form": "step_tag"}
-        else:
-            raise ConfigError(
-                f"{source}: cannot tell the PRM form from its architectures {archs or '(none)'}; add a {PRM_SETTINGS_FILE} "
-                "with 'form': 'step_tag' or 'step_head'."
-            )
-    return PRMSettings.from_dict({**data, **(overrides or {})}, where=f"{source}/{PRM_SETTINGS_FILE}")
+    return _checked_settings(source, _form_of_architecture(source, config) if data is None else data, overrides)
 
 
 def load_prm(
@@ -255,9 +266,11 @@ def load_prm(
     unknown = sorted(set(options) - {f.name for f in dataclasses.fields(PRMSettings)})
     if unknown:
         raise ConfigError(f"load_prm: unknown option(s) {', '.join(unknown)}.")
+    data = _settings_object(source)  # a bad settings file is reported as such, before anything of the model loads
+    settings = None if data is None else _checked_settings(source, data, options)
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-        settings = detect_settings(source, config, options)
+        settings = settings or _checked_settings(source, _form_of_architecture(source, config), options)
         torch_device = pick_device(device or "auto")
         kwargs = {"dtype": pick_dtype(dtype, torch_device), "trust_remote_code": trust_remote_code}
         archs = list(getattr(config, "architectures", None) or [])

@@ -42,7 +42,7 @@ from mathgym.algos.choices import (
 )
 from mathgym.errors import ConfigError
 from mathgym.options import check_literals, option
-from mathgym.rewards.prm import AggregationRule
+from mathgym.rewards.prm import AggregationRule, PRMForm
 
 
 @dataclass
@@ -499,6 +499,11 @@ class PRMConfig(TrainConfig):
     data: str = option("", "JSONL of labelled solutions: {'problem', 'steps': [...], 'labels': [...]} (labels in [0, 1])")
     eval_data: str = option("", "held-out labelled solutions: step AUC and first-error accuracy before and after (empty: none)")
     batch_size: int = option(16, "labelled solutions per optimizer step")
+    form: PRMForm = option(
+        "step_tag", "step_tag: the causal LM scores good_token against bad_token after each step_tag; step_head: a new "
+        "two-label token-classification head on the model scores each separator (Qwen2.5-Math-PRM's form)"
+    )
+    separator: str = option("<extra_0>", "step_head: the text written after each step (added as one special token if it is not one)")
     step_tag: str = option("ки", "text written after each step; the token there predicts good_token or bad_token")
     good_token: str = option("+", "the token meaning 'this step is right' (one token of the vocabulary)")
     bad_token: str = option("-", "the token meaning 'this step is wrong' (one token of the vocabulary)")

@@ -1,12 +1,19 @@
-"""Process reward model training (``mathgym train --algo prm --data FILE``): a causal LM learns
-to score each step of a solution.
+"""Process reward model training (``mathgym train --algo prm --data FILE``): a model learns to
+score each step of a solution, in either PRM form (:mod:`mathgym.agents.prm_model`):
 
-The PRM is of the ``step_tag`` form (:mod:`mathgym.agents.prm_model`): every step ends with
-``step_tag``, and the model's logits there, ``good_token`` against ``bad_token``, give the step's
-probability of being right, ``sigmoid(logit(good) - logit(bad))``. Training is binary cross-entropy
-of that probability against the step's label (hard 0/1 or soft in ``[0, 1]``, e.g. a Monte Carlo
-estimate), averaged over the steps of the batch (:func:`step_bce_loss`). Full fine-tuning or LoRA
-(``--lora-r``); runs checkpoint and resume like every trainer.
+- ``--form step_tag`` (the default): the causal LM itself is the PRM. Every step ends with
+  ``step_tag``, and the model's logits there, ``good_token`` against ``bad_token``, give the step's
+  probability of being right, ``sigmoid(logit(good) - logit(bad))``.
+- ``--form step_head`` (Qwen2.5-Math-PRM's form): ``--model`` is loaded as a token classifier with a
+  new two-label head (label 1: right); the steps are joined by ``separator`` (added to the tokenizer
+  as one special token when it is not one already), and the head's softmax at each separator gives
+  the step's probability, ``sigmoid(logit(1) - logit(0))``.
+
+Both train the same thing: binary cross-entropy of that probability against the step's label (hard
+0/1 or soft in ``[0, 1]``, e.g. a Monte Carlo estimate), averaged over the steps of the batch
+(:func:`step_bce_loss`; for two labels it is the cross-entropy of the head's softmax against
+``(1 - label, label)``). Full fine-tuning or LoRA (``--lora-r``; under ``step_head`` the new head
+trains in full beside the adapter); runs checkpoint and resume like every trainer.
 
 The run's ``final/`` is a PRM directory: the model (a LoRA adapter merged into it), its tokenizer
 and ``mathgym_prm.json``, loadable by :func:`~mathgym.agents.prm_model.load_prm` and usable as
@@ -14,6 +21,7 @@ MathStep-v0's ``process_reward``. With ``--eval-data`` the held-out steps are me
 after (:mod:`mathgym.algos.prm_eval`: step AUC, first-error accuracy), into ``prm_eval.json``::
 
     mathgym train --algo prm --data labelled.jsonl --eval-data held_out.jsonl --model Qwen/Qwen2.5-0.5B --lora-r 16
+    mathgym train --algo prm --form step_head --data labelled.jsonl --model Qwen/Qwen2.5-Math-1.5B
 """
 
 from __future__ import annotations
@@ -27,14 +35,28 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from mathgym.agents.policy import LLMPolicy, LoraSettings, apply_lora, load_tokenizer, pick_device, pick_precision
 from mathgym.agents.prm_model import PRM, encode_steps, load_prm, step_tag_margins
 from mathgym.algos.configs import PRMConfig
 from mathgym.algos.prm_eval import PRMEvalResult, evaluate_prm, load_labelled_steps
-from mathgym.algos.trainer import TrainResult, Trainer
+from mathgym.algos.trainer import TrainResult, Trainer, pretrained_path
 from mathgym.algos.update import OptimizerStep, Plan
 from mathgym.rewards.prm import PRMSettings, write_prm_settings
 
-__all__ = ["PRMConfig", "PRMTrainer", "StepBatch", "step_bce_loss"]
+__all__ = ["PRMConfig", "PRMTrainer", "StepBatch", "step_bce_loss", "step_head_margins", "token_classifier_policy"]
+
+
+def step_head_margins(logits: torch.Tensor, correct_label: int = 1) -> torch.Tensor:
+    """``(B, T)`` ``logit(correct) - logit(other)`` of a two-label head's ``(B, T, 2)`` logits.
+
+    Its sigmoid is the head's softmax of ``correct_label``, so :func:`step_bce_loss` of these margins is
+    the two-label cross-entropy against ``(1 - label, label)``.
+
+    Example:
+        >>> step_head_margins(torch.tensor([[[0.5, 2.0]]]))
+        tensor([[1.5000]])
+    """
+    return logits[..., correct_label].float() - logits[..., 1 - correct_label].float()
 
 
 def step_bce_loss(margins: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
@@ -81,11 +103,19 @@ class PRMTrainer(Trainer):
     progress_metric = "loss/prm"
     config: PRMConfig
 
+    def build_policy(self, model_path: str | Path | None = None) -> LLMPolicy:
+        """``step_tag``: the causal LM as every trainer loads it; ``step_head``: a token classifier with a new head."""
+        if self.config.form == "step_tag":
+            return super().build_policy(model_path)
+        with self.dist.main_first():
+            path = str(model_path) if model_path is not None else pretrained_path(self.config)
+        return token_classifier_policy(path, self.config, self.dist.device(self.config.device))
+
     def setup(self) -> None:
         cfg = self.config
         self.settings = PRMSettings(
-            "step_tag", step_tag=cfg.step_tag, good_token=cfg.good_token, bad_token=cfg.bad_token, rule=cfg.rule,
-            max_length=cfg.max_length,
+            cfg.form, step_tag=cfg.step_tag, good_token=cfg.good_token, bad_token=cfg.bad_token, separator=cfg.separator,
+            rule=cfg.rule, max_length=cfg.max_length,
         )
         # The live model as a PRM: the same encoding and scoring as the saved directory's (checks the tokens too).
         self.scorer = PRM(self.policy.model, self.policy.tokenizer, self.settings, batch_size=max(cfg.batch_size, 8), timeout_s=0)
@@ -126,8 +156,12 @@ class PRMTrainer(Trainer):
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """The BCE of the micro-batch's steps, as their share of the step's labelled steps."""
         mb = batch.select(items)
-        logits = self.policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
-        margins = step_tag_margins(logits, self.scorer.good_id, self.scorer.bad_id)
+        if self.settings.form == "step_tag":
+            logits = self.policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
+            margins = step_tag_margins(logits, self.scorer.good_id, self.scorer.bad_id)  # (B, T) from (B, T, V)
+        else:
+            logits = self.policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+            margins = step_head_margins(logits, self.settings.correct_label)  # (B, T) from (B, T, 2)
         loss, stats = step_bce_loss(margins, mb.labels, mb.step_mask)
         share = float(mb.step_mask.sum()) / step.context
         return loss * share, {"loss/prm": float(loss.detach()) * share, "loss/step_accuracy": stats["step_accuracy"] * share}
@@ -177,3 +211,30 @@ class PRMTrainer(Trainer):
         self.policy.tokenizer.save_pretrained(str(path))
         write_prm_settings(path, self.settings)
         return Path(path)
+
+
+def token_classifier_policy(path: str, cfg: PRMConfig, device: str) -> LLMPolicy:
+    """The model at ``path`` as a two-label token classifier (its head new), holding ``cfg.separator`` as one token.
+
+    Only the trainer's parts of :class:`LLMPolicy` are used (device, precision, LoRA, saving); it does not generate.
+    """
+    from transformers import AutoModelForTokenClassification
+
+    dev = pick_device(device)
+    precision = pick_precision(cfg.dtype, dev)
+    tokenizer = load_tokenizer(path)
+    model = AutoModelForTokenClassification.from_pretrained(
+        path, num_labels=2, id2label={0: "wrong", 1: "right"}, label2id={"wrong": 0, "right": 1}, dtype=precision.weights
+    )
+    if len(tokenizer.encode(cfg.separator, add_special_tokens=False)) != 1:
+        tokenizer.add_special_tokens({"additional_special_tokens": [cfg.separator]}, replace_extra_special_tokens=False)
+        model.resize_token_embeddings(len(tokenizer))
+    if cfg.lora_r > 0:
+        targets = cfg.lora_target_modules
+        modules = targets if targets == "all-linear" else tuple(targets.split(","))
+        model = apply_lora(model, LoraSettings(r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=modules), task_type="TOKEN_CLS")
+    model.to(dev)
+    policy = LLMPolicy(model=model, tokenizer=tokenizer, device=dev, name_or_path=path, autocast_dtype=precision.autocast)
+    if cfg.gradient_checkpointing:
+        policy.enable_gradient_checkpointing()
+    return policy

@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args, get_origin, get_type_hints
 
 from mathgym.errors import ConfigError, MathgymError
 
@@ -121,19 +121,32 @@ class PRMSettings:
             raise ConfigError("step_tag and separator must be non-empty text.")
         if self.good_token == self.bad_token:
             raise ConfigError(f"good_token and bad_token are both {self.good_token!r}; they must differ.")
+        if not isinstance(self.correct_label, int) or self.correct_label < 0:
+            raise ConfigError(f"correct_label={self.correct_label!r} must be a label index (0 or more).")
         if not isinstance(self.max_length, int) or self.max_length < 8:
             raise ConfigError(f"max_length={self.max_length!r} must be an integer of at least 8 tokens.")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = PRM_SETTINGS_FILE) -> PRMSettings:
-        """Settings from a mapping (the JSON file's object); unknown keys are an error naming them."""
+        """Settings from a mapping (the JSON file's object); every error names ``where`` and the key.
+
+        Unknown keys, a missing ``form`` and a value of the wrong JSON type (``"1"`` for an integer,
+        ``"yes"`` for ``true``) are errors, like the checks of the values themselves.
+        """
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}.")
         if "form" not in data:
             raise ConfigError(f"{where}: 'form' is missing; choose one of {', '.join(get_args(PRMForm))}.")
-        return cls(**dict(data))
+        for key, value in data.items():
+            expected = _FIELD_TYPES[key]
+            if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
+                raise ConfigError(f"{where}: {key!r} must be {_TYPE_NAMES[expected]}, not {value!r}.")
+        try:
+            return cls(**dict(data))
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {err}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields that apply to this form (what :data:`PRM_SETTINGS_FILE` holds)."""
@@ -142,6 +155,12 @@ class PRMSettings:
 
 
 _STEP_TAG_FIELDS = ("step_tag", "good_token", "bad_token")
+# The JSON type of each field (a Literal's, that of its values); bool is told apart from int.
+_FIELD_TYPES: dict[str, type] = {
+    name: type(get_args(hint)[0]) if get_origin(hint) is Literal else hint
+    for name, hint in get_type_hints(PRMSettings).items()
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
 _STEP_HEAD_FIELDS = ("separator", "correct_label", "chat_template", "system_prompt")
 
 
