@@ -307,6 +307,9 @@ def test_evaluation_options_of_the_algorithm_configs_may_change_on_resume():
     current = OnPolicyDistillConfig(teacher="t", teacher_device="cpu", kl_coef=0.5).to_dict()
     verdicts = {c.name: c.verdict for c in resume_changes(saved, current, step=3)}
     assert verdicts == {"teacher_device": "warning", "kl_coef": "refused"}
+    current = OnPolicyDistillConfig(teacher="t", teacher_url="http://h/v1", teacher_concurrency=2, teacher_timeout_s=9.0).to_dict()
+    verdicts = {c.name: c.verdict for c in resume_changes(saved, current, step=3)}
+    assert verdicts == {"teacher_url": "warning", "teacher_concurrency": "allowed", "teacher_timeout_s": "allowed"}
 
 
 def test_a_metrics_line_cut_by_a_kill_is_dropped_on_resume(tmp_path):

@@ -97,14 +97,16 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 FREE_ON_RESUME = frozenset(
     # executor/ray_actors: where env steps run never changes results (tests/test_ray_executor.py);
     # log_samples: how many episodes samples.jsonl keeps; eval_pairs_every (--algo rm): when the
-    # held-out pairs are scored (in eval mode, without gradient: no random draw, no update).
+    # held-out pairs are scored (in eval mode, without gradient: no random draw, no update);
+    # teacher_api_key_env/teacher_timeout_s/teacher_concurrency: how a teacher server is asked, not what it answers.
     {"steps", "save_every", "eval_every", "progress", "log_tensorboard", "log_wandb", "run_dir", "executor", "ray_actors",
-     "log_samples", "eval_pairs_every"}
+     "log_samples", "eval_pairs_every", "teacher_api_key_env", "teacher_timeout_s", "teacher_concurrency"}
 )
 # Options that change how the same update is computed or measured, not what it is: accepted with a warning.
 WARN_ON_RESUME = {
     "device": "the same update on other hardware; later steps may differ from an uninterrupted run in the last bits",
     "teacher_device": "the same teacher on other hardware; later steps may differ from an uninterrupted run in the last bits",
+    "teacher_url": "the teacher from another server (it must serve the same model); later steps may differ in the last bits",
     "backend": "the same sampling distribution from another engine; samples differ from an uninterrupted run",
     "grad_accum_steps": "the same update in other micro-batches; later steps may differ in the last bits",
     "threads": "the same update summed in another order; later steps may differ in the last bits",
