@@ -27,6 +27,7 @@ LAYERS = {
     "mathgym.options": "ground",
     "mathgym.untrusted": "ground",  # text and values from the model or the sandbox, made safe to show
     "mathgym.install": "ground",
+    "mathgym.endpoint": "ground",  # one JSON request to a model server (judge, teacher)
     "mathgym.rewards": "reward workers",
     "mathgym": "environments",  # the package itself: importing it registers the envs
     "mathgym.core": "environments",

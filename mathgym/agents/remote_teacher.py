@@ -36,15 +36,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from mathgym.endpoint import EndpointError, send
 from mathgym.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -60,12 +58,8 @@ PROBE_CHAT = [
 ]
 
 
-class TeacherRequestError(Exception):
-    """One failed request: ``reason``, and whether another attempt may succeed."""
-
-    def __init__(self, reason: str, retry: bool):
-        super().__init__(reason)
-        self.reason, self.retry = reason, retry
+#: One failed request to the teacher server (:class:`mathgym.endpoint.EndpointError`).
+TeacherRequestError = EndpointError
 
 
 class RemoteTeacher:
@@ -194,30 +188,10 @@ class RemoteTeacher:
 
     def _request(self, method: str, url: str, body: dict[str, Any] | None) -> Any:
         """One request; its JSON reply, or :class:`TeacherRequestError`."""
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env, "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
         with self._lock:
             self.stats["requests"] += 1
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                raw = answer.read(MAX_BODY_BYTES + 1)
-        except urllib.error.HTTPError as err:
-            err.close()
-            raise TeacherRequestError(f"HTTP {err.code}", retry=err.code == 429 or err.code >= 500) from None
-        except urllib.error.URLError as err:
-            if isinstance(err.reason, TimeoutError):
-                raise TeacherRequestError(f"timeout after {self.timeout_s}s", retry=True) from None
-            raise TeacherRequestError(f"connection: {err.reason}", retry=True) from None
-        except TimeoutError:
-            raise TeacherRequestError(f"timeout after {self.timeout_s}s", retry=True) from None
-        except OSError as err:  # reset or closed mid-reply
-            raise TeacherRequestError(f"connection: {err}", retry=True) from None
-        if len(raw) > MAX_BODY_BYTES:
-            raise TeacherRequestError("reply body too large", retry=False)
+        data = None if body is None else json.dumps(body).encode()
+        raw = send(url, data, timeout_s=self.timeout_s, api_key_env=self.api_key_env, max_bytes=MAX_BODY_BYTES, method=method)
         try:
             return json.loads(raw)
         except ValueError:

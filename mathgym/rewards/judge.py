@@ -39,14 +39,13 @@ import re
 import secrets
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mathgym.endpoint import EndpointError, send
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import RewardResult, Status
 
@@ -156,12 +155,8 @@ def judgement_from_reply(reply: str, details: Mapping[str, Any] | None = None) -
     return RewardResult(value, status, {**details, "judge_score": value * MAX_SCORE})
 
 
-class JudgeRequestError(Exception):
-    """One request to the judge failed; ``retry`` says whether trying again may help."""
-
-    def __init__(self, reason: str, retry: bool):
-        super().__init__(reason)
-        self.reason, self.retry = reason, retry
+#: One failed request to the judge (:class:`mathgym.endpoint.EndpointError`).
+JudgeRequestError = EndpointError
 
 
 class LLMJudge:
@@ -324,29 +319,9 @@ class LLMJudge:
 
     def _post(self, body: bytes) -> str:
         """One request; the reply's text, or :class:`JudgeRequestError`."""
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env, "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         with self._lock:
             self.stats["requests"] += 1
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                raw = answer.read(MAX_BODY_BYTES + 1)
-        except urllib.error.HTTPError as err:
-            err.close()
-            raise JudgeRequestError(f"HTTP {err.code}", retry=err.code == 429 or err.code >= 500) from None
-        except urllib.error.URLError as err:
-            if isinstance(err.reason, TimeoutError):
-                raise JudgeRequestError(f"timeout after {self.timeout_s}s", retry=True) from None
-            raise JudgeRequestError(f"connection: {err.reason}", retry=True) from None
-        except TimeoutError:
-            raise JudgeRequestError(f"timeout after {self.timeout_s}s", retry=True) from None
-        except OSError as err:  # reset or closed mid-reply
-            raise JudgeRequestError(f"connection: {err}", retry=True) from None
-        if len(raw) > MAX_BODY_BYTES:
-            raise JudgeRequestError("reply body over 1 MB", retry=False)
+        raw = send(self.url, body, timeout_s=self.timeout_s, api_key_env=self.api_key_env, max_bytes=MAX_BODY_BYTES)
         try:
             content = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
