@@ -118,3 +118,42 @@ def test_every_envs_warm_start_plan_fits_the_budget():
     assert not over
     assert plans["MathReason-v0"] == WarmStartPlan(400, 64, positions, 28)  # the default run: unchanged
     assert plans["RepoRepair-v0"].truncates and plans["RepoRepair-v0"].steps >= 100
+
+
+def test_a_second_builder_waits_for_the_first_and_uses_its_warm_start(tmp_path, capsys):
+    """Two runs building one warm start: the second blocks on the first's lock (held here by another
+    process), then finds the result in the cache instead of training it again."""
+    import subprocess
+    import sys
+    import threading
+
+    from mathgym.algos.warm_start import build_lock, cached
+
+    target = tmp_path / "warm_start" / "Env-v0-sft8-abc"
+    target.parent.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+         "print('held', flush=True); sys.stdin.readline()", str(target.parent / f".{target.name}.lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    seen: list[bool] = []
+
+    def second() -> None:
+        with build_lock(target) as waited:
+            seen.append(waited and cached(target, {"env": "Env-v0", "env_kwargs": {}}))
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    thread.join(0.5)
+    assert thread.is_alive() and not seen  # blocked while the first builder holds the lock
+    target.mkdir()
+    (target / "config.json").write_text("{}")  # the first builder's result lands in the cache
+    holder.stdin.write("\n")
+    holder.stdin.flush()
+    holder.wait(10)
+    thread.join(10)
+    assert seen == [True]
+    assert "another process is building the warm start" in capsys.readouterr().out
+    with build_lock(target) as waited:  # free now: no wait
+        assert not waited

@@ -12,6 +12,8 @@ the trainer loads it like any model directory::
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -19,7 +21,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -262,14 +264,46 @@ def tiny_warm_start(
               f"longer ones keep their last {plan.max_tokens} tokens (the last assistant turns)")
     target = cache_dir() / "warm_start" / f"{env_id}-sft{plan.steps}-{warm_start_key(env_id, env_kwargs, plan, seed)}"
     model_settings = {"env": env_id, "env_kwargs": dict(env_kwargs)}
-    if (target / "config.json").is_file():
-        if not (target / MODEL_SETTINGS_FILE).is_file():  # cached by a version that did not write it
-            write_model_settings(target, model_settings)
+    if cached(target, model_settings):
         return target
-    demos = demonstrations_to_make(plan, budget_s, seconds_each)
-    print(f"mathgym: warm start of the tiny model ({plan.steps} SFT steps on {env_id}): "
-          f"{duration_text(plan.estimated_s + demos * seconds_each)} on a 2-core CPU, once: it is cached in {target}")
-    return _train_warm_start(env_id, env_kwargs, plan, demos, seed, progress, target, model_settings)
+    # One builder per warm start: a second run (another terminal, another process) waits for the
+    # first one's result instead of training the same model beside it on the same cores.
+    with build_lock(target) as waited:
+        if waited and cached(target, model_settings):
+            print(f"mathgym: another process built the warm start in {target}; using it")
+            return target
+        demos = demonstrations_to_make(plan, budget_s, seconds_each)
+        print(f"mathgym: warm start of the tiny model ({plan.steps} SFT steps on {env_id}): "
+              f"{duration_text(plan.estimated_s + demos * seconds_each)} on a 2-core CPU, once: it is cached in {target}")
+        return _train_warm_start(env_id, env_kwargs, plan, demos, seed, progress, target, model_settings)
+
+
+def cached(target: Path, model_settings: dict[str, Any]) -> bool:
+    """Whether the warm start ``target`` is in the cache (its settings file written if an older version left it out)."""
+    if not (target / "config.json").is_file():
+        return False
+    if not (target / MODEL_SETTINGS_FILE).is_file():  # cached by a version that did not write it
+        write_model_settings(target, model_settings)
+    return True
+
+
+@contextlib.contextmanager
+def build_lock(target: Path) -> Iterator[bool]:
+    """Hold the build lock of the warm start ``target`` (an advisory ``flock`` on a file beside it,
+    released when the process ends, however it ends); yields whether another process held it first."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            waited = False
+        except OSError:
+            print(f"mathgym: another process is building the warm start in {target}; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            waited = True
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def warm_start_key(env_id: str, env_kwargs: Mapping[str, Any], plan: WarmStartPlan, seed: int = 0) -> str:
