@@ -248,7 +248,7 @@ class GRPOConfig(TrainConfig):
     """GRPO options (on top of :class:`TrainConfig`; the defaults of ``steps``, ``learning_rate`` and
     ``dynamic_sampling`` are GRPO's own, tuned on MathReason-v0's train split)."""
 
-    steps: int = option(90, "optimizer steps (one batch of rollouts each)")
+    steps: int = option(240, "optimizer steps (one batch of rollouts each)")
     learning_rate: float = option(3e-4, "AdamW learning rate")
     dynamic_sampling: bool = option(
         True,
