@@ -191,7 +191,7 @@ def run_env(env_id: str, args: argparse.Namespace, work: Path) -> dict[str, Any]
     result["fixture_sizes"] = sizes
     generation = ["--max-new-tokens", str(sizes["longest_turn_tokens"] + 16), "--max-episode-tokens", str(sizes["positions"])]
     sft = train([*common, *generation, "--algo", "sft", "--model", str(fixture), "--steps", str(b["sft"]), "--learning-rate", "3e-3",
-                 "--num-demonstrations", str(max(64, b["sft"] * 16)), "--batch-size", "16"],
+                 "--num-demonstrations", str(min(1024, max(64, b["sft"] * 16))), "--batch-size", "16"],
                 work / f"{name}-sft", cache, f"{env_id} fixture SFT")
     result["fixture_sft"] = sft
     if "error" in sft:
