@@ -111,6 +111,7 @@ def test_a_local_judge_built_from_a_model_object_says_how_to_pickle(judge_dir):
         pickle.dumps(LocalJudge(loaded.model, loaded.tokenizer))
 
 
+@pytest.mark.heavy  # two spawned workers each load the judge (about 13 s idle); the pickle round trip above is in the default run
 def test_open_qa_with_a_local_judge_steps_in_subprocesses(judge_dir):
     """Each subprocess of an AsyncVectorEnv loads its own copy of the judge and grades there. The
     subprocesses are spawned (as forkserver, Python 3.14's default on Linux, also does), so the judge
