@@ -173,13 +173,19 @@ def main() -> None:
         print("accuracy: " + ", ".join(f"{name} {value:.1%}" for name, value in accuracy.items()))
         # -- 5. GRPO, outcome only and outcome + PRM
         grpo: dict[str, Any] = {}
+        # Both runs start from one warm start, made here (untimed): given as --model, so the PRM's option
+        # in env_kwargs does not make the trainer build a second one under another cache key.
+        from mathgym.algos.configs import GRPOConfig
+        from mathgym.algos.warm_start import prepare_model
+
+        warm = prepare_model(GRPOConfig(env="MathStep-v0", env_kwargs=options, warm_start_budget=MATHSTEP_WARM_START_BUDGET))
         for name, kwargs in (("outcome", level), ("outcome+prm", json.dumps({**options, "process_reward": str(prm_dir)}))):
             if name == "outcome+prm" and prm_dir is None:
                 grpo[name] = f"skipped: {missing}"
                 continue
             run_dir = work / f"grpo-{name}"
             _, wall = run(["mathgym", "train", "--env", "MathStep-v0", "--env-kwargs", kwargs, "--steps", str(size["grpo_steps"]),
-                           "--warm-start-budget", str(MATHSTEP_WARM_START_BUDGET), "--eval-tasks", str(size["eval_tasks"]),
+                           "--model", str(warm), "--eval-tasks", str(size["eval_tasks"]),
                            "--run-dir", str(run_dir), "--progress", "false", "--seed", "0"], env)
             measured = evals(run_dir)
             grpo[name] = {"pass_at_1_before": measured[0] if measured else None,
