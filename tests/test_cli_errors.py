@@ -38,6 +38,12 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, **extra}
 
 
+def _interruptible() -> None:
+    """In the child, before exec: Ctrl-C as a terminal delivers it. A shell's background job (``pytest ... &``)
+    starts with SIGINT ignored, and an interpreter that starts so never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def mathgym(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess:
     """Run ``mathgym ARGS`` as a user would (a fresh interpreter, the real entry point)."""
     return subprocess.run(
@@ -167,6 +173,7 @@ def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 120.0) -> None
 
 def test_ctrl_c_in_play_is_quiet(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "mathgym.cli", "play", "GuessNumber-v0"], cwd=tmp_path, env=_env(),
+                            preexec_fn=_interruptible,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -192,7 +199,7 @@ def test_ctrl_c_in_train_says_where_the_checkpoint_is_and_how_to_resume(tmp_path
     run = tmp_path / "run"
     args = ["train", "--model", str(model), "--steps", "10000", "--save-every", "1", "--eval-tasks", "0", "--num-tasks", "2",
             "--group-size", "2", "--max-new-tokens", "4", "--dynamic-sampling", "false", "--progress", "false", "--run-dir", str(run)]
-    proc = subprocess.Popen([sys.executable, "-m", "mathgym.cli", *args], cwd=tmp_path, env=_env(),
+    proc = subprocess.Popen([sys.executable, "-m", "mathgym.cli", *args], cwd=tmp_path, env=_env(), preexec_fn=_interruptible,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: (run / "checkpoints" / "latest").is_file(), proc)
