@@ -9,11 +9,14 @@ Stages (each is the command a user runs; the script prints them):
 1. labels: ``mathgym label-steps`` writes Monte-Carlo step labels (K rollouts per step) for
    training problems, and again for held-out problems;
 2. PRM: ``mathgym train --algo prm`` on them;
-3. step AUC on the held-out labels: the PRM against the rule-based ``arithmetic_consistency``;
-4. test-time selection on MathReason-v0: greedy, maj@8, PRM best-of-8 (``--select prm-min``),
-   PRM beam search (``--search beam``);
+3. on the held-out labels, the PRM against the rule-based ``arithmetic_consistency``: step AUC, and
+   how often a right solution's lowest step score beats a wrong one's on the same problem (what
+   best-of-N asks);
+4. test-time selection on MathReason-v0: greedy; pass@8, maj@8, PRM best-of-8 (``--select prm-min``)
+   and PRM-weighted vote (``--select prm-vote``), each rule on the same samples as the maj@8 beside
+   it; PRM beam search (``--search beam``);
 5. GRPO on MathStep-v0 from the same warm start: outcome reward only, and outcome + the PRM's
-   process reward.
+   process reward, after the same steps and within the same training time.
 
 The tiny model is warm-started on MathReason-v0 at the env's default level unless
 ``--difficulty`` says otherwise (its greedy pass@1 there is about 50%: see
@@ -38,12 +41,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record import write_record  # noqa: E402
 
 SIZES = {
-    # 2,000 labelled solutions and 600 PRM steps: with 200 and 200 the tiny PRM learned its training
-    # problems, not the check (held-out step AUC 0.62); with these it reaches about 0.8.
-    "full": {"label_tasks": 2000, "held_out_tasks": 50, "k": 8, "prm_steps": 600, "eval_tasks": 200, "samples": 8,
-             "beam_tasks": 100, "grpo_steps": 30},
-    "quick": {"label_tasks": 3, "held_out_tasks": 2, "k": 2, "prm_steps": 2, "eval_tasks": 3, "samples": 2,
-              "beam_tasks": 2, "grpo_steps": 2},
+    # 500 problems x 4 sampled solutions (about 2,000 labelled solutions) and 600 PRM steps. With one
+    # solution per problem (2,000 problems) the PRM reached step AUC 0.815 but ranked a right solution over
+    # a wrong one of the same problem only 33 times in 60: it had learned which problems are hard, and its
+    # best-of-8 fell below a random pick. Several solutions per problem give it right and wrong ones to
+    # tell apart. With 200 solutions and 200 steps it learned its training problems (held-out AUC 0.62).
+    "full": {"label_tasks": 500, "held_out_tasks": 50, "label_samples": 4, "k": 8, "prm_steps": 600, "eval_tasks": 200,
+             "samples": 8, "beam_tasks": 100, "grpo_steps": 30, "grpo_eval_every": 10},
+    "quick": {"label_tasks": 3, "held_out_tasks": 2, "label_samples": 2, "k": 2, "prm_steps": 2, "eval_tasks": 3,
+              "samples": 2, "beam_tasks": 2, "grpo_steps": 2, "grpo_eval_every": 1},
 }
 
 #: MathStep-v0's demonstrations are long (a turn per step): within the default 110 s budget its warm start
@@ -75,17 +81,16 @@ def prm_missing() -> str | None:
     return None
 
 
-def step_aucs(prm_dir: Path | None, held_out: Path) -> dict[str, Any]:
-    """Step AUC of the PRM and of ``arithmetic_consistency`` on the held-out labels."""
-    from mathgym.algos.prm_eval import step_auc
+def step_measures(prm_dir: Path | None, held_out: Path) -> dict[str, Any]:
+    """Step AUC and right-over-wrong pairwise accuracy (one problem's solutions) on the held-out labels,
+    of the PRM and of the rule-based ``arithmetic_consistency``."""
+    from mathgym.algos.prm_eval import evaluate_prm, load_labelled_steps
     from mathgym.algos.selection import ProcessRewardScorer
-    from mathgym.algos.step_labels import read_step_labels
     from mathgym.envs.math_step import arithmetic_consistency
 
-    rows = list(read_step_labels(held_out))
+    rows = load_labelled_steps(held_out)
     scorers: dict[str, Any] = {"arithmetic_consistency": ProcessRewardScorer(arithmetic_consistency)}
-    labels = [x for r in rows for x in r.labels]
-    if len({x >= 0.5 for x in labels}) < 2:
+    if len({x >= 0.5 for r in rows for x in r.labels}) < 2:
         return {"n/a": "the held-out steps are all labelled right, or all wrong"}
     if prm_dir is not None:
         from mathgym.train_cli import _quiet_transformers, prm_loader
@@ -94,8 +99,9 @@ def step_aucs(prm_dir: Path | None, held_out: Path) -> dict[str, Any]:
         scorers["prm"] = prm_loader()(str(prm_dir))
     out = {}
     for name, scorer in scorers.items():
-        scores = scorer.score_steps([r.problem for r in rows], [r.steps for r in rows])
-        out[name] = round(step_auc([x for s in scores for x in s], labels), 3)
+        measured = evaluate_prm(scorer, rows)
+        out[name] = {"step_auc": round(measured.step_auc, 3), "pairwise_accuracy": round(measured.pairwise_accuracy, 3),
+                     "pairs": measured.num_pairs, "first_error_f1": round(measured.processbench_f1, 3)}
     return out
 
 
@@ -105,10 +111,21 @@ def evaluate(args: list[str], work: Path, name: str, env: dict[str, str]) -> dic
     return json.loads(out.read_text())
 
 
-def evals(run_dir: Path) -> list[float]:
-    """A run's held-out greedy pass@1, each evaluation in order (before training first, after it last)."""
+def evals(run_dir: Path) -> list[tuple[int, float, float]]:
+    """A run's held-out greedy evaluations in order: (step, pass@1, training seconds before it)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return [r["eval/pass@1"] for r in rows if "eval/pass@1" in r]
+    out, spent = [], 0.0
+    for r in rows:
+        spent += float(r.get("perf/step_s", 0.0))
+        if "eval/pass@1" in r:
+            out.append((int(r.get("step", 0)), r["eval/pass@1"], round(spent, 1)))
+    return out
+
+
+def at_time(curve: list[tuple[int, float, float]], seconds: float) -> tuple[int, float] | None:
+    """The last evaluation of ``curve`` made within ``seconds`` of training."""
+    done = [(step, value) for step, value, spent in curve if spent <= seconds + 1e-9]
+    return done[-1] if done else None
 
 
 def main() -> None:
@@ -128,15 +145,16 @@ def main() -> None:
         env = dict(os.environ)  # the tiny model's warm start is made once (first command, untimed) and cached
         # -- 1. labels
         labels, held_out = work / "labels.jsonl", work / "held_out.jsonl"
-        common = ["--env", "MathReason-v0", *(f"-o{k}={v}" for k, v in options.items()), "--k", str(size["k"]), "--progress", "false"]
+        common = ["--env", "MathReason-v0", *(f"-o{k}={v}" for k, v in options.items()), "--k", str(size["k"]), "--progress", "false",
+                  "--samples", str(size["label_samples"])]
         run(["mathgym", "label-steps", *common, "--tasks", "1", "--out", str(work / "warm.jsonl")], env)  # warm start, untimed
         _, wall = run(["mathgym", "label-steps", *common, "--tasks", str(size["label_tasks"]), "--out", str(labels)], env)
         run(["mathgym", "label-steps", *common, "--tasks", str(size["held_out_tasks"]), "--seed", "50000", "--out", str(held_out)], env)
         rows = [json.loads(line) for line in labels.read_text().splitlines()]
-        results["labels"] = {"solutions": len(rows), "steps": sum(len(r["steps"]) for r in rows), "k": size["k"],
-                             "wall_s": round(wall, 1)}
-        print(f"labels: {results['labels']['solutions']} solutions, {results['labels']['steps']} steps, "
-              f"K = {size['k']}, {wall:.1f} s")
+        results["labels"] = {"problems": size["label_tasks"], "solutions": len(rows), "steps": sum(len(r["steps"]) for r in rows),
+                             "right_solutions": sum(r["labels"][-1] >= 0.5 for r in rows), "k": size["k"], "wall_s": round(wall, 1)}
+        print(f"labels: {size['label_tasks']} problems, {results['labels']['solutions']} distinct solutions "
+              f"({results['labels']['right_solutions']} right), {results['labels']['steps']} steps, K = {size['k']}, {wall:.1f} s")
         # -- 2. PRM
         missing = prm_missing()
         prm_dir: Path | None = None
@@ -150,27 +168,34 @@ def main() -> None:
             prm_dir = run_dir / "final"
             results["prm"] = {"steps": size["prm_steps"], "wall_s": round(wall, 1)}
             print(f"PRM trained: {size['prm_steps']} steps, {wall:.1f} s")
-        # -- 3. step AUC
+        # -- 3. step AUC and right-over-wrong on one problem
         try:
-            results["step_auc"] = step_aucs(prm_dir, held_out)
-            print("step AUC on held-out labels: " + ", ".join(f"{k} {v}" for k, v in results["step_auc"].items()))
-        except ImportError as err:  # step_auc comes with the PRM's evaluation (mathgym.algos.prm_eval)
-            results["step_auc"] = f"skipped: {err}"
-            print(f"step AUC: skipped: {err}")
-        # -- 4. selection
+            results["step_measures"] = step_measures(prm_dir, held_out)
+            print("held-out labels: " + "; ".join(
+                f"{k} " + (", ".join(f"{m} {x}" for m, x in v.items()) if isinstance(v, dict) else str(v))
+                for k, v in results["step_measures"].items()))
+        except ImportError as err:  # the measures come with the PRM's evaluation (mathgym.algos.prm_eval)
+            results["step_measures"] = f"skipped: {err}"
+            print(f"step measures: skipped: {err}")
+        # -- 4. selection: every rule of one run picks among the same 8 samples per problem (maj@k is always reported)
         n, k = str(size["eval_tasks"]), str(size["samples"])
         base = ["--env", "MathReason-v0", "--env-kwargs", level, "--tasks", n]
         accuracy = {"greedy": evaluate([*base, "--k", "1"], work, "greedy", env)["pass@1"]}
-        sampled = evaluate([*base, "--k", k, "--select", "majority"], work, "majority", env)
-        accuracy[f"pass@{k}"], accuracy[f"maj@{k}"] = sampled[f"pass@{k}"], sampled[f"maj@{k}"]
-        if prm_dir is not None:
-            best = evaluate([*base, "--k", k, "--select", "prm-min", "--prm", str(prm_dir)], work, "prm_best", env)
-            accuracy[f"prm-best-of-{k}"] = best[f"prm-min@{k}"]
+        if prm_dir is None:
+            sampled = evaluate([*base, "--k", k, "--select", "majority"], work, "majority", env)
+            accuracy[f"pass@{k}"], accuracy[f"maj@{k}"] = sampled[f"pass@{k}"], sampled[f"maj@{k}"]
+        else:
+            for rule in ("prm-min", "prm-vote"):
+                picked = evaluate([*base, "--k", k, "--select", rule, "--prm", str(prm_dir)], work, rule, env)
+                accuracy[f"pass@{k}"], accuracy[f"maj@{k}"] = picked[f"pass@{k}"], picked[f"maj@{k}"]
+                accuracy[f"{rule}@{k}"] = picked[f"{rule}@{k}"]
+                accuracy[f"{rule}@{k} vs maj@{k} on its samples"] = round(picked[f"{rule}@{k}"] - picked[f"maj@{k}"], 3)
             beam = ["--env", "MathReason-v0", "--env-kwargs", level, "--tasks", str(size["beam_tasks"]), "--search", "beam",
                     "--prm", str(prm_dir), "--beam-width", "4", "--expansions", "4"]
             accuracy["prm-beam-4x4"] = evaluate(beam, work, "beam", env)["beam@1"]
         results["accuracy"] = accuracy
-        print("accuracy: " + ", ".join(f"{name} {value:.1%}" for name, value in accuracy.items()))
+        print("accuracy: " + ", ".join(f"{name} {value:+.1%}" if " vs " in name else f"{name} {value:.1%}"
+                                       for name, value in accuracy.items()))
         # -- 5. GRPO, outcome only and outcome + PRM
         grpo: dict[str, Any] = {}
         # Both runs start from one warm start, made here (untimed): given as --model, so the PRM's option
@@ -185,14 +210,26 @@ def main() -> None:
                 continue
             run_dir = work / f"grpo-{name}"
             _, wall = run(["mathgym", "train", "--env", "MathStep-v0", "--env-kwargs", kwargs, "--steps", str(size["grpo_steps"]),
-                           "--model", str(warm), "--eval-tasks", str(size["eval_tasks"]),
+                           "--model", str(warm), "--eval-tasks", str(size["eval_tasks"]), "--eval-every", str(size["grpo_eval_every"]),
                            "--run-dir", str(run_dir), "--progress", "false", "--seed", "0"], env)
-            measured = evals(run_dir)
-            grpo[name] = {"pass_at_1_before": measured[0] if measured else None,
-                          "pass_at_1_after": measured[-1] if measured else None, "wall_s": round(wall, 1)}
+            curve = evals(run_dir)
+            grpo[name] = {"pass_at_1_before": curve[0][1] if curve else None, "pass_at_1_after": curve[-1][1] if curve else None,
+                          "train_s": curve[-1][2] if curve else None, "wall_s": round(wall, 1),
+                          "curve": [{"step": s, "pass@1": v, "train_s": t} for s, v, t in curve]}
+        if all(isinstance(grpo.get(n), dict) for n in ("outcome", "outcome+prm")):
+            # the same wall time: each run's last evaluation within the faster run's training time
+            budget = min(grpo["outcome"]["train_s"], grpo["outcome+prm"]["train_s"])
+            grpo["same_train_time"] = {"train_s": budget, **{
+                name: dict(zip(("step", "pass@1"), at_time([(c["step"], c["pass@1"], c["train_s"]) for c in grpo[name]["curve"]], budget) or (0, None)))
+                for name in ("outcome", "outcome+prm")}}
         results["grpo_mathstep"] = grpo
         print("GRPO on MathStep-v0: " + ", ".join(
-            f"{name} {v['pass_at_1_before']:.1%} -> {v['pass_at_1_after']:.1%} ({v['wall_s']} s)" if isinstance(v, dict) else f"{name} {v}" for name, v in grpo.items()))
+            f"{name} {v['pass_at_1_before']:.1%} -> {v['pass_at_1_after']:.1%} ({v['train_s']} s training, {v['wall_s']} s wall)"
+            for name, v in grpo.items() if isinstance(v, dict) and "curve" in v))
+        if "same_train_time" in grpo:
+            same = grpo["same_train_time"]
+            print(f"within {same['train_s']} s of training: " + ", ".join(
+                f"{n} step {same[n]['step']} {same[n]['pass@1']:.1%}" for n in ("outcome", "outcome+prm") if same[n]["pass@1"] is not None))
     if args.record:
         print(f"recorded: {write_record(args.record, results)}")
 

@@ -426,6 +426,9 @@ def _label_parser() -> argparse.ArgumentParser:
     parser.add_argument("--k", type=int, default=8, help="rollouts from each step [default: 8]")
     parser.add_argument("--tasks", type=int, default=100, help="problems (seeds --seed .. --seed+tasks-1) [default: 100]")
     parser.add_argument("--seed", type=int, default=0, help="first task seed [default: 0]")
+    parser.add_argument("--samples", type=int, default=1,
+                        help="solutions written per problem, each labelled (identical ones once); several give the PRM "
+                        "right and wrong solutions of one problem to tell apart, as best-of-N asks of it [default: 1]")
     parser.add_argument("--kind", default="soft", choices=("soft", "hard"), help="label kind [default: soft]")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature [default: 1.0]")
     parser.add_argument("--max-new-tokens", type=int, default=None,
@@ -453,8 +456,8 @@ def run_label_steps(argv: Sequence[str]) -> int:
             raise ConfigError(f"--convert {err}") from None
         print(f"mathgym label-steps: {count} labelled solutions from {args.convert} written to {args.out}")
         return 0
-    if args.tasks < 1 or args.k < 1:
-        raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
+    if args.tasks < 1 or args.k < 1 or args.samples < 1:
+        raise ConfigError(f"--tasks {args.tasks} --k {args.k} --samples {args.samples}: each must be at least 1.")
     from mathgym.agents.settings import read_model_settings
     from mathgym.algos.configs import TrainConfig, resolved_env_kwargs
     from mathgym.cli import _parse_env_kwargs
@@ -486,7 +489,8 @@ def run_label_steps(argv: Sequence[str]) -> int:
     start = time.perf_counter()
     try:
         tasks = [steps.task(args.seed + i) for i in range(args.tasks)]
-        rows = label_steps(tasks, writer, steps.check, k=args.k, kind=args.kind, on_task=lambda: bar.update(1))
+        rows = label_steps(tasks, writer, steps.check, k=args.k, kind=args.kind, on_task=lambda: bar.update(1),
+                           samples=args.samples)
     finally:
         bar.close()
         steps.close()

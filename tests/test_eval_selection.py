@@ -91,6 +91,20 @@ def test_label_steps_command_writes_a_row_per_solution(model_path, tmp_path, cap
         assert row["answer"] and "What is" in row["problem"]
 
 
+def test_label_steps_samples_several_solutions_per_problem(model_path, tmp_path):
+    out = tmp_path / "labels.jsonl"
+    argv = ["--model", str(model_path), "--tasks", "2", "--samples", "3", "--k", "1", "--max-new-tokens", "8",
+            "--temperature", "1.5", "--progress", "false", "--out", str(out)]
+    assert train_cli.main("label-steps", argv) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    per_problem = {}
+    for row in rows:
+        per_problem.setdefault(row["problem"], []).append(tuple(row["steps"]))
+    assert len(per_problem) == 2 and len(rows) > 2  # a random tiny model at temperature 1.5 rarely repeats itself
+    assert all(len(set(s)) == len(s) <= 3 for s in per_problem.values())  # distinct solutions, at most --samples
+    assert train_cli.main("label-steps", [*argv[:4], "--samples", "0", *argv[6:]]) == 2
+
+
 def test_label_steps_uses_the_env_options_saved_with_the_model(model_path, tmp_path):
     import shutil
 

@@ -220,6 +220,29 @@ def test_evaluate_prm_measures_the_scores_it_gets():
     result = evaluate_prm(_Fixed({"a": [0.9, 0.2], "b": [0.8, 0.4]}), rows)
     assert result.step_auc == pytest.approx(1.0) and result.num_steps == 4
     assert (result.error_accuracy, result.correct_accuracy, result.first_error_accuracy) == (1.0, 0.0, 0.5)
+    assert result.num_pairs == 0 and result.pairwise_accuracy != result.pairwise_accuracy  # no problem has both
+
+
+def test_pairwise_accuracy_compares_solutions_of_one_problem_only():
+    # problem "p": right solutions r1 (lowest 0.6), r2 (0.3); wrong w1 (0.4). Problem "q" has no right one.
+    rows = [LabelledSolution("p", ("a", "b"), (1, 1)), LabelledSolution("p", ("c",), (1,)),
+            LabelledSolution("p", ("d", "e"), (1, 0)), LabelledSolution("q", ("f",), (0,))]
+    table = [[0.9, 0.6], [0.3], [0.4, 0.45], [0.99]]
+    result = evaluate_prm(_ByRow(table), rows)
+    assert (result.pairwise_accuracy, result.num_pairs) == (0.5, 2)  # r1 > w1, r2 < w1
+    assert evaluate_prm(_ByRow([[0.9, 0.6], [0.4], [0.4, 0.45], [0.0]]), rows).pairwise_accuracy == 0.75  # a tie: half
+    # a nan (a step outside the PRM's window) is left out of the lowest score
+    assert evaluate_prm(_ByRow([[0.9, float("nan")], [0.5], [0.4, 0.45], [0.0]]), rows).pairwise_accuracy == 1.0
+
+
+class _ByRow:
+    def __init__(self, table):
+        self.table, self.at = table, 0
+
+    def score_steps(self, problems, steps):
+        out = self.table[self.at : self.at + len(problems)]
+        self.at += len(problems)
+        return [list(x) for x in out]
 
 
 def test_a_prm_directory_is_mathstep_s_process_reward(step_tag_dir):

@@ -10,6 +10,7 @@ from mathgym.algos.step_labels import (
     StepTask, label_steps, math_shepherd_row, prm800k_row, read_step_labels, write_rows,
 )
 from mathgym.algos.step_policy import EnvSteps
+from mathgym.errors import ConfigError
 
 
 class ScriptedWriter:
@@ -56,6 +57,36 @@ def test_soft_and_hard_labels_follow_the_known_steps(env_steps):
     assert one_by_one == soft
     hard = label_steps(tasks, ScriptedWriter(pick, golds), env_steps.check, k=8, kind="hard")
     assert [r.labels for r in hard] == [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0]]
+
+
+class SamplingWriter(ScriptedWriter):
+    """Writes the solutions of ``solutions(task)`` in turn, one per sample, then continues as ScriptedWriter."""
+
+    def continue_steps(self, tasks, prefixes, n):
+        out = super().continue_steps(tasks, prefixes, n)
+        for i, (task, prefix) in enumerate(zip(tasks, prefixes)):
+            if not prefix:
+                choices = self.solution(task)
+                out[i] = [list(choices[j % len(choices)]) for j in range(n)]
+        return out
+
+
+def test_several_samples_per_problem_label_each_distinct_solution(env_steps):
+    golds = _golds(env_steps, [0, 1])
+    tasks = [env_steps.task(s) for s in (0, 1)]
+    right = lambda t: ["Read the problem.", f"So \\boxed{{{golds[t.seed]}}}"]  # noqa: E731
+    wrong = ["Read the problem.", "A mistake here.", "\\boxed{wrong}"]
+    both = lambda t: [right(t), wrong]  # noqa: E731: samples alternate right, wrong, right (a repeat), ...
+    ticks = []
+    rows = label_steps(tasks, SamplingWriter(both, golds), env_steps.check, k=4, samples=3, on_task=lambda: ticks.append(1))
+    assert [(r.problem, r.labels) for r in rows] == [
+        (tasks[0].problem, [1.0, 1.0]), (tasks[0].problem, [1.0, 0.0, 0.0]),
+        (tasks[1].problem, [1.0, 1.0]), (tasks[1].problem, [1.0, 0.0, 0.0]),
+    ]
+    assert len(ticks) == 2  # the progress is per problem
+    assert label_steps(tasks, SamplingWriter(both, golds), env_steps.check, k=4, samples=1) == rows[::2]
+    with pytest.raises(ConfigError, match="samples=0"):
+        label_steps(tasks, SamplingWriter(both, golds), env_steps.check, samples=0)
 
 
 def test_rows_round_trip_as_jsonl(tmp_path):

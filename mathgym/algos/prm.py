@@ -199,7 +199,9 @@ class PRMTrainer(Trainer):
             before = self.prm_eval_before
             (self.run_dir / "prm_eval.json").write_text(json.dumps({"before": asdict(before), "after": asdict(after)}, indent=2))
             print(f"held-out step AUC before -> after: {before.step_auc:.3f} -> {after.step_auc:.3f}; "
-                  f"first-error accuracy {before.first_error_accuracy:.3f} -> {after.first_error_accuracy:.3f}")
+                  f"first-error accuracy {before.first_error_accuracy:.3f} -> {after.first_error_accuracy:.3f}"
+                  + (f"; right-over-wrong on one problem {before.pairwise_accuracy:.3f} -> {after.pairwise_accuracy:.3f} "
+                     f"({after.num_pairs} pairs)" if after.num_pairs else ""))
         return result
 
     def save_model(self, path: str | Path) -> Path:

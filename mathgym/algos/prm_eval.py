@@ -8,7 +8,11 @@ train a PRM (``mathgym train --algo prm --data FILE``) and measure one:
   count half), over every labelled step of the held-out rows (a label of 0.5 or more is "right");
 - **first-error accuracy** (ProcessBench's task): the predicted first error is the first step
   scoring below 0.5 (``-1``: none), the gold one the first step labelled below 0.5; reported on
-  solutions with an error, on those without, and as their harmonic mean (ProcessBench's F1).
+  solutions with an error, on those without, and as their harmonic mean (ProcessBench's F1);
+- **pairwise accuracy** (what best-of-N selection asks of a PRM): over the pairs of one problem's
+  solutions where one ends right (last label 0.5 or more) and the other wrong, the share where the
+  right one's lowest step score is the higher (ties count half). Step AUC mixes problems, so a PRM
+  that only knows which problems are hard scores well on it and no better than chance here.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from mathgym.rewards.prm import StepScorer
 
 __all__ = [
     "LabelledSolution", "PRMEvalResult", "evaluate_prm", "first_error_accuracy", "first_error_step", "load_labelled_steps",
-    "step_auc",
+    "pairwise_accuracy", "step_auc",
 ]
 
 
@@ -115,6 +119,33 @@ def first_error_accuracy(predicted: Sequence[int], gold: Sequence[int]) -> dict[
     return {"error_accuracy": err, "correct_accuracy": ok, "f1": f1, "accuracy": share(pairs)}
 
 
+def pairwise_accuracy(rows: Sequence[LabelledSolution], scores: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """Within-problem pairwise accuracy of the solutions' lowest step scores, and the number of pairs.
+
+    ``nan`` (and 0 pairs) when no problem has both a right and a wrong solution. Steps scored ``nan``
+    (outside the PRM's window) are left out of a solution's lowest score.
+
+    Example:
+        >>> rows = [LabelledSolution("p", ("a",), (1.0,)), LabelledSolution("p", ("b", "c"), (1.0, 0.0)),
+        ...         LabelledSolution("q", ("d",), (0.0,))]
+        >>> pairwise_accuracy(rows, [[0.7], [0.9, 0.2], [0.5]])  # one pair: 0.7 > 0.2
+        (1.0, 1)
+    """
+    by_problem: dict[str, tuple[list[float], list[float]]] = {}
+    for row, ss in zip(rows, scores, strict=True):
+        seen = [s for s in ss if math.isfinite(s)]
+        if seen:
+            right, wrong = by_problem.setdefault(row.problem, ([], []))
+            (right if row.labels[-1] >= 0.5 else wrong).append(min(seen))
+    won = pairs = 0.0
+    for right, wrong in by_problem.values():
+        for r in right:
+            for w in wrong:
+                won += 1.0 if r > w else 0.5 if r == w else 0.0
+                pairs += 1
+    return (won / pairs if pairs else math.nan), int(pairs)
+
+
 @dataclass(frozen=True)
 class PRMEvalResult:
     """A PRM measured on labelled solutions (see the module docstring)."""
@@ -126,6 +157,8 @@ class PRMEvalResult:
     processbench_f1: float
     num_solutions: int
     num_steps: int
+    pairwise_accuracy: float = math.nan  # after step_auc &c. so that results saved before it still load
+    num_pairs: int = 0
 
     def as_metrics(self, prefix: str = "eval/") -> dict[str, float]:
         return {f"{prefix}{k}": float(v) for k, v in asdict(self).items()}
@@ -143,6 +176,8 @@ def evaluate_prm(prm: StepScorer, rows: Sequence[LabelledSolution], batch_size: 
     flat = [(s, label) for row, ss in zip(rows, scores) for s, label in zip(ss, row.labels) if math.isfinite(s)]
     auc = step_auc([s for s, _ in flat], [label for _, label in flat])
     firsts = first_error_accuracy([first_error_step(s) for s in scores], [first_error_step(r.labels) for r in rows])
+    pairwise, pairs = pairwise_accuracy(rows, scores)
     return PRMEvalResult(
-        auc, firsts["accuracy"], firsts["error_accuracy"], firsts["correct_accuracy"], firsts["f1"], len(rows), len(flat)
+        auc, firsts["accuracy"], firsts["error_accuracy"], firsts["correct_accuracy"], firsts["f1"], len(rows), len(flat),
+        pairwise, pairs,
     )

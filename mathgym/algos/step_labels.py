@@ -103,8 +103,9 @@ def label_steps(
     kind: LabelKind = "soft",
     on_task: Callable[[], None] | None = None,
     batch_tasks: int = 8,
+    samples: int = 1,
 ) -> list[StepLabelRow]:
-    """Write one solution per task and label each of its steps by ``k`` rollouts from it.
+    """Write ``samples`` solutions per task and label each of their steps by ``k`` rollouts from it.
 
     Args:
         tasks: The problems.
@@ -114,22 +115,38 @@ def label_steps(
         kind: ``"soft"``: the share of rollouts that end right; ``"hard"``: 1.0 when any does.
         on_task: Called after each task (a progress bar's update).
         batch_tasks: Tasks whose solutions (then rollouts) are asked of the writer in one call.
+        samples: Solutions written per task. Several give a PRM right and wrong solutions of the same problem
+            to tell apart, which is what best-of-N selection asks of it; with one, a PRM can score well on
+            step AUC by learning which problems are hard. Identical solutions of a task are labelled once.
 
     Returns:
-        One row per task whose solution has at least one step.
+        One row per distinct solution with at least one step.
     """
     if kind not in LABEL_KINDS:
         raise ConfigError(f"kind={kind!r}: choose one of {', '.join(LABEL_KINDS)}.")
     if k < 1:
         raise ConfigError(f"k={k}: at least one rollout per step is needed.")
+    if samples < 1:
+        raise ConfigError(f"samples={samples}: at least one solution per task is needed.")
     rows = []
     for start in range(0, len(tasks), batch_tasks):
         chunk = list(tasks[start : start + batch_tasks])
-        solutions = [c[0][: t.max_steps] for t, c in zip(chunk, writer.continue_steps(chunk, [[]] * len(chunk), 1))]
-        # every prefix but the whole solution, of every task of the chunk: one call
-        owners = [(t, s[: i + 1]) for t, s in zip(chunk, solutions) for i in range(len(s) - 1)]
+        written = writer.continue_steps(chunk, [[]] * len(chunk), samples)
+        pairs = []  # (task, solution, last of its task's solutions?), identical solutions of a task once
+        for task, candidates in zip(chunk, written):
+            seen: set[tuple[str, ...]] = set()
+            distinct = []
+            for candidate in candidates:
+                solution = list(candidate[: task.max_steps])
+                if solution and tuple(s.strip() for s in solution) not in seen:
+                    seen.add(tuple(s.strip() for s in solution))
+                    distinct.append(solution)
+            pairs += [(task, solution, False) for solution in distinct[:-1]]
+            pairs.append((task, distinct[-1] if distinct else [], True))
+        # every prefix but the whole solution, of every solution of the chunk: one call
+        owners = [(t, s[: i + 1]) for t, s, _ in pairs for i in range(len(s) - 1)]
         rollouts = iter(writer.continue_steps([t for t, _ in owners], [p for _, p in owners], k) if owners else [])
-        for task, solution in zip(chunk, solutions):
+        for task, solution, last in pairs:
             if solution:
                 labels = []
                 for i in range(len(solution) - 1):
@@ -138,7 +155,7 @@ def label_steps(
                 right, answer = check(task, solution)
                 labels.append(float(right))  # the last step: the solution's own verdict
                 rows.append(StepLabelRow(task.problem, [s.strip() for s in solution], labels, answer, task.task_id))
-            if on_task:
+            if last and on_task:
                 on_task()
     return rows
 
