@@ -41,15 +41,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record import write_record  # noqa: E402
 
 SIZES = {
-    # 500 problems x 4 sampled solutions (about 2,000 labelled solutions) and 600 PRM steps. With one
-    # solution per problem (2,000 problems) the PRM reached step AUC 0.815 but ranked a right solution over
-    # a wrong one of the same problem only 33 times in 60: it had learned which problems are hard, and its
-    # best-of-8 fell below a random pick. Several solutions per problem give it right and wrong ones to
-    # tell apart. With 200 solutions and 200 steps it learned its training problems (held-out AUC 0.62).
-    "full": {"label_tasks": 500, "held_out_tasks": 50, "label_samples": 4, "k": 8, "prm_steps": 600, "eval_tasks": 200,
-             "samples": 8, "beam_tasks": 100, "grpo_steps": 30, "grpo_eval_every": 10},
-    "quick": {"label_tasks": 3, "held_out_tasks": 2, "label_samples": 2, "k": 2, "prm_steps": 2, "eval_tasks": 3,
-              "samples": 2, "beam_tasks": 2, "grpo_steps": 2, "grpo_eval_every": 1},
+    # 4,000 problems x 4 sampled solutions (about 6,200 distinct ones) and 1,500 PRM steps of 32 solutions.
+    # With one solution per problem (2,000 problems) a PRM reached step AUC 0.815 but ranked a right
+    # solution over a wrong one of the same problem only 33 times in 60: it had learned which problems
+    # are hard, and its best-of-8 fell below a random pick. Several solutions per problem give it right
+    # and wrong ones to tell apart. Tried on these labels (held-out AUC / right-over-wrong): step_tag
+    # from the untrained tiny model, lr 1e-4, 2,000 x 16: 0.66 / 0.65; lr 3e-4, 1,500 x 32: 0.63 / 0.66;
+    # step_head, the same: 0.64 / 0.67; either form from the SFT warm start: 0.57-0.65 / 0.57-0.64.
+    "full": {"label_tasks": 4000, "held_out_tasks": 300, "label_samples": 4, "k": 8, "prm_steps": 1500, "prm_batch": 32,
+             "prm_lr": 3e-4, "eval_tasks": 200, "samples": 8, "beam_tasks": 100, "grpo_steps": 30, "grpo_eval_every": 10},
+    "quick": {"label_tasks": 3, "held_out_tasks": 2, "label_samples": 2, "k": 2, "prm_steps": 2, "prm_batch": 2,
+              "prm_lr": 3e-4, "eval_tasks": 3, "samples": 2, "beam_tasks": 2, "grpo_steps": 2, "grpo_eval_every": 1},
 }
 
 #: MathStep-v0's demonstrations are long (a turn per step): within the default 110 s budget its warm start
@@ -164,9 +166,11 @@ def main() -> None:
         else:
             run_dir = work / "prm"
             _, wall = run(["mathgym", "train", "--algo", "prm", "--data", str(labels), "--eval-data", str(held_out),
-                           "--steps", str(size["prm_steps"]), "--run-dir", str(run_dir), "--progress", "false"], env)
+                           "--steps", str(size["prm_steps"]), "--batch-size", str(size["prm_batch"]),
+                           "--learning-rate", str(size["prm_lr"]), "--run-dir", str(run_dir), "--progress", "false"], env)
             prm_dir = run_dir / "final"
-            results["prm"] = {"steps": size["prm_steps"], "wall_s": round(wall, 1)}
+            results["prm"] = {"steps": size["prm_steps"], "batch_size": size["prm_batch"], "learning_rate": size["prm_lr"],
+                              "wall_s": round(wall, 1)}
             print(f"PRM trained: {size['prm_steps']} steps, {wall:.1f} s")
         # -- 3. step AUC and right-over-wrong on one problem
         try:
@@ -204,7 +208,18 @@ def main() -> None:
         from mathgym.algos.warm_start import prepare_model
 
         warm = prepare_model(GRPOConfig(env="MathStep-v0", env_kwargs=options, warm_start_budget=MATHSTEP_WARM_START_BUDGET))
-        for name, kwargs in (("outcome", level), ("outcome+prm", json.dumps({**options, "process_reward": str(prm_dir)}))):
+        # The PRM's step scores are probabilities. At MathStep-v0's default process_weight (1) the first step alone
+        # reaches the episode's process budget (process_cap * outcome_weight), so every episode gets the same process
+        # reward and GRPO's advantages do not change at all (a first run here: reward +0.5 on every episode, curves
+        # equal to the outcome run's). Weighted so that a perfect score on every step of a full-length solution just
+        # reaches the budget, the PRM's judgement of each episode stays in its reward.
+        from mathgym.envs.math_step import MathStepEnv
+
+        probe = MathStepEnv(**options)
+        weight = probe.process_cap * probe.outcome_weight / probe.max_steps
+        with_prm = json.dumps({**options, "process_reward": str(prm_dir), "process_weight": weight})
+        results["process_weight"] = weight
+        for name, kwargs in (("outcome", level), ("outcome+prm", with_prm)):
             if name == "outcome+prm" and prm_dir is None:
                 grpo[name] = f"skipped: {missing}"
                 continue

@@ -265,8 +265,10 @@ def _eval_parser() -> argparse.ArgumentParser:
         "orm (needs --orm), prm-min/prm-last/prm-mean/prm-product (best PRM score, step scores aggregated so; needs --prm), "
         "prm-vote (answers weighted by PRM scores). maj@k is always reported when --k > 1",
     )
-    parser.add_argument("--prm", default=None, metavar="DIR", help="process reward model (`mathgym train --algo prm`'s final/)")
+    parser.add_argument("--prm", default=None, metavar="DIR", help="process reward model: a directory (`mathgym train --algo prm`'s final/) or a hub id")
     parser.add_argument("--orm", default=None, metavar="DIR", help="outcome reward model (scores the whole solution as one step)")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="let --prm/--orm run their repo's own model code (Qwen2.5-Math-PRM's ...ForProcessRewardModel)")
     parser.add_argument("--search", default="sample", choices=("sample", "beam"),
                         help="sample: k samples per task; beam: PRM-guided step-level beam search (needs --prm) [default: sample]")
     parser.add_argument("--beam-width", type=int, default=4, help="beam search: prefixes kept at each step [default: 4]")
@@ -279,16 +281,19 @@ def _eval_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_scorer(path: str | None, flag: str, device: str = "auto") -> Any:
-    """The reward model at ``path`` (``--prm``/``--orm``), loaded by mathgym's ``load_prm``; ``None`` without a path."""
+def load_scorer(path: str | None, flag: str, device: str = "auto", trust_remote_code: bool = False) -> Any:
+    """The reward model at ``path`` (``--prm``/``--orm``: a directory or a hub id), loaded by mathgym's
+    ``load_prm``; ``None`` without a path."""
     if path is None:
         return None
-    if not Path(path).expanduser().exists():
-        raise ConfigError(f"{flag} {path}: no such directory; give a reward model trained with `mathgym train --algo prm`.")
+    local = Path(path).expanduser()
+    if not local.exists() and (path.startswith(("/", ".", "~")) or path.count("/") != 1):
+        raise ConfigError(f"{flag} {path}: no such directory (nor a hub id, owner/name); give a reward model trained "
+                          "with `mathgym train --algo prm`, or a PRM's hub id.")
     load_prm = prm_loader()
     if load_prm is None:
         raise ConfigError(f"{flag} {path}: this mathgym has no process reward models (no load_prm to read it with).")
-    return load_prm(str(Path(path).expanduser()), device=device)
+    return load_prm(str(local) if local.exists() else path, device=device, trust_remote_code=trust_remote_code)
 
 
 def prm_loader() -> Any:
@@ -365,6 +370,9 @@ def run_eval(argv: Sequence[str]) -> int:
     from mathgym.algos.evaluate import Selector, evaluate_beam_search, evaluate_policy
     from mathgym.algos.warm_start import prepare_model
 
+    # the reward models first: one that cannot load says so before the policy's warm start
+    prm = load_scorer(args.prm, "--prm", args.device, args.trust_remote_code)
+    orm = load_scorer(args.orm, "--orm", args.device, args.trust_remote_code)
     defaults = TrainConfig()
     path = prepare_model(config)
     # The model's mathgym.json: the env options and budgets it was trained and evaluated with.
@@ -377,7 +385,6 @@ def run_eval(argv: Sequence[str]) -> int:
     max_new_tokens = args.max_new_tokens or int(generation["max_new_tokens"])
     with model_load_errors(args.model):
         policy = LLMPolicy.from_pretrained(path, device=args.device)
-    prm, orm = load_scorer(args.prm, "--prm", args.device), load_scorer(args.orm, "--orm", args.device)
     if args.search == "beam":
         result = evaluate_beam_search(
             policy, config.env, env_kwargs, prm, num_tasks=args.tasks, seed=args.seed, beam_width=args.beam_width,

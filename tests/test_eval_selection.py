@@ -135,3 +135,15 @@ def test_a_scorer_path_that_does_not_exist_is_refused_before_any_model_loads(cap
     code = train_cli.main("eval", ["--model", "tiny", "--k", "2", "--select", "prm-min", "--prm", "/no/such/prm-dir"])
     assert code != 0
     assert "--prm /no/such/prm-dir: no such directory." in capsys.readouterr().err
+
+
+def test_a_scorer_hub_id_goes_to_the_hub_and_an_unreachable_one_is_a_clear_error(capsys, monkeypatch):
+    from mathgym import train_cli
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # this machine has no hub: the id is looked up and not found
+    code = train_cli.main("eval", ["--model", "tiny", "--k", "2", "--select", "prm-min", "--prm", "nobody/no-such-prm",
+                                   "--tasks", "1", "--progress", "false"])
+    err = capsys.readouterr().err
+    assert code == 2 and "PRM nobody/no-such-prm: could not be loaded" in err
+    assert train_cli.main("eval", ["--model", "tiny", "--k", "2", "--select", "prm-min", "--prm", "a/b/c"]) == 2
+    assert "no such directory (nor a hub id" in capsys.readouterr().err

@@ -133,6 +133,7 @@ def test_options_of_a_teacher_server():
     ([None, {"7": {"logprob": -1.0}}, {"8": {"logprob": float("nan")}}], "no valid log-prob for token 8"),
     ([None, {"7": {"logprob": -1.0}}, {"8": {"logprob": "high"}}], "no valid log-prob for token 8"),
     ([None, {"7": {"logprob": -1.0}}, {"8": True}], "no valid log-prob for token 8"),
+    ([None, {"7": {"logprob": -1e30}}, {"8": {"logprob": -2.0}}], "no valid log-prob for token 7"),  # finite, absurd
     ("lots", "no entries"),
 ])
 def test_a_reply_that_does_not_hold_the_log_probs_is_refused(entries, reason):

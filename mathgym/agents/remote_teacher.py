@@ -198,6 +198,11 @@ class RemoteTeacher:
             raise TeacherRequestError("reply is not JSON", retry=True) from None
 
 
+#: The lowest log-prob believed. A log-softmax of real logits stays far above it (fp32 logits that far apart do
+#: not occur), and a value below would swamp the distillation loss: such a reply is malformed, not a score.
+LOGPROB_FLOOR = -1e4
+
+
 def parse_prompt_logprobs(reply: Any, ids: Sequence[int]) -> list[float]:
     """The log-probs of ``ids[1:]`` from a completions reply with ``prompt_logprobs``; a reply that does
     not hold exactly those (wrong length, a token missing, a value that is not a log-prob) is
@@ -212,7 +217,7 @@ def parse_prompt_logprobs(reply: Any, ids: Sequence[int]) -> list[float]:
     for token, entry in zip(ids[1:], entries[1:]):
         found = entry.get(str(token), entry.get(token)) if isinstance(entry, dict) else None
         value = found.get("logprob") if isinstance(found, dict) else found
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value > 1e-4:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not LOGPROB_FLOOR <= value <= 1e-4:
             raise TeacherRequestError(f"prompt_logprobs has no valid log-prob for token {token}", retry=False)
         out.append(min(float(value), 0.0))
     return out
