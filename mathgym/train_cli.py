@@ -286,10 +286,7 @@ def load_scorer(path: str | None, flag: str, device: str = "auto", trust_remote_
     ``load_prm``; ``None`` without a path."""
     if path is None:
         return None
-    local = Path(path).expanduser()
-    if not local.exists() and (path.startswith(("/", ".", "~")) or path.count("/") != 1):
-        raise ConfigError(f"{flag} {path}: no such directory (nor a hub id, owner/name); give a reward model trained "
-                          "with `mathgym train --algo prm`, or a PRM's hub id.")
+    local = Path(path).expanduser()  # a path that is not here was refused by check_selection_args: else a hub id
     load_prm = prm_loader()
     if load_prm is None:
         raise ConfigError(f"{flag} {path}: this mathgym has no process reward models (no load_prm to read it with).")
@@ -321,8 +318,13 @@ def check_selection_args(args: argparse.Namespace) -> None:
         raise ConfigError("--select orm needs an outcome reward model: --orm DIR.")
     for flag, value in (("--prm", args.prm), ("--orm", args.orm)):
         # A hub id is "owner/name"; a value written as a path must exist here.
-        if value is not None and value.startswith(("/", ".", "~")) and not Path(value).expanduser().exists():
+        if value is None or Path(value).expanduser().exists():
+            continue
+        if value.startswith(("/", ".", "~")):
             raise ConfigError(f"{flag} {value}: no such directory.")
+        if value.count("/") != 1:
+            raise ConfigError(f"{flag} {value}: no such directory (nor a hub id, owner/name); give a reward model trained "
+                              "with `mathgym train --algo prm`, or a PRM's hub id.")
     if args.search == "beam":
         if args.prm is None:
             raise ConfigError("--search beam is guided by a process reward model: --prm DIR.")

@@ -138,8 +138,9 @@ def label_steps(
             distinct = []
             for candidate in candidates:
                 solution = list(candidate[: task.max_steps])
-                if solution and tuple(s.strip() for s in solution) not in seen:
-                    seen.add(tuple(s.strip() for s in solution))
+                key = tuple(s.strip() for s in solution)
+                if solution and key not in seen:
+                    seen.add(key)
                     distinct.append(solution)
             pairs += [(task, solution, False) for solution in distinct[:-1]]
             pairs.append((task, distinct[-1] if distinct else [], True))
