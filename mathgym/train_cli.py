@@ -316,6 +316,11 @@ def check_selection_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--select {args.select} needs a process reward model: --prm DIR.")
     if args.select == "orm" and args.orm is None:
         raise ConfigError("--select orm needs an outcome reward model: --orm DIR.")
+    if args.search == "beam":
+        if args.prm is None:
+            raise ConfigError("--search beam is guided by a process reward model: --prm DIR.")
+        if args.beam_width < 1 or args.expansions < 1 or (args.max_steps is not None and args.max_steps < 1):
+            raise ConfigError("--beam-width, --expansions and --max-steps must be at least 1.")
     for flag, value in (("--prm", args.prm), ("--orm", args.orm)):
         # A hub id is "owner/name"; a value written as a path must exist here.
         if value is None or Path(value).expanduser().exists():
@@ -325,11 +330,6 @@ def check_selection_args(args: argparse.Namespace) -> None:
         if value.count("/") != 1:
             raise ConfigError(f"{flag} {value}: no such directory (nor a hub id, owner/name); give a reward model trained "
                               "with `mathgym train --algo prm`, or a PRM's hub id.")
-    if args.search == "beam":
-        if args.prm is None:
-            raise ConfigError("--search beam is guided by a process reward model: --prm DIR.")
-        if args.beam_width < 1 or args.expansions < 1 or (args.max_steps is not None and args.max_steps < 1):
-            raise ConfigError("--beam-width, --expansions and --max-steps must be at least 1.")
 
 
 def eval_env(env: str | None, model: str, trained_on: str | None) -> tuple[str, str | None]:

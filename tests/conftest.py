@@ -34,11 +34,15 @@ def gsm8k_path(request: pytest.FixtureRequest) -> Path:
 #: The learning checks (minutes each, two torch threads): one xdist worker runs them in turn,
 #: so that two of them never share the two cores at once.
 LEARNING_CHECKS = ("tests/test_train_learning.py", "tests/test_ppo_dpo_learning.py")
+#: Files whose tests share one costly module fixture (a local Ray session and its actor
+#: processes): each runs whole on one worker, so the fixture starts once, not once per worker.
+WHOLE_FILES = ("tests/test_ray_executor.py",)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Schedule test by test, except the learning checks, which form one unit of work.
+    """Schedule test by test, except the learning checks, which form one unit of work, and the
+    files of :data:`WHOLE_FILES`, one unit each.
 
     (xdist's own ``--dist loadgroup`` did not group tests with pytest 9 / xdist 3.8 here.)
     """
@@ -46,7 +50,9 @@ def pytest_xdist_make_scheduler(config, log):
 
     class LearningChecksTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "learning-checks" if nodeid.split("::")[0] in LEARNING_CHECKS else nodeid
+            path = nodeid.split("::")[0]
+            if path in LEARNING_CHECKS:
+                return "learning-checks"
+            return path if path in WHOLE_FILES else nodeid
 
     return LearningChecksTogether(config, log)
-

@@ -140,7 +140,12 @@ def test_a_scorer_path_that_does_not_exist_is_refused_before_any_model_loads(cap
 def test_a_scorer_hub_id_goes_to_the_hub_and_an_unreachable_one_is_a_clear_error(capsys, monkeypatch):
     from mathgym import train_cli
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # this machine has no hub: the id is looked up and not found
+    import huggingface_hub.constants
+
+    # As if this machine had no hub: the id is looked up and not found. (huggingface_hub reads
+    # HF_HUB_OFFLINE once, at import; without it the lookup waits out network retries.)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     code = train_cli.main("eval", ["--model", "tiny", "--k", "2", "--select", "prm-min", "--prm", "nobody/no-such-prm",
                                    "--tasks", "1", "--progress", "false"])
     err = capsys.readouterr().err

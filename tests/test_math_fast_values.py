@@ -193,9 +193,16 @@ def test_hostile_box_contents_are_declined_quickly():
         assert fast_answer(f"\\boxed{{{text}}}") is None
 
 
-def test_fast_verdicts_on_fuzzed_math_style_answers_are_math_verifys():
+#: Fuzzed pairs: math-verify's own verdict costs about 0.1 s a pair on a CPU, so the default run
+#: checks the first part of each seeded stream and ``-m heavy`` the whole of it.
+def _sizes(default: int, heavy: int) -> list:
+    return [default, pytest.param(heavy, marks=pytest.mark.heavy)]
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_fuzzed_math_style_answers_are_math_verifys(size):
     rng = random.Random(SEED)
-    pairs = [_fuzzed_pair(rng) for _ in range(900)]
+    pairs = [_fuzzed_pair(rng) for _ in range(size)]
     decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
     truth = math_verify_verdicts([p for p, _ in decided])
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
@@ -319,10 +326,11 @@ _INLINE = ["The answer is ${}$.", "Answer: ${}$", "So the final answer is ${}$",
            "The answer, after a very long detour through many words, is ${}$", "the answer is ${}$, not [2]", "so \\({}\\) and $5$", "${}$ I hope"]
 
 
-def test_fast_verdicts_on_one_inline_latex_answer_are_math_verifys():
+@pytest.mark.parametrize("size", _sizes(250, 700))
+def test_fast_verdicts_on_one_inline_latex_answer_are_math_verifys(size):
     """MATH-style values in the one ``$…$`` or ``\\(…\\)`` of a text, with or without "answer", and text around it."""
     rng = random.Random(SEED + 3)
-    pairs = [_fuzzed_pair(rng, _INLINE) for _ in range(700)]
+    pairs = [_fuzzed_pair(rng, _INLINE) for _ in range(size)]
     decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
     truth = math_verify_verdicts([p for p, _ in decided])
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]

@@ -1,4 +1,4 @@
-"""Learning checks on the warm-started tiny model (slow, about three minutes together): PPO and online
+"""Learning checks on the warm-started tiny model (heavy: minutes each, not in the default run): PPO and online
 DPO raise the reward and held-out greedy accuracy on MathReason-v0 level 0; offline DPO on env-made
 preference pairs ranks held-out pairs correctly (implicit-reward accuracy above 0.8)."""
 
@@ -14,7 +14,10 @@ from mathgym.algos.ppo import PPOConfig, PPOTrainer  # noqa: E402
 from mathgym.algos.preferences import expert_vs_sampled_pairs, save_preference_jsonl  # noqa: E402
 from mathgym.algos.warm_start import prepare_model  # noqa: E402
 
-pytestmark = pytest.mark.slow  # one xdist worker runs the learning checks in turn (conftest.py)
+#: Minutes each on 2 cores (about 13 in all with their warm start, more than the default run can hold):
+#: `python -m pytest -m heavy tests/test_ppo_dpo_learning.py`. The default run keeps the GRPO one
+#: (tests/test_train_learning.py); one xdist worker runs the learning checks in turn (conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 LEVEL0 = {"difficulty": 0, "system_prompt": ""}
 #: The figures measured below start from a 400-step warm start (the default, 800, is stronger and
 #: leaves these short runs less room to show their gain).
