@@ -34,9 +34,10 @@ def gsm8k_path(request: pytest.FixtureRequest) -> Path:
 #: The learning checks (minutes each, two torch threads): one xdist worker runs them in turn,
 #: so that two of them never share the two cores at once.
 LEARNING_CHECKS = ("tests/test_train_learning.py", "tests/test_ppo_dpo_learning.py")
-#: Files whose tests share one costly module fixture (a local Ray session and its actor
-#: processes): each runs whole on one worker, so the fixture starts once, not once per worker.
-WHOLE_FILES = ("tests/test_ray_executor.py",)
+#: Files whose tests share costly module fixtures (a local Ray session and its actor processes,
+#: math-verify's verdicts on a corpus, the uninterrupted training runs that resumed ones are
+#: compared with): each runs whole on one worker, so each fixture is built once, not once per worker.
+WHOLE_FILES = ("tests/test_ray_executor.py", "tests/test_train_resume.py", "tests/test_math_differential.py")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -54,5 +55,13 @@ def pytest_xdist_make_scheduler(config, log):
             if path in LEARNING_CHECKS:
                 return "learning-checks"
             return path if path in WHOLE_FILES else nodeid
+
+        def _assign_work_unit(self, node) -> None:
+            # The longest units first (xdist orders scopes by their number of tests, which put the
+            # one learning check near the end, its minutes then added to the run's).
+            for scope in reversed(("learning-checks", *WHOLE_FILES)):
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return LearningChecksTogether(config, log)
