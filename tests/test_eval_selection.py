@@ -152,3 +152,12 @@ def test_a_scorer_hub_id_goes_to_the_hub_and_an_unreachable_one_is_a_clear_error
     assert code == 2 and "PRM nobody/no-such-prm: could not be loaded" in err
     assert train_cli.main("eval", ["--model", "tiny", "--k", "2", "--select", "prm-min", "--prm", "a/b/c"]) == 2
     assert "no such directory (nor a hub id" in capsys.readouterr().err
+
+
+def test_a_scorer_directory_that_is_not_a_model_is_a_clear_error(capsys, tmp_path):
+    from mathgym import train_cli
+
+    (tmp_path / "notes.txt").write_text("not a model")
+    code = train_cli.main("eval", ["--model", "tiny", "--k", "2", "--select", "prm-min", "--prm", str(tmp_path),
+                                   "--tasks", "1", "--progress", "false"])
+    assert code == 2 and f"PRM {tmp_path}: could not be loaded" in capsys.readouterr().err

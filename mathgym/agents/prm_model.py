@@ -283,7 +283,9 @@ def load_prm(
         else:
             model = AutoModelForTokenClassification.from_pretrained(source, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-    except OSError as err:
+    except (OSError, ValueError) as err:  # OSError: no such hub id; ValueError: a directory that is not a model
+        if isinstance(err, ConfigError):
+            raise
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError(f"PRM {source}: could not be loaded: {first}") from None
     if settings.form == "step_head" and getattr(model.config, "num_labels", 2) <= settings.correct_label:
