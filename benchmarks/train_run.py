@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args(own)
     with tempfile.TemporaryDirectory(prefix="mathgym-train-run-") as tmp:
         run_dir = Path(args.keep or Path(tmp) / "run")
-        command = ["mathgym", "train", "--progress", "false", "--run-dir", str(run_dir), *extra]
+        command = [sys.executable, "-m", "mathgym", "train", "--progress", "false", "--run-dir", str(run_dir), *extra]
         env = {**__import__("os").environ, "MATHGYM_CACHE": str(Path(tmp) / "cache")}
         start = time.perf_counter()
         done = subprocess.run(command, env=env, capture_output=True, text=True)
