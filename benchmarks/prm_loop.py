@@ -208,17 +208,13 @@ def main() -> None:
         from mathgym.algos.warm_start import prepare_model
 
         warm = prepare_model(GRPOConfig(env="MathStep-v0", env_kwargs=options, warm_start_budget=MATHSTEP_WARM_START_BUDGET))
-        # The PRM's step scores are probabilities. At MathStep-v0's default process_weight (1) the first step alone
-        # reaches the episode's process budget (process_cap * outcome_weight), so every episode gets the same process
-        # reward and GRPO's advantages do not change at all (a first run here: reward +0.5 on every episode, curves
-        # equal to the outcome run's). Weighted so that a perfect score on every step of a full-length solution just
-        # reaches the budget, the PRM's judgement of each episode stays in its reward.
+        # MathStep-v0's default process_weight (process_cap * outcome_weight / max_steps) lets a perfect score on
+        # every step of a full-length solution just reach the episode's process budget, so the PRM's judgement of
+        # each episode stays in its reward (at a weight of 1 the first step alone would spend the budget).
         from mathgym.envs.math_step import MathStepEnv
 
-        probe = MathStepEnv(**options)
-        weight = probe.process_cap * probe.outcome_weight / probe.max_steps
-        with_prm = json.dumps({**options, "process_reward": str(prm_dir), "process_weight": weight})
-        results["process_weight"] = weight
+        with_prm = json.dumps({**options, "process_reward": str(prm_dir)})
+        results["process_weight"] = MathStepEnv(**options).process_weight
         for name, kwargs in (("outcome", level), ("outcome+prm", with_prm)):
             if name == "outcome+prm" and prm_dir is None:
                 grpo[name] = f"skipped: {missing}"

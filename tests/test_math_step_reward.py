@@ -51,7 +51,7 @@ def test_repeating_a_true_claim_earns_less_than_solving():
 
 
 def test_variants_of_a_step_and_content_free_steps_earn_nothing():
-    env = gym.make("MathStep-v0", process_reward=quarter, process_cap=1.0, max_steps=8)
+    env = gym.make("MathStep-v0", process_reward=quarter, process_weight=1.0, process_cap=1.0, max_steps=8)
     rewards, _ = _episode(env, 0, ["1+1=2", " 1 + 1 = 2 ", "1 + 1 = 2.", "1  +  1 =  2!", "...", "$$ \\[ \\] $$", "", "Next."])
     assert rewards[:7] == [0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 
@@ -65,10 +65,26 @@ def test_distinct_true_steps_stay_within_the_budget(outcome_weight, process_cap)
 
 
 def test_the_step_cut_off_by_the_budget_earns_no_process_reward():
-    env = gym.make("MathStep-v0", process_reward=quarter, max_steps=2, process_cap=1.0)
+    env = gym.make("MathStep-v0", process_reward=quarter, process_weight=1.0, max_steps=2, process_cap=1.0)
     rewards, info = _episode(env, 0, ["First I add.", "Then I think."])
     assert rewards == [0.25, 0.0] and info["reward_breakdown"] == {"process": 0.0, "outcome": 0.0}
     assert info["status"] == "unparseable"
+
+
+def test_the_default_weight_spreads_the_budget_over_the_step_budget():
+    """A full-length solution scored 1 at every step just reaches process_cap * outcome_weight, and
+    episodes whose steps score differently keep different process totals (a weight of 1 would pay
+    the whole budget at the first step, whatever the later steps' scores)."""
+    env = gym.make("MathStep-v0", process_reward=always_one, max_steps=4, outcome_weight=2.0, process_cap=0.5)
+    assert env.unwrapped.process_weight == pytest.approx(0.5 * 2.0 / 4)
+    rewards, info = _episode(env, 0, [f"{k} + {k} = {2 * k}" for k in range(1, 4)] + ["I stop here."])
+    assert rewards == pytest.approx([0.25, 0.25, 0.25, 0.0]) and "process_zeroed" not in info
+    totals = []
+    for score in (0.2, 0.6, 1.0):
+        env = gym.make("MathStep-v0", process_reward=lambda problem, steps, s=score: s, max_steps=8)
+        totals.append(sum(_episode(env, 0, [f"{k} + 1 = {k + 1}" for k in range(1, 4)])[0]))
+    assert totals == pytest.approx([3 * s * 0.5 / 8 for s in (0.2, 0.6, 1.0)])
+    assert gym.make("MathStep-v0", process_reward=always_one, process_only=True).unwrapped.process_weight == 1.0
 
 
 def test_process_reward_still_shapes_a_solution():

@@ -251,7 +251,8 @@ def test_a_prm_directory_is_mathstep_s_process_reward(step_tag_dir):
     _, reward, _, _, info = env.step("First I add the two numbers.")
     expected = load_prm(step_tag_dir, device="cpu").score_steps([env.unwrapped.task.metadata["question"]],
                                                                   [["First I add the two numbers."]])[0][0]
-    assert reward == pytest.approx(min(expected, 0.5), abs=1e-5) and info["status"] == Status.IN_PROGRESS
+    # the default weight, process_cap * outcome_weight / max_steps: the step's probability, scaled, never capped
+    assert reward == pytest.approx(expected * 0.5 / 8, abs=1e-6) and info["status"] == Status.IN_PROGRESS
     reward_fn = env.unwrapped.process_reward
     assert isinstance(reward_fn, PRMProcessReward) and reward_fn.rule == "last"
     again = pickle.loads(pickle.dumps(reward_fn))  # a subprocess vector env loads its own copy from the path

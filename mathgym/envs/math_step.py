@@ -82,7 +82,12 @@ class MathStepEnv(MathReasonEnv):
             directory (or hub id) of a process reward model, scored through
             :func:`mathgym.rewards.prm.process_reward_from_path` (needs ``mathgym[train]``);
             ``None`` (default) gives 0 to every step, so only the outcome counts.
-        process_weight: Multiplier of the process reward.
+        process_weight: Multiplier of the process reward. ``None`` (default): ``process_cap *
+            outcome_weight / max_steps``, so that a full-length solution scored 1 at every step
+            just reaches the episode's process budget and a process reward scoring in ``[0, 1]``
+            (a PRM's probabilities, a share of claims that hold) keeps its judgement of every
+            step in the episode's reward (a weight of 1 would spend the budget at the first
+            step and pay every episode alike). With ``process_only``, ``None`` is 1.
         outcome_weight: Multiplier of the outcome reward (1 for a right final answer) on the last step.
         process_cap: The episode's process rewards add up to at most ``process_cap *
             outcome_weight`` (a step past it earns only what is left), in ``[0, 1]``: with the
@@ -113,7 +118,7 @@ class MathStepEnv(MathReasonEnv):
         columns: Mapping[str, str] | None = None,
         max_steps: int = 8,
         process_reward: ProcessReward | str | Path | None = None,
-        process_weight: float = 1.0,
+        process_weight: float | None = None,
         outcome_weight: float = 1.0,
         process_cap: float = 0.5,
         process_only: bool = False,
@@ -132,8 +137,10 @@ class MathStepEnv(MathReasonEnv):
         self.process_only = bool(process_only)
         if not 0.0 <= float(process_cap) <= 1.0:
             raise ConfigError(f"process_cap={process_cap!r} must be between 0 and 1 (a share of outcome_weight).")
-        self.process_weight, self.outcome_weight = float(process_weight), float(outcome_weight)
-        self.process_cap = float(process_cap)
+        self.outcome_weight, self.process_cap = float(outcome_weight), float(process_cap)
+        if process_weight is None:
+            process_weight = 1.0 if self.process_only else self.process_cap * self.outcome_weight / max_steps
+        self.process_weight = float(process_weight)
         self._steps: list[str] = []
         self._seen: set[str] = set()
         self._process_total = 0.0
