@@ -88,7 +88,7 @@ def demonstration_sizes(env_id: str, kwargs: dict[str, Any], model: str) -> dict
 
 def train(args: list[str], run_dir: Path, cache: Path, label: str) -> dict[str, Any]:
     """One ``mathgym train`` run; its curve (printed as it is read back) and wall time."""
-    command = ["mathgym", "train", "--progress", "false", "--run-dir", str(run_dir), *args]
+    command = [sys.executable, "-m", "mathgym", "train", "--progress", "false", "--run-dir", str(run_dir), *args]
     print(f"$ {' '.join(command)}", flush=True)
     start = time.perf_counter()
     done = subprocess.run(command, env={**os.environ, "MATHGYM_CACHE": str(cache)}, capture_output=True, text=True)
