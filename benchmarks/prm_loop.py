@@ -202,8 +202,7 @@ def main() -> None:
                                        for name, value in accuracy.items()))
         # -- 5. GRPO, outcome only and outcome + PRM
         grpo: dict[str, Any] = {}
-        # Both runs start from one warm start, made here (untimed): given as --model, so the PRM's option
-        # in env_kwargs does not make the trainer build a second one under another cache key.
+        # Both runs start from one warm start, made here (untimed) and given as --model.
         from mathgym.algos.configs import GRPOConfig
         from mathgym.algos.warm_start import prepare_model
 

@@ -80,6 +80,11 @@ class TextEnv(gym.Env[str, str]):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     default_system_prompt: ClassVar[str | None] = None
+    #: Constructor options that change only how actions are scored: never the tasks, the
+    #: observations or the expert's actions. The tiny model's warm start (SFT on the expert's
+    #: demonstrations) leaves them out of its env and its cache key, so e.g. a process reward
+    #: model given to a run neither scores the demonstrations nor makes a second warm start.
+    reward_only_options: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,

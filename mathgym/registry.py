@@ -204,6 +204,14 @@ def env_options(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> lis
     return names if is_class else None  # a factory taking **kwargs: assume it takes any
 
 
+def reward_only_options(env_id: str) -> frozenset[str]:
+    """The options env ``env_id`` declares to change only how actions are scored, never its tasks,
+    observations or expert (:attr:`mathgym.core.TextEnv.reward_only_options`); none where its entry
+    point declares none."""
+    entry = load_entry_point(gym.spec(resolve_env_id(env_id)).entry_point)
+    return frozenset(getattr(entry, "reward_only_options", ()))
+
+
 def env_accepts(env_id: str, name: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:
     """Whether env ``env_id``'s constructor takes a keyword ``name`` (besides ``env_kwargs``, where given)."""
     options = env_options(env_id, env_kwargs)

@@ -157,3 +157,26 @@ def test_a_second_builder_waits_for_the_first_and_uses_its_warm_start(tmp_path, 
     assert "another process is building the warm start" in capsys.readouterr().out
     with build_lock(target) as waited:  # free now: no wait
         assert not waited
+
+
+def test_options_an_env_declares_reward_only_leave_the_warm_start_alone(tmp_path, monkeypatch):
+    """A process reward (here a callable that counts its calls) given to MathStep-v0 neither scores
+    the warm start's demonstrations nor makes a second cached warm start."""
+    from mathgym.algos.warm_start import demonstration_kwargs, tiny_warm_start
+    from mathgym.registry import reward_only_options
+
+    monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path))
+    calls = []
+
+    def counting(problem, steps):
+        calls.append(steps)
+        return 1.0
+
+    assert {"process_reward", "process_weight", "verifier"} <= reward_only_options("MathStep-v0")
+    assert reward_only_options("Hanoi-v0") == frozenset()
+    rewarded = {"difficulty": 0, "process_reward": counting, "process_weight": 0.3}
+    assert demonstration_kwargs("MathStep-v0", rewarded) == {"difficulty": 0}
+    plain = tiny_warm_start("MathStep-v0", {"difficulty": 0}, steps=2, progress=False)
+    assert tiny_warm_start("MathStep-v0", rewarded, steps=2, progress=False) == plain and not calls
+    models = [p for p in (tmp_path / "warm_start").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert models == [plain]

@@ -34,6 +34,7 @@ from mathgym.algos.configs import SFTConfig, TrainConfig, resolved_env_kwargs
 from mathgym.algos.distributed import Distributed
 from mathgym.algos.sft import Chat, SFTTrainer, env_demonstrations
 from mathgym.algos.trainer import readable_as_umask_allows
+from mathgym.registry import reward_only_options
 
 
 def prepare_model(config: TrainConfig) -> str:
@@ -248,6 +249,7 @@ def tiny_warm_start(
     base = tiny_model_path(seed)
     if steps == 0:
         return base
+    env_kwargs = demonstration_kwargs(env_id, env_kwargs)
     probe = gym.make(env_id, **dict(env_kwargs))
     has_expert = hasattr(probe.unwrapped, "expert_action")
     probe.close()
@@ -276,6 +278,14 @@ def tiny_warm_start(
         print(f"mathgym: warm start of the tiny model ({plan.steps} SFT steps on {env_id}): "
               f"{duration_text(plan.estimated_s + demos * seconds_each)} on a 2-core CPU, once: it is cached in {target}")
         return _train_warm_start(env_id, env_kwargs, plan, demos, seed, progress, target, model_settings)
+
+
+def demonstration_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``env_kwargs`` without the options ``env_id`` declares reward-only: its expert's demonstrations
+    are the same without them, so the warm start neither pays for them (a process reward model
+    scoring every demonstration) nor makes a second cached model because of them."""
+    dropped = reward_only_options(env_id)
+    return {name: value for name, value in env_kwargs.items() if name not in dropped}
 
 
 def cached(target: Path, model_settings: dict[str, Any]) -> bool:

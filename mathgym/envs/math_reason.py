@@ -51,6 +51,8 @@ class MathReasonEnv(TextEnv):
         >>> lenient = gym.make("MathReason-v0", answer_extraction="lenient")
     """
 
+    reward_only_options = frozenset({"verifier", "answer_extraction"})
+
     def __init__(
         self,
         difficulty: int = 0,

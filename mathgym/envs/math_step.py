@@ -109,6 +109,9 @@ class MathStepEnv(MathReasonEnv):
     """
 
     default_system_prompt = DEFAULT_SYSTEM_PROMPT
+    reward_only_options = MathReasonEnv.reward_only_options | {
+        "process_reward", "process_weight", "outcome_weight", "process_cap", "process_only",
+    }
 
     def __init__(
         self,
