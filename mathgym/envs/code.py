@@ -81,6 +81,10 @@ class CodeSandboxEnv(TextEnv):
         >>> env = gym.make("CodeSandbox-v0", dataset="humaneval", reward_mode="fraction")
     """
 
+    #: The expert's solution passes in one turn whatever the grading mode, so its demonstrations
+    #: hold no test feedback that the mode could change.
+    reward_only_options = frozenset({"reward_mode"})
+
     def __init__(
         self,
         dataset: str | Path = "builtin",

@@ -69,6 +69,7 @@ class OpenQAEnv(TextEnv):
     """
 
     default_system_prompt = DEFAULT_SYSTEM_PROMPT
+    reward_only_options = frozenset({"judge_url", "judge_model", "judge", "judge_options", "correct_threshold"})
 
     def __init__(
         self,
