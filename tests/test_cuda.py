@@ -7,7 +7,6 @@ weights it trained, so a run that silently fell back to the CPU fails.
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -18,7 +17,7 @@ from mathgym.agents.policy import LLMPolicy, SamplingParams  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
 from mathgym.algos.registry import get_algorithm  # noqa: E402
 from tests.chat_fixtures import cached_chat_model  # noqa: E402
-from tests.trainkit import build_small_model, register_guess_env  # noqa: E402
+from tests.trainkit import build_small_model, register_guess_env, write_step_labels  # noqa: E402
 
 pytestmark = [
     pytest.mark.torch,
@@ -157,22 +156,11 @@ def test_distillation_with_the_teacher_on_cuda(model_path, tmp_path):
     _finite_losses(tmp_path / "on")
 
 
-def _labelled(path, count):
-    rows = []
-    for i in range(count):
-        a, b = 10 + i, 30 + 2 * i
-        good, bad = f"{a} + {b} = {a + b}.", f"this is wrong: {a} + {b} = {a + b + 1}."
-        steps = [[good, good], [good, bad, good], [good, good, bad]][i % 3]
-        rows.append({"problem": f"What is {a} + {b}?", "steps": steps, "labels": [0.0 if "wrong" in s else 1.0 for s in steps]})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def test_a_prm_trained_on_cuda_scores_as_it_does_on_the_cpu(tmp_path_factory, tmp_path):
     from mathgym.agents.prm_model import load_prm
 
     base = cached_chat_model(tmp_path_factory, "chatml")
-    data = _labelled(tmp_path / "train.jsonl", 12)
+    data = write_step_labels(tmp_path / "train.jsonl", range(12))
     trainer = _trainer("prm", tmp_path / "run", model=str(base), data=str(data), batch_size=4, steps=3,
                        learning_rate=1e-3, dtype="float32", eval_tasks=0)
     result = trainer.train()

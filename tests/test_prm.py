@@ -27,6 +27,7 @@ from mathgym.errors import ConfigError, DatasetError  # noqa: E402
 from mathgym.rewards.base import Status  # noqa: E402
 from mathgym.rewards.prm import PRM_SETTINGS_FILE, PRMError, PRMProcessReward, PRMTimeout, aggregate  # noqa: E402
 from tests.chat_fixtures import cached_chat_model  # noqa: E402
+from tests.trainkit import write_step_labels as _labelled  # noqa: E402
 
 PROBLEM = "What is 12 + 30?"
 STEPS = ["12 + 30 = 42.", "So the sum is 42.", "The answer is \\boxed{42}."]
@@ -271,18 +272,6 @@ def test_a_failing_prm_is_an_infrastructure_status_never_a_reward():
     _, reward, _, _, info = env.step("First I add the two numbers.")
     assert reward == 0.0 and info["status"] == Status.ERROR and "CUDA out of memory" in info["process_reward_error"]
     assert Status(info["status"]).is_infra_failure
-
-
-def _labelled(path, seeds):
-    """Solutions whose steps that say "wrong" are labelled 0 (learnable from the text alone)."""
-    rows = []
-    for i in seeds:
-        a, b = i % 7 + 1, i % 5 + 2
-        good, bad = f"{a} + {b} = {a + b}.", f"this is wrong: {a} + {b} = {a + b + 1}."
-        steps = [[good, good], [good, bad, good], [good, good, bad]][i % 3]
-        rows.append({"problem": f"What is {a} + {b}?", "steps": steps, "labels": [0.0 if "wrong" in s else 1.0 for s in steps]})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def test_a_trained_prm_is_saved_loaded_and_scores_held_out_steps_better(step_tag_dir, tmp_path):

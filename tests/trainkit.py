@@ -1,7 +1,8 @@
-"""Shared helpers of the training-stack tests: a very small tiny model and a multi-turn test env."""
+"""Shared helpers of the training-stack tests: a very small tiny model, a multi-turn test env, PRM step labels."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -70,4 +71,17 @@ def build_dropout_model(path: Path) -> Path:
     model.config.attention_dropout = 0.1
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
+    return path
+
+
+def write_step_labels(path: Path, seeds: Any) -> Path:
+    """A JSONL of labelled solutions (one per seed) whose steps that say "wrong" are labelled 0
+    (learnable from the text alone), for PRM training; returns ``path``."""
+    rows = []
+    for i in seeds:
+        a, b = i % 7 + 1, i % 5 + 2
+        good, bad = f"{a} + {b} = {a + b}.", f"this is wrong: {a} + {b} = {a + b + 1}."
+        steps = [[good, good], [good, bad, good], [good, good, bad]][i % 3]
+        rows.append({"problem": f"What is {a} + {b}?", "steps": steps, "labels": [0.0 if "wrong" in s else 1.0 for s in steps]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
