@@ -172,6 +172,9 @@ def test_options_an_env_declares_reward_only_leave_the_warm_start_alone(tmp_path
         calls.append(steps)
         return 1.0
 
+    with pytest.raises(ConfigError, match="process_cap"):  # left out of the demonstrations, still checked first
+        tiny_warm_start("MathStep-v0", {"process_cap": 7}, steps=2, progress=False)
+    assert not (tmp_path / "warm_start").exists()
     assert {"process_reward", "process_weight", "verifier"} <= reward_only_options("MathStep-v0")
     assert reward_only_options("Hanoi-v0") == frozenset()
     rewarded = {"difficulty": 0, "process_reward": counting, "process_weight": 0.3}

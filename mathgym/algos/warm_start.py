@@ -249,10 +249,12 @@ def tiny_warm_start(
     base = tiny_model_path(seed)
     if steps == 0:
         return base
-    env_kwargs = demonstration_kwargs(env_id, env_kwargs)
+    # The probe takes every option, so that a bad one is refused now, not after the warm start (a process
+    # reward model it loads is loaded once a process: the run's envs reuse it).
     probe = gym.make(env_id, **dict(env_kwargs))
     has_expert = hasattr(probe.unwrapped, "expert_action")
     probe.close()
+    env_kwargs = demonstration_kwargs(env_id, env_kwargs)
     if not has_expert:
         print(f"mathgym: {env_id} has no expert_action(); the tiny model starts untrained (no warm start)")
         return base
