@@ -207,9 +207,7 @@ def main() -> None:
         from mathgym.algos.warm_start import prepare_model
 
         warm = prepare_model(GRPOConfig(env="MathStep-v0", env_kwargs=options, warm_start_budget=MATHSTEP_WARM_START_BUDGET))
-        # MathStep-v0's default process_weight (process_cap * outcome_weight / max_steps) lets a perfect score on
-        # every step of a full-length solution just reach the episode's process budget, so the PRM's judgement of
-        # each episode stays in its reward (at a weight of 1 the first step alone would spend the budget).
+        # The PRM is paid at MathStep-v0's default process_weight (see MathStepEnv); the record names it.
         from mathgym.envs.math_step import MathStepEnv
 
         with_prm = json.dumps({**options, "process_reward": str(prm_dir)})
