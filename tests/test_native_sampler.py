@@ -44,3 +44,38 @@ def test_finished_samples_leave_the_batch_and_each_sample_is_its_seeds(policy):
         alone = policy.generate([prompts[i]], params, seeds=[i])[0]
         assert alone.token_ids == gens[i].token_ids and alone.finish_reason == gens[i].finish_reason
         assert alone.logprobs == pytest.approx(gens[i].logprobs, abs=1e-5)
+
+
+def prefill_widths(policy: LLMPolicy, prompts, params, seeds) -> tuple[list, list[int]]:
+    """The generations, and the width of each forward call's input (the first is the prompts' prefill)."""
+    widths: list[int] = []
+    hook = policy.model.register_forward_pre_hook(lambda m, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        gens = policy.generate(prompts, params, seeds=seeds)
+    finally:
+        hook.remove()
+    return gens, widths
+
+
+def test_a_next_turn_runs_only_its_new_tokens_and_samples_what_the_whole_prompt_would(policy):
+    questions = ("What is 2 + 3?", "Name a prime.")
+    prompts = [policy.encode_chat([{"role": "user", "content": q}]) for q in questions for _ in range(4)]
+    params = SamplingParams(max_new_tokens=24)
+    reply = policy.encode_text("<|user|>go on<|end|><|assistant|>")
+    with policy.reusing_turns() as turns:
+        first = policy.generate(prompts, params, seeds=list(range(8)))
+        assert turns.reused_tokens == 0 and turns.run_tokens == sum(len(p) for p in {tuple(p) for p in prompts})
+        assert {g.finish_reason for g in first} == {"stop", "length"}  # both ways a turn ends are kept
+        # the next turn of each episode, and one prompt that extends none of them (it runs whole)
+        following = [p + g.token_ids + reply for p, g in zip(prompts, first)] + [policy.encode_chat([{"role": "user", "content": "Hi"}])]
+        kept, widths = prefill_widths(policy, following, params, seeds=list(range(100, 109)))
+        assert turns.reused_tokens > 0
+    fresh, fresh_widths = prefill_widths(policy, following, params, seeds=list(range(100, 109)))
+    assert fresh_widths[0] == max(len(p) for p in following)
+    # each episode's prefill is its new tokens: the action's last (unrun) token and the reply, not the whole prompt
+    assert widths[0] == max(len(reply) + 1, len(following[-1]))
+    for a, b in zip(kept, fresh):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    # outside the scope nothing is kept
+    assert policy._backend_impl.turns is None

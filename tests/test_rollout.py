@@ -124,3 +124,36 @@ def test_select_and_to_keep_every_field(policy):
     assert sub.task_ids == [batch.task_ids[3], batch.task_ids[0]]
     assert torch.equal(sub.input_ids[0], batch.input_ids[3]) and len(sub) == 2
     assert sub.to("cpu").statuses == sub.statuses
+
+
+def test_multi_turn_episodes_are_the_same_with_the_turn_cache(policy, monkeypatch):
+    import contextlib
+
+    env_id = register_guess_env()
+    settings = RolloutSettings(group_size=2, sampling=SamplingParams(max_new_tokens=6))
+
+    def collect() -> list:
+        collector = RolloutCollector(env_id, {"high": 1000, "max_turns": 4}, policy, num_tasks=3, settings=settings)
+        try:
+            return collector.collect_episodes([1, 2, 3], sampling_seed=7)
+        finally:
+            collector.close()
+
+    saved = []
+    scope = LLMPolicy.reusing_turns
+
+    @contextlib.contextmanager
+    def counting(self):
+        with scope(self) as turns:
+            yield turns
+            saved.append(turns.reused_tokens)
+
+    monkeypatch.setattr(LLMPolicy, "reusing_turns", counting)
+    cached = collect()
+    assert saved and saved[0] > 0
+    monkeypatch.setattr(LLMPolicy, "reusing_turns", lambda self: contextlib.nullcontext())
+    plain = collect()
+    assert max(len(e.step_rewards) for e in plain) > 1
+    for a, b in zip(cached, plain):
+        assert a.token_ids == b.token_ids and a.step_rewards == b.step_rewards and a.status == b.status
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from mathgym.agents.prefix import cache_tensors, gather_cache, returned_cache, with_cache
 from mathgym.agents.choices import Backend
+from mathgym.agents.turn_cache import TurnCache, cache_from_tensors
 from mathgym.errors import ConfigError
 from mathgym.options import pick
 
@@ -149,11 +150,17 @@ class NativeBackend:
     once no other sample continues it), and the loop ends when every sample has stopped. Each
     sample still draws its own token from the shared distribution, so the samples and log-probs
     are those of the plain loop (``share=False``), with less compute.
+
+    Inside :meth:`~mathgym.agents.policy.LLMPolicy.reusing_turns` (:attr:`turns` set), the
+    key/value rows of every sequence a call ran are kept, and the next call runs each prompt
+    from the end of its longest kept prefix (:mod:`mathgym.agents.turn_cache`): a multi-turn
+    episode's turn runs its new tokens only, not the whole episode again.
     """
 
     def __init__(self, policy: LLMPolicy, share: bool = True):
         self.policy = policy
         self.share = share
+        self.turns: TurnCache | None = None
 
     def generate(self, prompts, params, generator, seeds=None) -> list[Generation]:
         from transformers import DynamicCache
@@ -172,9 +179,17 @@ class NativeBackend:
                 leaders.append(i)
             rows.append(first[key])
         row_of = torch.tensor(rows, device=device)
-        ids, mask = left_pad([list(prompts[i]) for i in leaders], policy.pad_token_id, device)
-        position = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, **with_cache(policy.model, DynamicCache()), use_cache=True)
+        leading = [list(prompts[i]) for i in leaders]
+        plan = None if self.turns is None else self.turns.plan(leading, policy.pad_token_id, device)
+        if plan is None:
+            ids, mask = left_pad(leading, policy.pad_token_id, device)
+            position, cache = (mask.cumsum(-1) - 1).clamp(min=0), DynamicCache()
+        else:
+            ids, mask, position, cache = plan.input_ids, plan.attention_mask, plan.position_ids, cache_from_tensors(plan.past)
+        if self.turns is not None:
+            self.turns.reused_tokens += 0 if plan is None else plan.reused
+            self.turns.run_tokens += int((mask[:, -ids.shape[1]:] > 0).sum())
+        out = policy.model(input_ids=ids, attention_mask=mask, position_ids=position, **with_cache(policy.model, cache), use_cache=True)
         logits, cache = out.logits[:, -1, :], returned_cache(out)
         if self.share and cache_tensors(cache) is None:  # a cache layout this loop cannot split
             return NativeBackend(policy, share=False).generate(prompts, params, generator, seeds)
@@ -195,8 +210,10 @@ class NativeBackend:
             steps = step + 1
             going = ~torch.isin(token, stops)
             if steps == params.max_new_tokens or not bool(going.any()):
+                self._keep(prompts, tokens_out, active, row_of, cache, full_mask[:, : width + step], step)
                 break
             if not bool(going.all()):  # finished samples leave the batch: they cost no more compute
+                self._keep(prompts, tokens_out, active[~going], row_of[~going], cache, full_mask[:, : width + step], step)
                 active, token, row_of = active[going], token[going], row_of[going]
             # One cache row per distinct (row so far, new token) of the samples still going: split rows whose
             # samples diverged, drop rows none of them continues.
@@ -212,9 +229,23 @@ class NativeBackend:
             )
             logits, cache = out.logits[:, -1, :], returned_cache(out)
             next_pos = next_pos + 1
+        if self.turns is not None:
+            self.turns.turn_over()
         rows = tokens_out[:, :steps].tolist()
         lps = logps_out[:, :steps].tolist()
         return _finish(policy, rows, lps, params)
+
+    def _keep(self, prompts, tokens_out, samples, cache_rows, cache, mask, fed) -> None:
+        """Hand :attr:`turns` the cache rows of ``samples`` that end here: each one's prompt and
+        its first ``fed`` sampled tokens (the ones the cache has run), ``mask`` the rows' columns."""
+        tensors = None if self.turns is None else cache_tensors(cache)
+        if tensors is None:
+            return
+        distinct, inverse = torch.unique(cache_rows, return_inverse=True)
+        kept = [getattr(holder, name).index_select(0, distinct) for holder, name in tensors]  # a copy: the loop drops its rows
+        starts = mask.index_select(0, distinct).argmax(-1).tolist()  # the first real column (padding is on the left)
+        for sample, r, tokens in zip(samples.tolist(), inverse.tolist(), tokens_out[samples, :fed].tolist()):
+            self.turns.keep((*prompts[sample], *tokens), kept, r, starts[r])
 
 
 class HFGenerateBackend:

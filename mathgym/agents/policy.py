@@ -335,6 +335,29 @@ class LLMPolicy:
         self._backend_impl = make_backend(backend, self)
         self.backend = backend
 
+    @contextlib.contextmanager
+    def reusing_turns(self) -> Iterator[Any]:
+        """A scope in which :meth:`generate` keeps the key/value cache of the sequences it ran and
+        runs a later prompt from the end of its longest kept prefix: a multi-turn episode's next
+        turn runs only the tokens added since its last turn (:mod:`mathgym.agents.turn_cache`).
+
+        The kept rows belong to the weights that computed them: do not change the weights inside
+        the scope. Yields the :class:`~mathgym.agents.turn_cache.TurnCache` (its ``reused_tokens``
+        and ``run_tokens`` count what was saved), or ``None`` where the backend has no such cache
+        (``hf``, ``vllm``: vLLM caches prefixes itself). Scopes do not nest: an inner one shares the outer's cache.
+        """
+        backend = self._backend_impl
+        if not hasattr(backend, "turns") or backend.turns is not None:
+            yield getattr(backend, "turns", None)
+            return
+        from mathgym.agents.turn_cache import TurnCache
+
+        backend.turns = TurnCache()
+        try:
+            yield backend.turns
+        finally:
+            backend.turns = None
+
     @torch.inference_mode()
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator | None = None,

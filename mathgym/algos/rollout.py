@@ -162,9 +162,10 @@ class RolloutCollector:
             chats.append(messages)
         active = np.ones(n, dtype=bool)
         turn = 0
-        while active.any():
-            self._play_turn(episodes, chats, active, turn, generator, keys)
-            turn += 1
+        with self.policy.reusing_turns():  # each turn runs the episode's new tokens only
+            while active.any():
+                self._play_turn(episodes, chats, active, turn, generator, keys)
+                turn += 1
         return episodes
 
     def _play_turn(
