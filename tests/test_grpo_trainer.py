@@ -66,6 +66,37 @@ def test_batch_8_accum_1_equals_batch_1_accum_8(model_path, tmp_path, aggregatio
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
+class _MicroBatchRecorder(_GradRecorder):
+    def loss(self, batch, items, step):
+        self.seen.append(batch.attention_mask[items].sum(-1).tolist())
+        return super().loss(batch, items, step)
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])
+def test_micro_batches_of_like_lengths_give_the_same_update(model_path, tmp_path, aggregation):
+    results = {}
+    for limit in (0, 24):
+        policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+        config = GRPOConfig(
+            model=str(model_path), num_tasks=2, group_size=4, micro_batch_tokens=limit, loss_aggregation=aggregation,
+            num_iterations=2, beta=0.1, eval_tasks=0, progress=False,
+        )
+        trainer = _MicroBatchRecorder(config, run_dir=tmp_path / f"run{limit}", policy=policy)
+        trainer.seen = []
+        trainer.update(_batch(policy))
+        results[limit] = (trainer.grads, [p.detach().clone() for p in policy.trainable_parameters()], trainer.seen)
+    whole, cut = results[0][2], results[24][2]
+    assert len(whole) == 2 and len(whole[0]) == 8  # one micro-batch per optimizer step without a limit
+    assert len(cut) > 2 * 2  # several per step with one
+    for lengths in cut:
+        assert lengths == sorted(lengths) and (len(lengths) == 1 or len(lengths) * max(lengths) <= 24)
+    assert sorted(n for lengths in cut[: len(cut) // 2] for n in lengths) == sorted(whole[0])  # every row, once a step
+    for a, b in zip(results[0][0], results[24][0]):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-7)
+    for a, b in zip(results[0][1], results[24][1]):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_reference_is_frozen_copy_without_lora_and_disabled_adapter_with_lora(model_path, tmp_path):
     policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
     trainer = GRPOTrainer(GRPOConfig(model=str(model_path), beta=0.1, eval_tasks=0, progress=False), tmp_path / "a", policy)

@@ -84,3 +84,24 @@ def test_sampler_sharing_rows_draws_the_same_samples_as_the_plain_loop(model_pat
     # the samples of one prompt diverge: rows were split along the way
     assert len({tuple(g.token_ids) for g in NativeBackend(policy).generate(prompts[:4] * 4, SamplingParams(max_new_tokens=10),
                                                                                torch.Generator().manual_seed(0))}) > 2
+
+
+def test_columns_of_padding_only_are_not_run_and_hold_zero(model_path):
+    from mathgym.agents.forward import forward_pass
+
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    ids, mask, groups = _rows(policy.pad_token_id)
+    extra = 6  # a micro-batch cut from a batch padded to a longer row
+    wide_ids = torch.cat([ids, torch.full((len(ids), extra), policy.pad_token_id)], dim=1)
+    wide_mask = torch.cat([mask, torch.zeros((len(ids), extra), dtype=mask.dtype)], dim=1)
+    widths: list[int] = []
+    hook = policy.model.register_forward_pre_hook(lambda m, a, kw: widths.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        wide = forward_pass(policy.model, wide_ids, wide_mask, groups=groups)
+    finally:
+        hook.remove()
+    plain = forward_pass(policy.model, ids, mask, groups=groups)
+    assert max(widths) <= ids.shape[1]
+    assert wide.logprobs.shape == wide_ids.shape and bool((wide.logprobs[:, -extra:] == 0).all())
+    assert torch.allclose(wide.logprobs[:, : ids.shape[1]], plain.logprobs, atol=1e-6)
+    assert torch.allclose(wide.entropy[:, : ids.shape[1]], plain.entropy, atol=1e-6)

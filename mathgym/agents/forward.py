@@ -58,6 +58,17 @@ def logprobs_from_logits(
     return shift_right(chosen), shift_right(entropy)
 
 
+def real_width(attention_mask: torch.Tensor) -> int:
+    """One past the last column where any row has a real token (0 for an empty mask).
+
+    Example:
+        >>> real_width(torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]]))
+        3
+    """
+    columns = torch.nonzero(attention_mask.any(dim=0))
+    return int(columns.max()) + 1 if len(columns) else 0
+
+
 def logits_and_hidden(
     model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,7 +103,15 @@ def forward_pass(
 
     Returns:
         :class:`ForwardOutput`; ``values`` is ``None`` without a ``value_model``.
+
+    Columns after the last real token of every row (a micro-batch of short rows cut from a batch
+    padded to its longest) are not run: they hold 0, like position 0.
     """
+    width, used = input_ids.shape[1], real_width(attention_mask)
+    if 0 < used < width:
+        out = forward_pass(model, input_ids[:, :used], attention_mask[:, :used], temperature=temperature, groups=groups,
+                           value_model=value_model, entropy_grad=entropy_grad)
+        return ForwardOutput(*(None if part is None else F.pad(part, (0, width - used)) for part in out))
     if value_model is not None:
         logits, hidden = logits_and_hidden(model, input_ids, attention_mask)
         values = shift_right(value_model(input_ids, attention_mask, hidden)[:, :-1])

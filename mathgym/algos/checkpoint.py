@@ -109,6 +109,7 @@ WARN_ON_RESUME = {
     "teacher_url": "the teacher from another server (it must serve the same model); later steps may differ in the last bits",
     "backend": "the same sampling distribution from another engine; samples differ from an uninterrupted run",
     "grad_accum_steps": "the same update in other micro-batches; later steps may differ in the last bits",
+    "micro_batch_tokens": "the same update in other micro-batches; later steps may differ in the last bits",
     "threads": "the same update summed in another order; later steps may differ in the last bits",
     "gradient_checkpointing": "the same update with less memory; later steps may differ in the last bits",
     "vectorization_mode": "the same rollouts in another gymnasium vector mode",

@@ -71,6 +71,10 @@ class TrainConfig:
     weight_decay: float = option(0.0, "AdamW weight decay")
     max_grad_norm: float = option(1.0, "gradient clipping norm (0: off)")
     grad_accum_steps: int = option(1, "micro-batches per optimizer step (splits the batch, same update)")
+    micro_batch_tokens: int = option(
+        16384, "most padded tokens (rows x longest row) per forward/backward micro-batch: rows of like length go together "
+        "(same update, less compute on padding; 0: no limit)"
+    )
     num_tasks: int = option(16, "tasks (prompts) per batch")
     group_size: int = option(8, "samples per task (G)")
     temperature: float = option(1.0, "sampling temperature of rollouts")
@@ -144,7 +148,7 @@ class TrainConfig:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be at least 1.")
         non_negative = (
             "warm_start_steps", "warmup_steps", "save_every", "eval_every", "eval_tasks", "lora_r", "max_turns", "threads",
-            "log_samples", "ray_actors", "max_extra_rounds",
+            "log_samples", "ray_actors", "max_extra_rounds", "micro_batch_tokens",
         )
         for name in non_negative:
             if getattr(self, name) < 0:

@@ -56,6 +56,7 @@ class DPOTrainer(Trainer):
     """Offline or online DPO on the shared loop (see :class:`DPOConfig`)."""
 
     algo_name = "dpo"
+    items_are_rows = False  # a step's items are pairs, not rows of the batch
     config: DPOConfig
 
     def setup(self) -> None:

@@ -125,6 +125,7 @@ class RMTrainer(Trainer):
     """Bradley-Terry reward-model training in the shared loop (see the module docstring and :class:`RMConfig`)."""
 
     algo_name = "rm"
+    items_are_rows = False  # a step's items are pairs, not rows of the batch
     progress_metric = "loss/accuracy"
     config: RMConfig
 

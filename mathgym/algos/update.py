@@ -3,8 +3,9 @@
 An algorithm plans a batch (:class:`Plan`: its optimizer steps and its own statistics) and gives
 the loss of a micro-batch; the loop owns the mechanics: the learner's pass before the update (eval
 mode, no gradient; folded into the loss's own forward pass where nothing before the first gradient
-needs it, :meth:`UpdateLoop.learner_pass_needed`), splitting each step into ``grad_accum_steps`` micro-batches
-(:func:`micro_batches`), train mode, backward passes, gradient clipping and the optimizer step,
+needs it, :meth:`UpdateLoop.learner_pass_needed`), splitting each step into micro-batches
+(:func:`micro_batches`: ``grad_accum_steps`` parts, each cut into rows of like length of at most
+``micro_batch_tokens`` padded tokens), train mode, backward passes, gradient clipping and the optimizer step,
 statistics that add up (:class:`StepStats`), and the learning-rate schedule (:data:`LR_SCHEDULES`),
 which advances once per batch.
 """
@@ -78,15 +79,37 @@ class Plan:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-def micro_batches(items: Sequence[int] | torch.Tensor, parts: int) -> list[torch.Tensor]:
+def micro_batches(
+    items: Sequence[int] | torch.Tensor, parts: int, lengths: torch.Tensor | None = None, max_tokens: int = 0
+) -> list[torch.Tensor]:
     """``items`` in at most ``parts`` near-equal consecutive chunks (none empty).
+
+    With ``lengths`` (the tokens of each row, indexed by item) and ``max_tokens``, each chunk is
+    then sorted by length and cut further, so that no micro-batch holds more than ``max_tokens``
+    padded tokens (its rows times its longest row; a longer row goes alone). The rows of one
+    micro-batch then have like lengths: little compute is spent on padding.
 
     Example:
         >>> [c.tolist() for c in micro_batches(torch.arange(5), 2)]
         [[0, 1, 2], [3, 4]]
+        >>> [c.tolist() for c in micro_batches(torch.arange(4), 1, torch.tensor([9, 2, 8, 3]), max_tokens=16)]
+        [[1, 3], [2], [0]]
     """
     items = torch.as_tensor(items, dtype=torch.long)
-    return [chunk for chunk in torch.tensor_split(items, max(1, parts)) if len(chunk)]
+    chunks = [chunk for chunk in torch.tensor_split(items, max(1, parts)) if len(chunk)]
+    if lengths is None or max_tokens <= 0:
+        return chunks
+    cut: list[torch.Tensor] = []
+    for chunk in chunks:
+        sizes = lengths.to("cpu")[chunk]
+        order = torch.argsort(sizes, stable=True)
+        start = 0
+        for end, size in enumerate(sizes[order].tolist(), start=1):  # ascending: the newest row is the longest
+            if end - 1 > start and (end - start) * size > max_tokens:
+                cut.append(chunk[order[start : end - 1]])
+                start = end - 1
+        cut.append(chunk[order[start:]])
+    return cut
 
 
 class StepStats:
@@ -160,6 +183,17 @@ class UpdateLoop:
     _recorded_rows: list[torch.Tensor] | None = None
     _recording_done: bool = False
 
+    #: Whether a step's items are rows of the batch (GRPO, PPO, SFT, distillation), which the loop then
+    #: cuts into micro-batches by length (``micro_batch_tokens``); pair indices (DPO, reward models) are not.
+    items_are_rows: ClassVar[bool] = True
+
+    def micro_batches(self, batch: Any, items: torch.Tensor, rows: bool) -> list[torch.Tensor]:
+        """``items`` in ``grad_accum_steps`` parts, each cut by length to ``micro_batch_tokens`` padded
+        tokens where the items are ``rows`` of ``batch`` (:func:`micro_batches`)."""
+        limit = self.config.micro_batch_tokens
+        lengths = batch.attention_mask.sum(-1) if rows and limit > 0 else None
+        return micro_batches(items, self.config.grad_accum_steps, lengths, limit)
+
     def plan(self, batch: RolloutBatch) -> Plan:
         """The optimizer steps of ``batch`` and its own statistics (everything computed once per
         batch before the first gradient: advantages, reference log-probs, pairs...). Subclasses implement it."""
@@ -190,7 +224,7 @@ class UpdateLoop:
         """``forward`` on ``rows`` of ``batch`` in ``grad_accum_steps`` micro-batches, no gradient:
         ``(B, T)`` outputs, 0 on the other rows."""
         out: ForwardOutput | None = None
-        for idx in micro_batches(rows, self.config.grad_accum_steps):
+        for idx in self.micro_batches(batch, rows, True):
             part = forward(batch.select(idx))
             if out is None:
                 out = ForwardOutput(*(None if p is None else p.new_zeros((len(batch), p.shape[1])) for p in part))
@@ -304,7 +338,7 @@ class UpdateLoop:
         stats, stopped = StepStats(), False
         for step in plan.steps:
             shares: dict[str, float] = {}
-            chunks = micro_batches(step.items, self.config.grad_accum_steps)
+            chunks = self.micro_batches(batch, step.items, self.items_are_rows)
             for items in chunks:
                 loss, share = self.loss(batch, items, step)
                 self.backward(loss)
