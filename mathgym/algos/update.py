@@ -84,8 +84,8 @@ def micro_batches(
 ) -> list[torch.Tensor]:
     """``items`` in at most ``parts`` near-equal consecutive chunks (none empty).
 
-    With ``lengths`` (the tokens of each row, indexed by item) and ``max_tokens``, each chunk is
-    then sorted by length and cut further, so that no micro-batch holds more than ``max_tokens``
+    With ``lengths`` (the tokens of each row, indexed by item) and ``max_tokens``, each chunk over
+    the limit is then sorted by length and cut further, so that no micro-batch holds more than ``max_tokens``
     padded tokens (its rows times its longest row; a longer row goes alone). The rows of one
     micro-batch then have like lengths: little compute is spent on padding.
 
@@ -102,6 +102,9 @@ def micro_batches(
     cut: list[torch.Tensor] = []
     for chunk in chunks:
         sizes = lengths.to("cpu")[chunk]
+        if len(chunk) * int(sizes.max()) <= max_tokens:  # within the limit as it is: kept whole, in its order
+            cut.append(chunk)
+            continue
         order = torch.argsort(sizes, stable=True)
         start = 0
         for end, size in enumerate(sizes[order].tolist(), start=1):  # ascending: the newest row is the longest
