@@ -103,7 +103,8 @@ def test_micro_batches_times_accumulation_give_the_same_update(algo, model_path,
     assert len(grads[1]) == len(grads[4]) >= 2
     for step_whole, step_accumulated in zip(grads[1], grads[4]):
         for whole, accumulated in zip(step_whole, step_accumulated):
-            torch.testing.assert_close(accumulated, whole, atol=1e-6, rtol=1e-4)
+            # a micro-batch runs at its own longest row's width: other matmul shapes, other float rounding
+            torch.testing.assert_close(accumulated, whole, atol=5e-6, rtol=1e-4)
     for whole, accumulated in zip(params[1], params[4]):
         # two Adam steps of the same gradients summed in another order: float32 rounding, a few ulps of lr
         torch.testing.assert_close(accumulated, whole, atol=1e-5, rtol=0)
