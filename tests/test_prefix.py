@@ -105,3 +105,60 @@ def test_columns_of_padding_only_are_not_run_and_hold_zero(model_path):
     assert wide.logprobs.shape == wide_ids.shape and bool((wide.logprobs[:, -extra:] == 0).all())
     assert torch.allclose(wide.logprobs[:, : ids.shape[1]], plain.logprobs, atol=1e-6)
     assert torch.allclose(wide.entropy[:, : ids.shape[1]], plain.entropy, atol=1e-6)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_head_run_only_where_wanted_gives_the_whole_pass_there(model_path, lora):
+    from mathgym.agents.forward import forward_pass, head_split
+
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu", lora=LoraSettings(r=4, alpha=8) if lora else None)
+    policy.model.train()
+    assert head_split(policy.model) is not None
+    ids, mask, groups = _rows(policy.pad_token_id)
+    wanted = mask.clone()
+    wanted[:, :9] = 0  # the prompts: no log-prob wanted there (as for a batch's action tokens)
+    wanted[1, -3:] = 0  # and a gap inside a row
+    heads: list[int] = []
+    head = policy.model.get_output_embeddings()
+    hook = head.register_forward_hook(lambda m, a, out: heads.append(out.shape[0] if out.dim() == 2 else out.shape[0] * out.shape[1]))
+    results = []
+    try:
+        for positions in (None, wanted):
+            for g in (None, groups):
+                policy.model.zero_grad()
+                out = forward_pass(policy.model, ids, mask, temperature=0.7, groups=g, positions=positions, entropy_grad=True)
+                ((out.logprobs + 0.1 * out.entropy) * wanted).sum().backward()
+                results.append((out, [p.grad.clone() for p in policy.trainable_parameters()]))
+    finally:
+        hook.remove()
+    assert heads[-1] == int(wanted[:, 1:].sum())  # the head ran on the wanted tokens only
+    (whole, whole_grads) = results[0]
+    on = wanted.bool()
+    for out, grads in results[2:]:
+        assert torch.allclose(out.logprobs[on], whole.logprobs[on], atol=1e-5)
+        assert torch.allclose(out.entropy[on], whole.entropy[on], atol=1e-5)
+        assert bool((out.logprobs[~on] == 0).all()) and bool((out.entropy[~on] == 0).all())
+        for a, b in zip(grads, whole_grads):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_a_model_whose_logits_are_more_than_its_head_keeps_the_whole_pass(model_path):
+    from transformers import AutoModelForCausalLM
+
+    from mathgym.agents.forward import forward_pass, head_split
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_path))
+    plain = model.forward
+
+    def capped(*args, **kwargs):  # logits soft-capped after the head, as some models do
+        out = plain(*args, **kwargs)
+        out.logits = 3.0 * torch.tanh(out.logits / 3.0)
+        return out
+
+    model.forward = capped
+    assert head_split(model) is None
+    ids, mask, _ = _rows(0)
+    out = forward_pass(model, ids, mask, positions=mask)
+    expected = torch.log_softmax(capped(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
+    expected = expected.gather(-1, ids[:, 1:, None]).squeeze(-1)
+    assert torch.allclose(out.logprobs[:, 1:][mask[:, 1:].bool()], expected[mask[:, 1:].bool()], atol=1e-5)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -77,6 +78,53 @@ def logits_and_hidden(
     return out.logits, out.hidden_states[-1]
 
 
+#: Per model: its ``(decoder, output head)`` when ``head(decoder(x).last_hidden_state)`` is its logits,
+#: else ``None`` (a model whose forward does more to them: soft-capping, scaling). Checked once.
+_HEAD_SPLITS: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, Any] | None] = weakref.WeakKeyDictionary()
+
+
+def head_split(model: torch.nn.Module) -> tuple[Any, Any] | None:
+    """``(decoder, head)`` of a causal LM whose logits are ``head(decoder(...).last_hidden_state)``,
+    or ``None`` where they are not (found by comparing the two on three tokens, once per model)."""
+    if model in _HEAD_SPLITS:
+        return _HEAD_SPLITS[model]
+    split = None
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if decoder is not None and head is not None:
+        device = next(model.parameters()).device
+        ids = torch.tensor([[1, 2, 3]], device=device)
+        was_training = model.training
+        model.eval()  # no dropout: the two passes must see the same function
+        try:
+            with torch.no_grad():
+                whole = model(input_ids=ids, use_cache=False).logits.float()
+                parts = head(decoder(input_ids=ids, use_cache=False).last_hidden_state).float()
+        finally:
+            model.train(was_training)
+        scale = float(whole.abs().max()) + 1e-6
+        if parts.shape == whole.shape and float((parts - whole).abs().max()) <= 1e-3 * scale:
+            split = (decoder, head)
+    _HEAD_SPLITS[model] = split
+    return split
+
+
+def logprobs_at(
+    head: Any, hidden: torch.Tensor, input_ids: torch.Tensor, positions: torch.Tensor, temperature: float, entropy_grad: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Like :func:`logprobs_from_logits`, with the output head run only where a log-prob is wanted:
+    ``hidden`` ``(B, T, H)`` last hidden states, ``positions`` ``(B, T)`` the tokens wanted (others hold 0)."""
+    rows, cols = torch.nonzero(positions[:, 1:].bool(), as_tuple=True)  # token t + 1, predicted at t
+    logits = head(hidden[rows, cols])  # (N, V)
+    logp_all = F.log_softmax(logits.float() / max(temperature, 1e-6), dim=-1)
+    chosen = logp_all.gather(-1, input_ids[rows, cols + 1][:, None]).squeeze(-1)
+    with contextlib.nullcontext() if entropy_grad else torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    shape = (input_ids.shape[0], input_ids.shape[1] - 1)
+    place = lambda values: torch.zeros(shape, dtype=values.dtype, device=values.device).index_put((rows, cols), values)  # noqa: E731
+    return shift_right(place(chosen)), shift_right(place(entropy))
+
+
 def forward_pass(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -86,6 +134,7 @@ def forward_pass(
     groups: torch.Tensor | None = None,
     value_model: ValueFunction | None = None,
     entropy_grad: bool = False,
+    positions: torch.Tensor | None = None,
 ) -> ForwardOutput:
     """Log-probs, entropy and (with ``value_model``) values of a right-padded batch, in one pass.
 
@@ -100,6 +149,10 @@ def forward_pass(
         value_model: A value function (:class:`~mathgym.agents.value_head.ValueModel`); its
             shared head reads this pass's last hidden states.
         entropy_grad: Keep the entropy in the graph (an entropy bonus); otherwise it is a statistic.
+        positions: ``(B, T)`` the tokens whose log-prob and entropy are wanted (e.g. the action
+            tokens; the others then hold 0): the output head and the softmax run there only, where
+            the model's logits are its head applied to its decoder's last hidden states
+            (:func:`head_split`). Ignored with a ``value_model``.
 
     Returns:
         :class:`ForwardOutput`; ``values`` is ``None`` without a ``value_model``.
@@ -110,12 +163,22 @@ def forward_pass(
     width, used = input_ids.shape[1], real_width(attention_mask)
     if 0 < used < width:
         out = forward_pass(model, input_ids[:, :used], attention_mask[:, :used], temperature=temperature, groups=groups,
-                           value_model=value_model, entropy_grad=entropy_grad)
+                           value_model=value_model, entropy_grad=entropy_grad,
+                           positions=None if positions is None else positions[:, :used])
         return ForwardOutput(*(None if part is None else F.pad(part, (0, width - used)) for part in out))
     if value_model is not None:
         logits, hidden = logits_and_hidden(model, input_ids, attention_mask)
         values = shift_right(value_model(input_ids, attention_mask, hidden)[:, :-1])
         return ForwardOutput(*logprobs_from_logits(logits, input_ids, temperature, entropy_grad), values)
+    split = None if positions is None else head_split(model)
+    if split is not None:
+        decoder, head = split
+        hidden = None
+        if groups is not None:
+            hidden = shared_prefix_logits(decoder, input_ids, attention_mask, groups.to(input_ids.device))
+        if hidden is None:
+            hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        return ForwardOutput(*logprobs_at(head, hidden, input_ids, positions, temperature, entropy_grad))
     logits = None
     if groups is not None:
         logits = shared_prefix_logits(model, input_ids, attention_mask, groups.to(input_ids.device))
@@ -145,18 +208,20 @@ class ReferencePolicy:
 
     @torch.no_grad()
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0,
+        positions: torch.Tensor | None = None,
     ) -> ForwardOutput:
-        """The reference's :func:`forward_pass` (eval mode, no gradient, the policy's precision)."""
+        """The reference's :func:`forward_pass` (eval mode, no gradient, the policy's precision);
+        ``positions`` as there."""
         with self.policy.autocast():
             if self.model is not None:
-                return forward_pass(self.model, input_ids, attention_mask, temperature=temperature)
+                return forward_pass(self.model, input_ids, attention_mask, temperature=temperature, positions=positions)
             model = self.policy.model
             was_training = model.training
             model.eval()
             try:
                 with self.policy.adapter_disabled():
-                    return forward_pass(model, input_ids, attention_mask, temperature=temperature)
+                    return forward_pass(model, input_ids, attention_mask, temperature=temperature, positions=positions)
             finally:
                 model.train(was_training)
 

@@ -391,6 +391,7 @@ class LLMPolicy:
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0, *,
         groups: torch.Tensor | None = None, value_model: Any = None, entropy_grad: bool = False,
+        positions: torch.Tensor | None = None,
     ) -> ForwardOutput:
         """Log-probs, entropy (and values) of given sequences, in this policy's precision: the one
         forward path (:func:`~mathgym.agents.forward.forward_pass`), with or without gradient as
@@ -405,11 +406,13 @@ class LLMPolicy:
                 result, less compute.
             value_model: A :class:`~mathgym.agents.value_head.ValueModel` read on the same pass.
             entropy_grad: Keep the entropy in the graph (an entropy bonus).
+            positions: ``(B, T)`` the tokens whose log-probs are wanted (the others hold 0): the
+                output head runs there only.
         """
         with self.autocast():
             return forward_pass(
                 self.model, input_ids, attention_mask, temperature=temperature, groups=groups, value_model=value_model,
-                entropy_grad=entropy_grad,
+                entropy_grad=entropy_grad, positions=positions,
             )
 
     def token_logprobs(

@@ -89,7 +89,8 @@ def gather_cache(cache: Any, index: torch.Tensor) -> bool:
 def shared_prefix_logits(
     model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, groups: torch.Tensor
 ) -> torch.Tensor | None:
-    """``(B, T, V)`` logits of ``model`` on the batch, computing each group's shared prefix once.
+    """``(B, T, V)`` logits of ``model`` on the batch, computing each group's shared prefix once
+    (``(B, T, H)`` last hidden states where ``model`` is a decoder without an output head).
 
     Returns ``None`` when there is nothing to share (every row its own group, a shared prefix
     shorter than :data:`MIN_SHARED_TOKENS`) or the model's cache is not one this code can
@@ -107,4 +108,10 @@ def shared_prefix_logits(
     if not gather_cache(cache, inverse):
         return None
     rest = model(input_ids=input_ids[:, length:], attention_mask=attention_mask, **with_cache(model, cache), use_cache=True)
-    return torch.cat([prefix.logits.index_select(0, inverse), rest.logits], dim=1)
+    return torch.cat([_output(prefix).index_select(0, inverse), _output(rest)], dim=1)
+
+
+def _output(out: Any) -> torch.Tensor:
+    """A forward's logits, or a decoder's last hidden states."""
+    logits = out.get("logits") if hasattr(out, "get") else None
+    return logits if logits is not None else out.last_hidden_state

@@ -248,7 +248,8 @@ class GRPOTrainer(Trainer):
         cfg, target = self.config, step.context
         mb = batch.select(items)
         out = self.policy.forward(
-            mb.input_ids, mb.attention_mask, self.temperature, groups=mb.group_ids, entropy_grad=cfg.entropy_coef > 0
+            mb.input_ids, mb.attention_mask, self.temperature, groups=mb.group_ids, entropy_grad=cfg.entropy_coef > 0,
+            positions=mb.action_mask,
         )
         # The ratio's denominator: the learner before the update (the current log-probs themselves on a single pass).
         old = mb.learner_logprobs if cfg.num_iterations > 1 else out.logprobs.detach()

@@ -252,6 +252,7 @@ class UpdateLoop:
             out = self.score(batch, rows, lambda mb: self.policy.forward(
                 mb.input_ids, mb.attention_mask, self.temperature,
                 groups=mb.group_ids if self.value_model is None else None, value_model=self.value_model,
+                positions=mb.action_mask,
             ))
         finally:
             self.policy.model.train(was_training)
@@ -317,7 +318,9 @@ class UpdateLoop:
 
     def score_reference(self, batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
         """Fill ``batch.ref_logprobs`` on ``rows`` (the reference policy, no gradient)."""
-        out = self.score(batch, rows, lambda mb: self.reference.forward(mb.input_ids, mb.attention_mask, self.temperature))
+        out = self.score(batch, rows, lambda mb: self.reference.forward(
+            mb.input_ids, mb.attention_mask, self.temperature, positions=mb.action_mask,
+        ))
         batch.ref_logprobs = out.logprobs
         return batch
 
