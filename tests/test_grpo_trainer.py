@@ -40,61 +40,55 @@ def _batch(policy: LLMPolicy, n: int = 8, seed: int = 0) -> RolloutBatch:
 
 
 class _GradRecorder(GRPOTrainer):
+    """Keeps the gradients it steps with and the lengths of the rows of each micro-batch."""
+
     def optimizer_step(self) -> float:
         self.grads = [p.grad.detach().clone() for p in self.policy.trainable_parameters()]
         return super().optimizer_step()
 
+    def loss(self, batch, items, step):
+        self.seen = [*getattr(self, "seen", []), batch.attention_mask[items].sum(-1).tolist()]
+        return super().loss(batch, items, step)
+
+
+def _one_update(model_path, run_dir, **options) -> tuple[list, list, list]:
+    """GRPO's update of :func:`_batch` (two iterations, a KL term): the last step's gradients, the
+    parameters after it, and each micro-batch's row lengths."""
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
+    config = GRPOConfig(model=str(model_path), num_tasks=2, group_size=4, num_iterations=2, beta=0.1, eval_tasks=0,
+                        progress=False, **options)
+    trainer = _GradRecorder(config, run_dir=run_dir, policy=policy)
+    trainer.update(_batch(policy))
+    return trainer.grads, [p.detach().clone() for p in policy.trainable_parameters()], trainer.seen
+
+
+def _assert_same_update(a, b) -> None:
+    assert any(g.abs().sum() > 0 for g in a[0])
+    for x, y in zip(a[0], b[0]):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-7)
+    for x, y in zip(a[1], b[1]):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-6)
+
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])
 def test_batch_8_accum_1_equals_batch_1_accum_8(model_path, tmp_path, aggregation):
-    grads = {}
-    for accum in (1, 8):
-        policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
-        config = GRPOConfig(
-            model=str(model_path), num_tasks=2, group_size=4, grad_accum_steps=accum, loss_aggregation=aggregation,
-            num_iterations=2, beta=0.1, mask_truncated=True, eval_tasks=0, progress=False,
-        )
-        trainer = _GradRecorder(config, run_dir=tmp_path / f"run{accum}", policy=policy)
-        trainer.update(_batch(policy))
-        grads[accum] = trainer.grads
-        params = [p.detach().clone() for p in policy.trainable_parameters()]
-        grads[f"params{accum}"] = params
-    assert any(g.abs().sum() > 0 for g in grads[1])
-    for a, b in zip(grads[1], grads[8]):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-7)
-    for a, b in zip(grads["params1"], grads["params8"]):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
-
-
-class _MicroBatchRecorder(_GradRecorder):
-    def loss(self, batch, items, step):
-        self.seen.append(batch.attention_mask[items].sum(-1).tolist())
-        return super().loss(batch, items, step)
+    runs = {accum: _one_update(model_path, tmp_path / f"run{accum}", grad_accum_steps=accum, loss_aggregation=aggregation,
+                               mask_truncated=True) for accum in (1, 8)}
+    assert runs[8][2] and all(len(lengths) == 1 for lengths in runs[8][2])  # micro-batches of one row
+    _assert_same_update(runs[1], runs[8])
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "dr_grpo"])
 def test_micro_batches_of_like_lengths_give_the_same_update(model_path, tmp_path, aggregation):
-    results = {}
-    for limit in (0, 24):
-        policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
-        config = GRPOConfig(
-            model=str(model_path), num_tasks=2, group_size=4, micro_batch_tokens=limit, loss_aggregation=aggregation,
-            num_iterations=2, beta=0.1, eval_tasks=0, progress=False,
-        )
-        trainer = _MicroBatchRecorder(config, run_dir=tmp_path / f"run{limit}", policy=policy)
-        trainer.seen = []
-        trainer.update(_batch(policy))
-        results[limit] = (trainer.grads, [p.detach().clone() for p in policy.trainable_parameters()], trainer.seen)
-    whole, cut = results[0][2], results[24][2]
+    runs = {limit: _one_update(model_path, tmp_path / f"run{limit}", micro_batch_tokens=limit, loss_aggregation=aggregation)
+            for limit in (0, 24)}
+    whole, cut = runs[0][2], runs[24][2]
     assert len(whole) == 2 and len(whole[0]) == 8  # one micro-batch per optimizer step without a limit
     assert len(cut) > 2 * 2  # several per step with one
     for lengths in cut:
         assert lengths == sorted(lengths) and (len(lengths) == 1 or len(lengths) * max(lengths) <= 24)
     assert sorted(n for lengths in cut[: len(cut) // 2] for n in lengths) == sorted(whole[0])  # every row, once a step
-    for a, b in zip(results[0][0], results[24][0]):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-7)
-    for a, b in zip(results[0][1], results[24][1]):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+    _assert_same_update(runs[0], runs[24])
 
 
 def test_reference_is_frozen_copy_without_lora_and_disabled_adapter_with_lora(model_path, tmp_path):

@@ -16,22 +16,23 @@ def policy(tmp_path_factory):
     return LLMPolicy.from_pretrained(str(build_small_model(tmp_path_factory.mktemp("model"))), device="cpu")
 
 
-def rows_per_call(policy: LLMPolicy, prompts, params, seeds) -> tuple[list, list[int]]:
-    """The generations, and the number of rows of each forward call of the model (the prompts' first)."""
-    rows: list[int] = []
-    hook = policy.model.register_forward_pre_hook(lambda m, args, kwargs: rows.append(len(kwargs["input_ids"])), with_kwargs=True)
+def generate_recording(policy: LLMPolicy, prompts, params, seeds, read=lambda ids: len(ids)) -> tuple[list, list[int]]:
+    """The generations, and ``read(input_ids)`` of each forward call of the model (default: its rows;
+    the first call is the prompts' prefill)."""
+    seen: list[int] = []
+    hook = policy.model.register_forward_pre_hook(lambda m, args, kwargs: seen.append(read(kwargs["input_ids"])), with_kwargs=True)
     try:
         gens = policy.generate(prompts, params, seeds=seeds)
     finally:
         hook.remove()
-    return gens, rows
+    return gens, seen
 
 
 def test_finished_samples_leave_the_batch_and_each_sample_is_its_seeds(policy):
     questions = ("What is 2 + 3?", "Name a prime.")
     prompts = [policy.encode_chat([{"role": "user", "content": q}]) for q in questions for _ in range(8)]
     params = SamplingParams(max_new_tokens=40)
-    gens, rows = rows_per_call(policy, prompts, params, seeds=list(range(16)))
+    gens, rows = generate_recording(policy, prompts, params, seeds=list(range(16)))
     lengths = [len(g.token_ids) for g in gens]
     stopped = [n for n, g in zip(lengths, gens) if g.finish_reason == "stop"]
     assert stopped and min(stopped) < 10 and max(lengths) == 40  # samples end at different steps
@@ -46,17 +47,6 @@ def test_finished_samples_leave_the_batch_and_each_sample_is_its_seeds(policy):
         assert alone.logprobs == pytest.approx(gens[i].logprobs, abs=1e-5)
 
 
-def prefill_widths(policy: LLMPolicy, prompts, params, seeds) -> tuple[list, list[int]]:
-    """The generations, and the width of each forward call's input (the first is the prompts' prefill)."""
-    widths: list[int] = []
-    hook = policy.model.register_forward_pre_hook(lambda m, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
-    try:
-        gens = policy.generate(prompts, params, seeds=seeds)
-    finally:
-        hook.remove()
-    return gens, widths
-
-
 def test_a_next_turn_runs_only_its_new_tokens_and_samples_what_the_whole_prompt_would(policy):
     questions = ("What is 2 + 3?", "Name a prime.")
     prompts = [policy.encode_chat([{"role": "user", "content": q}]) for q in questions for _ in range(4)]
@@ -68,9 +58,9 @@ def test_a_next_turn_runs_only_its_new_tokens_and_samples_what_the_whole_prompt_
         assert {g.finish_reason for g in first} == {"stop", "length"}  # both ways a turn ends are kept
         # the next turn of each episode, and one prompt that extends none of them (it runs whole)
         following = [p + g.token_ids + reply for p, g in zip(prompts, first)] + [policy.encode_chat([{"role": "user", "content": "Hi"}])]
-        kept, widths = prefill_widths(policy, following, params, seeds=list(range(100, 109)))
+        kept, widths = generate_recording(policy, following, params, list(range(100, 109)), lambda ids: ids.shape[1])
         assert turns.reused_tokens > 0
-    fresh, fresh_widths = prefill_widths(policy, following, params, seeds=list(range(100, 109)))
+    fresh, fresh_widths = generate_recording(policy, following, params, list(range(100, 109)), lambda ids: ids.shape[1])
     assert fresh_widths[0] == max(len(p) for p in following)
     # each episode's prefill is its new tokens: the action's last (unrun) token and the reply, not the whole prompt
     assert widths[0] == max(len(reply) + 1, len(following[-1]))
