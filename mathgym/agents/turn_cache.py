@@ -97,22 +97,22 @@ class TurnCache:
         used = [max(0, len(p) - width) for p in prompts]  # cached tokens each row takes: <= its cached prefix
         if sum(used) < MIN_REUSED_TOKENS * len(prompts):
             return None
+        from mathgym.agents.backends import left_pad  # (backends imports this module)
+
         past_width = max(used)  # P
         template = next(row for (_, row), n in zip(found, used) if n > 0)
         past = [t.new_zeros((len(prompts), t.shape[1], past_width, t.shape[3])) for t in template.tensors]
-        ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), past_width + width), dtype=torch.long)
-        for i, (prompt, (_, row), n) in enumerate(zip(prompts, found, used)):
-            rest = list(prompt[n:])
-            ids[i, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
-            mask[i, past_width + width - len(rest):] = 1
+        ids, input_mask = left_pad([list(p[n:]) for p, n in zip(prompts, used)], pad_id, device)
+        past_mask = torch.zeros((len(prompts), past_width), dtype=torch.long)
+        for i, ((_, row), n) in enumerate(zip(found, used)):
             if n:
-                mask[i, past_width - n: past_width] = 1
+                past_mask[i, past_width - n:] = 1
                 for target, source in zip(past, row.tensors):
                     target[i, :, past_width - n:] = source[row.row, :, row.start: row.start + n]
+        mask = torch.cat([past_mask.to(device), input_mask], dim=1)
         position = (mask.cumsum(-1) - 1).clamp(min=0)[:, past_width:]
         self.entries, self._lengths = {}, set()  # copied into ``past``: free them before this call keeps its own
-        return Plan(ids.to(device), mask.to(device), position.to(device), past, sum(used))
+        return Plan(ids, mask, position, past, sum(used))
 
     def keep(self, sequence: tuple[int, ...], tensors: list[torch.Tensor], row: int, start: int) -> None:
         """Hold the rows of ``sequence`` (``tensors[j][row, :, start:]``) for the next call."""
