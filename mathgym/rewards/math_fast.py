@@ -61,7 +61,8 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from mathgym.rewards.math_plain_text import marked_number, unmarked_number
-from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, Value, read_value, value_verdict
+from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
+from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, value_verdict
 
 _MAX_NUMBER_CHARS = 40
 _MAX_UNMARKED_CHARS = 100_000
@@ -182,7 +183,7 @@ def _as_scalar(number: Numeric | None, plain: bool) -> Scalar | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def fast_gold(gold: str) -> Value | None:
+def fast_gold(gold: str) -> Answer | None:
     """The gold as the fast path reads it, or ``None`` when math-verify must read it.
 
     A plain number (a trailing ``\\%`` ignored, as math-verify does outside LaTeX), ``a/b``
@@ -198,12 +199,14 @@ def fast_gold(gold: str) -> Value | None:
     if _GOLD.fullmatch(gold):
         return _as_scalar(_number(gold), plain=_PLAIN.fullmatch(gold) is not None)
     if len(gold) > 2 and gold[0] == gold[-1] == "$" and gold.count("$") == 2:
-        return read_value(gold[1:-1])
+        return read_answer(gold[1:-1])
     return None
 
 
-def fast_verdict(gold: Value, answer: Value) -> bool | None:
+def fast_verdict(gold: Answer, answer: Answer) -> bool | None:
     """math-verify's verdict on the values the fast path read, or ``None`` where it is not certain."""
+    if isinstance(gold, (Relation, Member)) or isinstance(answer, (Relation, Member)):
+        return relation_verdict(gold, answer, fast_verdict)
     return value_verdict(gold, answer, _numeric_scalars)
 
 
@@ -311,7 +314,7 @@ def _one_inline_latex(text: str, lower: str) -> str | None:
     return inner
 
 
-def fast_answer(completion: str) -> tuple[Value, str] | None:
+def fast_answer(completion: str) -> tuple[Answer, str] | None:
     """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
     Example:
@@ -323,7 +326,7 @@ def fast_answer(completion: str) -> tuple[Value, str] | None:
     lower = _ascii_lower(completion)
     boxed = _boxed(completion, lower)
     if boxed is not None:
-        value = read_value(boxed)
+        value = read_answer(boxed)
         return None if value is None else (value, "boxed")
     for shape, read in (("answer", _answer_is), ("gsm8k", _gsm8k)):
         found = read(completion, lower)
@@ -335,7 +338,7 @@ def fast_answer(completion: str) -> tuple[Value, str] | None:
         return _as_scalar(Numeric(*marked[0]), plain=True), marked[1]  # type: ignore[return-value]
     inline = _one_inline_latex(completion, lower)
     if inline is not None:
-        value = read_value(inline)
+        value = read_answer(inline)
         return None if value is None else (value, "latex")
     bare = completion.strip()
     if _PLAIN.fullmatch(bare):

@@ -233,7 +233,7 @@ class _Reader:
         return None
 
 
-def _read_scalar(text: str) -> Scalar | Infinity | None:
+def read_scalar(text: str) -> Scalar | Infinity | None:
     """A whole ``text`` as one scalar (or an infinity), or ``None``."""
     if text in ("\\infty", "+\\infty", "-\\infty"):
         return Infinity(text.startswith("-"))
@@ -271,7 +271,7 @@ def _elements(text: str, floats: bool = False) -> tuple | None:
     parts = _split_top(text, ",")
     if parts is None or len(parts) > _MAX_ELEMENTS:
         return None
-    items = tuple(_read_scalar(part) for part in parts)
+    items = tuple(read_scalar(part) for part in parts)
     if any(item is None or (isinstance(item, Scalar) and (item.percent or (item.is_float and not floats))) for item in items):
         return None
     return items
@@ -310,13 +310,21 @@ def _matrix(text: str) -> Matrix | None:
         return None
     rows = []
     for row in match.group(2).split("\\\\"):
-        cells = tuple(_read_scalar(cell) for cell in row.split("&"))
+        cells = tuple(read_scalar(cell) for cell in row.split("&"))
         if any(not isinstance(c, Scalar) or c.is_float or c.percent or c.rational is None for c in cells):
             return None
         rows.append(tuple(c.rational for c in cells))
     if len({len(row) for row in rows}) != 1 or len(rows) * len(rows[0]) > _MAX_ELEMENTS:
         return None
     return Matrix(tuple(rows))
+
+
+def prepare_value_text(text: str) -> str | None:
+    """``text`` without spaces, ``\\left``/``\\right`` and ``\\dfrac``/``\\tfrac``; ``None`` if two digits stand apart (a sum to latex2sympy)."""
+    if _DIGIT_SPACE_DIGIT.search(text):
+        return None
+    text = re.sub(r"\s+", "", text).replace("\\left", "").replace("\\right", "")
+    return text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
 
 
 def read_value(text: str) -> Value | None:
@@ -337,13 +345,10 @@ def read_value(text: str) -> Value | None:
     if bare is not None:
         value = read_value(bare)
         return value if isinstance(value, Scalar) and not value.percent else None
-    if _DIGIT_SPACE_DIGIT.search(text):
-        return None
     text_match = _TEXT.fullmatch(text.strip())
     if text_match:  # no spaces inside: math-verify's unit rules erase some words with spaces (``\text{ e }``)
         return Text(text_match.group(1).lower())
-    text = re.sub(r"\s+", "", text).replace("\\left", "").replace("\\right", "")
-    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    text = prepare_value_text(text)  # type: ignore[assignment]
     if not text:
         return None
     if text.startswith("\\text"):
@@ -358,11 +363,11 @@ def read_value(text: str) -> Value | None:
             return None  # ``1,000``: thousands or a set, as math-verify's normalisation decides
         items = _elements(text, floats=True)
         return Group("set", items) if items and not any(isinstance(i, Infinity) for i in items) else None
-    value = _read_scalar(text)
+    value = read_scalar(text)
     return value if isinstance(value, Scalar) else None
 
 
-def _scalar_verdict(gold: Scalar, answer: Scalar) -> bool | None:
+def scalar_verdict(gold: Scalar, answer: Scalar) -> bool | None:
     """Two exact scalars, at least one irrational (no decimal, no percentage)."""
     if gold.is_float or answer.is_float or gold.percent or answer.percent:
         return None
@@ -375,7 +380,7 @@ def _scalar_verdict(gold: Scalar, answer: Scalar) -> bool | None:
 def _item_verdict(gold, answer) -> bool | None:
     if isinstance(gold, Infinity) or isinstance(answer, Infinity):
         return gold == answer
-    return _scalar_verdict(gold, answer)
+    return scalar_verdict(gold, answer)
 
 
 def value_verdict(gold: Value, answer: Value, numeric_verdict: Callable[[Scalar, Scalar], bool | None]) -> bool | None:
@@ -389,7 +394,7 @@ def value_verdict(gold: Value, answer: Value, numeric_verdict: Callable[[Scalar,
                 return None
             verdict = numeric_verdict(gold, answer)
             return None if verdict and (gold.product or answer.product) else verdict
-        return _scalar_verdict(gold, answer)
+        return scalar_verdict(gold, answer)
     if type(gold) is not type(answer):
         return _scalar_and_set(gold, answer)
     if isinstance(gold, Text):
@@ -421,7 +426,7 @@ def _set_verdict(gold: tuple, answer: tuple) -> bool | None:
         return True
     only_gold = [g for g in gold if g.terms not in answer_set]
     only_answer = [a for a in answer if a.terms not in gold_set]
-    near = any(_scalar_verdict(g, a) is None for g in only_gold for a in only_answer)
+    near = any(scalar_verdict(g, a) is None for g in only_gold for a in only_answer)
     return None if near else False
 
 

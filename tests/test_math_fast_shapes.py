@@ -1,0 +1,147 @@
+"""The fast path on inequalities, equations and ``x \\in I``, against math-verify itself.
+
+Random relations (``mathgym/rewards/math_relations.py``) in several spellings (``\\ge``,
+``\\geq``, ``>``, flipped sides, chains, ``x \\in [a, b)``, bounds written as fractions,
+radicals, multiples of π), right and near misses (another bound, strictness, direction,
+variable, chain order), against golds of the same and other shapes (an interval, a number,
+``x = c``): wherever the fast path decides, its verdict must be math-verify's
+(``verify(parse(gold), parse(completion))``).
+"""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import pytest
+
+from mathgym.rewards.math_corpus import Pair, math_verify_verdicts
+from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict
+from mathgym.rewards.math_relations import Member, Relation, read_answer
+from tests.test_math_fast_values import _BOXES, _INLINE, _approx, _perturb, _positive, _render, _sizes
+
+SEED = 515151
+_OPS = {"<": ["<", "\\lt", "<"], "<=": ["\\le", "\\leq", "\\leqslant"], ">": [">", "\\gt", ">"], ">=": ["\\ge", "\\geq", "\\geqslant"]}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_VARIABLES = ["x"] * 8 + ["y", "n", "t", "m", "X", "e", "i", "a"]
+
+
+def _bound(rng: random.Random) -> tuple[tuple, bool]:
+    """A scalar (the parameters of tests.test_math_fast_values) and its sign."""
+    if rng.random() < 0.5:
+        return ("rational", (Fraction(rng.randint(0, 20)), 2, Fraction(1))), rng.random() < 0.3
+    return _positive(rng), rng.random() < 0.2
+
+
+def _write(rng: random.Random, bound: tuple[tuple, bool]) -> str:
+    scalar, negative = bound
+    if scalar[0] == "rational" and scalar[1][0] == 0:
+        return "0"
+    return _render(rng, scalar, negative)
+
+
+def _value(bound: tuple[tuple, bool]) -> float:
+    return -_approx(bound[0]) if bound[1] else _approx(bound[0])
+
+
+def _relation(rng: random.Random, variable: str, op: str, bound: str) -> str:
+    if rng.random() < 0.3:
+        return f"{bound} {rng.choice(_OPS[_FLIP[op]])} {variable}"
+    space = rng.choice([" ", "", "  "])
+    return f"{variable}{space}{rng.choice(_OPS[op])}{space}{bound}"
+
+
+def _near(rng: random.Random, bound: tuple[tuple, bool]) -> tuple[tuple, bool]:
+    scalar, negative = bound
+    return (_perturb(rng, scalar), negative) if rng.random() < 0.7 else (scalar, not negative)
+
+
+def _relation_pair(rng: random.Random, endings: list[str]) -> Pair:
+    """A gold relation, interval, number or equation, and an answer of a related shape."""
+    shape = rng.choice(["single", "single", "chain", "equation", "member", "against_interval", "against_number"])
+    right = rng.random() < 0.5
+    variable = "x" if right else rng.choice(_VARIABLES)
+    if shape in ("single", "against_interval", "against_number"):
+        op, bound = rng.choice(list(_OPS)), _bound(rng)
+        shown_op = op if right or rng.random() < 0.5 else rng.choice(list(_OPS))
+        shown = bound if right or shown_op != op else _near(rng, bound)
+        answer = _relation(rng, variable, shown_op, _write(rng, shown))
+        if shape == "single":
+            gold = _relation(rng, "x", op, _write(rng, bound))
+        elif shape == "against_number":
+            gold = _write(rng, bound)
+            answer, gold = (answer, gold) if rng.random() < 0.5 else (gold, _relation(rng, "x", op, _write(rng, bound)))
+        else:
+            closed = "[" if op.endswith("=") else "("
+            end = _write(rng, bound)
+            gold = f"{closed}{end}, \\infty)" if op[0] == ">" else f"(-\\infty, {end}{']' if closed == '[' else ')'}"
+            if rng.random() < 0.3:
+                answer, gold = gold, answer
+    elif shape == "chain":
+        low, high = sorted([_bound(rng), _bound(rng)], key=_value)
+        ops = [rng.choice(["<", "<="]), rng.choice(["<", "<="])]
+        gold = f"{_write(rng, low)} {rng.choice(_OPS[ops[0]])} x {rng.choice(_OPS[ops[1]])} {_write(rng, high)}"
+        shown_ops = ops if right or rng.random() < 0.5 else [rng.choice(["<", "<="]), ops[1]]
+        shown_high = high if right or shown_ops != ops else _near(rng, high)
+        low_text, high_text = _write(rng, low), _write(rng, shown_high)
+        answer = rng.choice([
+            f"{low_text} {rng.choice(_OPS[shown_ops[0]])} {variable} {rng.choice(_OPS[shown_ops[1]])} {high_text}",
+            f"{high_text} {rng.choice(_OPS[_FLIP[shown_ops[1]]])} {variable} {rng.choice(_OPS[_FLIP[shown_ops[0]]])} {low_text}",
+            f"{'[' if shown_ops[0] == '<=' else '('}{low_text}, {high_text}{']' if shown_ops[1] == '<=' else ')'}",
+        ])
+        if rng.random() < 0.3:
+            gold = f"{'[' if ops[0] == '<=' else '('}{_write(rng, low)}, {_write(rng, high)}{']' if ops[1] == '<=' else ')'}"
+    elif shape == "equation":
+        bound = _bound(rng)
+        shown = bound if right else _near(rng, bound)
+        gold = rng.choice([f"x = {_write(rng, bound)}", _write(rng, bound), f"x={_write(rng, bound)}"])
+        answer = rng.choice([f"{variable} = {_write(rng, shown)}", f"{variable}={_write(rng, shown)}", _write(rng, shown),
+                             f"{_write(rng, shown)} = {variable}", f"{variable} \\ge {_write(rng, shown)}"])
+    else:
+        low, high = sorted([_bound(rng), _bound(rng)], key=_value)
+        brackets = rng.choice(["[]", "[)", "(]", "()"])
+        shown_high = high if right else _near(rng, high)
+        interval = f"{brackets[0]}{_write(rng, low)}, {_write(rng, high)}{brackets[1]}"
+        shown = f"{brackets[0]}{_write(rng, low)}, {_write(rng, shown_high)}{brackets[1]}"
+        gold = rng.choice([interval, interval, f"x = {_write(rng, low)}", f"x \\in {interval}"])
+        answer = rng.choice([f"{variable} \\in {shown}", f"{variable}\\in{shown}", f"{variable} \\in (-\\infty, {_write(rng, high)}]"])
+    return Pair(shape, f"${gold}$", rng.choice(endings).format(answer), "boxed")
+
+
+def _decided(pair: Pair) -> bool | None:
+    gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
+    return None if gold is None or found is None else fast_verdict(gold, found[0])
+
+
+def test_reads_relations_as_math_verify_writes_them():
+    assert read_answer("x \\ge 3") == read_answer("3 \\leq x") == read_answer("x\\geq3")
+    assert read_answer("x > 3") != read_answer("x \\ge 3")
+    chain = read_answer("-2 \\le x < \\frac{5}{2}")
+    assert isinstance(chain, Relation) and [op for op, _ in chain.links] == [">=", "<"]
+    assert read_answer("x = 5").is_equation and isinstance(read_answer("x \\in [1, 2)"), Member)
+    for declined in ["m \\ge 3", "e > 1", "x \\geqslant 3", "x > 2.5", "5 = x", "x = y = 3", "1 < x > 2", "x \\in \\{1, 2\\}", "xy > 1",
+                     "x \\ne 3", "x > \\infty", "X > 3", "x_1 > 3", "x \\ge 3 \\text{ cm}"]:
+        assert not isinstance(read_answer(declined), (Relation, Member)), declined
+
+
+def test_relation_verdicts_follow_math_verifys_rules():
+    def verdict(gold: str, answer: str) -> bool | None:
+        return fast_verdict(fast_gold(gold), read_answer(answer))
+
+    assert verdict("$x > 3$", "3 < x") is True and verdict("$x > 3$", "x \\ge 3") is False
+    assert verdict("$x \\geq 3$", "[3, \\infty)") is True and verdict("$[3, \\infty)$", "x \\ge 3") is False  # only a gold relation is a set
+    assert verdict("$-1 \\le x < 2$", "2 > x \\ge -1") is False  # compared link by link in written order
+    assert verdict("$x = 5$", "5") is True and verdict("5", "x = 5") is True and verdict("$x = 5$", "y = 5") is False
+    assert verdict("$x = 5$", "x \\in [5, 6]") is None and verdict("5", "x \\ge 5") is False
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_fuzzed_relations_are_math_verifys(size):
+    rng = random.Random(SEED)
+    pairs = [_relation_pair(rng, _BOXES if rng.random() < 0.6 else _INLINE) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert {p.category for p, _ in decided} >= {"single", "chain", "equation", "member", "against_interval", "against_number"}
+    assert 0.2 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.4 * len(pairs)
