@@ -291,8 +291,25 @@ def test_resume_changes_are_sorted_into_allowed_warned_and_refused():
     verdicts = {c.name: c.verdict for c in resume_changes(saved, current, step=6)}
     assert verdicts == {"env": "refused", "seed": "refused", "steps": "allowed", "threads": "warning", "eval_every": "allowed"}
     assert [c.verdict for c in resume_changes(saved, TrainConfig(steps=5).to_dict(), step=6)] == ["refused"]
-    assert resume_changes({"steps": 10}, current, step=6)[0].name == "steps"  # options the checkpoint lacks: not compared
+    assert [c.name for c in resume_changes({**current, "steps": 10}, current, step=6)] == ["steps"]
     assert resume_changes(saved, TrainConfig(steps=10).to_dict(), step=6) == []
+
+
+def test_options_an_older_checkpoint_lacks_are_reported_and_a_known_earlier_behaviour_is_named():
+    from mathgym.algos.checkpoint import check_resume, resume_changes
+    from mathgym.algos.configs import TrainConfig
+
+    current = TrainConfig(steps=10).to_dict()
+    older = {k: v for k, v in current.items() if k not in ("micro_batch_tokens", "eval_every", "max_turns")}
+    changes = {c.name: c for c in resume_changes(older, current, step=6)}
+    assert set(changes) == {"micro_batch_tokens", "max_turns"}  # eval_every is free to change
+    assert changes["micro_batch_tokens"].verdict == "warning" and changes["micro_batch_tokens"].old == 0
+    assert "ran as micro_batch_tokens=0; pass 0 to continue it exactly" in str(changes["micro_batch_tokens"])
+    assert changes["max_turns"].verdict == "warning" and "predates this option" in str(changes["max_turns"])
+    check_resume("run", "grpo", "grpo", list(changes.values()), quiet=True)  # warnings never refuse
+    assert resume_changes(older, {**current, "micro_batch_tokens": 0, "max_turns": None}, step=6)[0].name == "max_turns"
+    assert [c.name for c in resume_changes(older, {**current, "micro_batch_tokens": 0}, step=6)] == ["max_turns"]
+    assert resume_changes({"steps": 10, "extra_option_of_a_newer_mathgym": 1}, {"steps": 10}, step=6) == []
 
 
 def test_evaluation_options_of_the_algorithm_configs_may_change_on_resume():

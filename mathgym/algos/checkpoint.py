@@ -120,6 +120,11 @@ WARN_ON_RESUME = {
     "eval_preference_file": "the held-out pair accuracy is then measured on other pairs than before the resume",
     "eval_data": "the held-out step metrics are then measured on other solutions than before training",
 }
+# Options added after runs were already being saved, with the value that does what a run saved
+# without them did: a resumed run that keeps this value continues it exactly.
+EARLIER_BEHAVIOUR = {
+    "micro_batch_tokens": 0,
+}
 
 
 Verdict = Literal["allowed", "warning", "refused"]
@@ -143,7 +148,10 @@ class OptionChange:
 def resume_changes(saved: Mapping[str, Any], current: Mapping[str, Any], step: int) -> list[OptionChange]:
     """Compare a checkpoint's configuration with the one a run resumes with.
 
-    Options absent from either side (a newer or older mathgym) are not compared.
+    An option the checkpoint's configuration lacks (it was saved by an older mathgym) is
+    compared with the value that does what that run did (:data:`EARLIER_BEHAVIOUR`) where it is
+    known, and otherwise reported with a warning unless it is free to change. Options the
+    resuming run lacks (a newer mathgym saved the checkpoint) are not compared.
 
     Args:
         saved: The configuration stored in the checkpoint (``config.to_dict()``).
@@ -155,7 +163,10 @@ def resume_changes(saved: Mapping[str, Any], current: Mapping[str, Any], step: i
     """
     changes = []
     for name, new in current.items():
-        if name not in saved or saved[name] == new:
+        if name not in saved:
+            changes += _absent_from_checkpoint(name, new)
+            continue
+        if saved[name] == new:
             continue
         old = saved[name]
         if name == "steps" and new < step:
@@ -171,6 +182,22 @@ def resume_changes(saved: Mapping[str, Any], current: Mapping[str, Any], step: i
         else:
             changes.append(OptionChange(name, old, new, "refused"))
     return changes
+
+
+def _absent_from_checkpoint(name: str, new: Any) -> list[OptionChange]:
+    """The change of an option the checkpoint's configuration does not hold (an older mathgym)."""
+    if name in FREE_ON_RESUME:
+        return []
+    if name in EARLIER_BEHAVIOUR:
+        old = EARLIER_BEHAVIOUR[name]
+        if old == new:
+            return []
+        note = f"the checkpoint predates this option and ran as {name}={old!r}; pass {old!r} to continue it exactly"
+        if name in WARN_ON_RESUME:
+            note += f": {WARN_ON_RESUME[name]}"
+        return [OptionChange(name, old, new, "warning", note)]
+    note = "the checkpoint predates this option; the run goes on with this value, which may not be what the checkpoint's run did"
+    return [OptionChange(name, "(absent)", new, "warning", note)]
 
 
 def check_resume(
