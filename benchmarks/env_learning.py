@@ -237,13 +237,13 @@ def main() -> None:
     args = parser.parse_args()
     envs = args.env or default_envs()
     results: dict[str, dict[str, Any]] = {}
-    if args.record and args.keep_others:
-        results = {k: v for k, v in read_record(args.record).get("envs", {}).items() if k not in envs}
     with tempfile.TemporaryDirectory(prefix="mathgym-env-learning-") as tmp:
         for env_id in envs:
             results[env_id] = {**run_env(env_id, args, Path(tmp)), "budget": budget(args)}
-            if args.record:
-                write_record(args.record, {"envs": results})
+            if args.record:  # the others read just now: another run may have recorded its envs meanwhile
+                kept = read_record(args.record).get("envs", {}) if args.keep_others else {}
+                others = {k: v for k, v in kept.items() if k not in envs}
+                write_record(args.record, {"envs": {**others, **results}})
     print(table(results))
 
 
