@@ -145,3 +145,45 @@ def test_fast_verdicts_on_fuzzed_relations_are_math_verifys(size):
     assert not wrong, wrong[:5]
     assert {p.category for p, _ in decided} >= {"single", "chain", "equation", "member", "against_interval", "against_number"}
     assert 0.2 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.4 * len(pairs)
+
+
+# -- plain numbers after several "answer"s, and after "answer … = N" ----------------------------
+
+_EARLIER = ["The answer is 7, no wait, ", "answer 12 or ", "Answer: 9. Hmm, ", "The final answer is 4? No: ", "My answer was 3, but ", "answers: 5; ",
+            "I answered 2. ", "the answer is $6$... ", "The answer is \\frac{1}{2}? ", ""]
+_MARKS = ["the answer is ", "The answer is: ", "answer: ", "The final answer is ", "so the answer is $"]
+_BECAUSE = [" because {a} + {b} = {m}.", " since {a} + {b} = {m}", " as {a}+{b} = {m} apples", " as {a} + {b} ={m}.", " because x = {m}",
+            " because {a} + {b} = {m} + 0", " because\n{a} + {b} = {m}", " because " + "so " * 35 + "{a} + {b} = {m}", " = {m}", " = {m} = {m}",
+            " because {a} + {b} = {m}%", " because {a} + {b} = ${m}$", " (= {m})", " because {a} + {b} = {m} and {a}", " = -{m}", " = {m}.5",
+            ".", " apples.", " and 8 more", ""]
+
+
+def _answer_variant(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    value = rng.randint(2, 400)
+    shown, other = (value if rng.random() < 0.5 else value + 1), (value if rng.random() < 0.5 else value + 2)
+    a = rng.randint(1, shown)
+    earlier = "".join(rng.choice(_EARLIER) for _ in range(rng.choice([0, 0, 1, 1, 2])))
+    mark = rng.choice(_MARKS)
+    number = f"{shown}$" if mark.endswith("$") else rng.choice([str(shown), f"{shown:,}", f"\\frac{{{2 * shown}}}{{2}}", f"-\\frac{{{shown}}}{{1}}"])
+    tail = rng.choice(_BECAUSE if not earlier or rng.random() < 0.3 else _BECAUSE[-4:]).format(a=a, b=other - a, m=other)
+    return Pair("answer_variant", str(value), f"{earlier}{mark}{number}{tail}", "answer_is")
+
+
+def test_reads_the_last_answer_and_the_number_after_equals_as_math_verify_does():
+    assert fast_answer("The answer is 7, no wait, the answer is 223.")[0].rational == 223
+    assert fast_answer("The answer is 193 because 13 + 179 = 192.")[0].rational == 192  # math-verify's greedy ``answer.{0,100}=``
+    assert fast_answer("the answer is: \\frac{204}{2}")[0].rational == 102
+    for declined in ["Answer: 7, no wait, the answer is 223.", "The answer is 5 because 2 + 3 = 2 + 3", "The answer is 5 because\n2 + 3 = 5"]:
+        assert fast_answer(declined) is None, declined
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_answer_variants_are_math_verifys(size):
+    rng = random.Random(SEED + 1)
+    pairs = [_answer_variant(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert 0.2 < sum(truth) / len(truth) < 0.8 and 0.1 * len(pairs) < len(decided) < 0.8 * len(pairs)
+    assert sum("no wait" in p.completion for p, _ in decided) > 5 and sum("= " in p.completion for p, _ in decided) > 10

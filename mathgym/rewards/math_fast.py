@@ -77,6 +77,7 @@ _SLASH = r"-?(?:0|[1-9]\d*)/[1-9]\d*"
 _GOLD = re.compile(rf"{_DECIMAL}|{_THOUSANDS}|{_FRACTION}|{_SLASH}", re.ASCII)
 _FRACTION_PARTS = re.compile(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", re.ASCII)
 _ANSWER_TAIL = re.compile(rf"answer(?: is:?|:)[ \t]+(\$?)({_THOUSANDS}|{_DECIMAL})\1", re.IGNORECASE | re.ASCII)
+_ANSWER_FRACTION = re.compile(r"answer(?: is:?|:)[ \t]+(-?\\frac\{\d{1,12}\}\{[1-9]\d{0,11}\})", re.IGNORECASE | re.ASCII)
 _GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})", re.ASCII)
 #: After the number: nothing that could start another number, expression, equation, LaTeX or percentage.
 _TAIL_BLOCKERS = re.compile(r"[\d=$\\\[\]{}%()+\-*/^×÷]", re.ASCII)
@@ -263,6 +264,19 @@ def _answer_is(text: str, lower: str) -> str | None:
     return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
+def _answer_fraction(text: str, lower: str) -> str | None:
+    """``\\frac{a}{b}`` right after the one "answer is"/"answer:", with words and full stops only after it.
+
+    math-verify's LaTeX-fraction pattern (its ``answer.{0,50}?`` then ``-?\\frac{N}{N}``)
+    matches there, and no number pattern can: the fraction's digits follow braces, not an
+    anchor, and the tail holds no digit.
+    """
+    if "\\boxed" in text or "\\fbox" in text or lower.count("answer") != 1 or "final answer" in lower or "i hope" in lower:
+        return None
+    match = _ANSWER_FRACTION.match(text, lower.find("answer"))
+    return match.group(1) if match and _quiet_tail(text[match.end() :]) else None
+
+
 def _gsm8k(text: str, lower: str) -> str | None:
     if "\\boxed" in text or "answer" in lower:
         return None
@@ -271,6 +285,8 @@ def _gsm8k(text: str, lower: str) -> str | None:
     return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
+#: math-verify's inline-bracket environment (`` [a, b] ``): one anywhere could be read with or instead of ours.
+_INLINE_BRACKET = re.compile(r"\s\[[^\n\]\[]+\]\s", re.ASCII)
 _TAIL_AFTER_LATEX = re.compile(r"[\d=%$\\\[\]]|pct|percent", re.IGNORECASE | re.ASCII)
 
 
@@ -283,9 +299,9 @@ def _one_inline_latex(text: str, lower: str) -> str | None:
     reach of math-verify's pattern), its LaTeX match and the expression matches all start
     at "answer", and the LaTeX one, ending last, is tried first (after "final answer", no
     digit may come before it: its priority-50 pattern reads the number after "is"). A
-    ``\\frac`` outside or a `` [`` (an inline-bracket environment) declines.
+    ``\\frac`` outside or an inline-bracket environment (`` [a, b] ``) declines.
     """
-    if "\\boxed" in text or "\\fbox" in text or "\\[" in text or re.search(r"\s\[", text):
+    if "\\boxed" in text or "\\fbox" in text or "\\[" in text or _INLINE_BRACKET.search(text):
         return None
     if text.count("$") == 2 and "\\(" not in text and "\\$" not in text:
         start = text.find("$")
@@ -333,6 +349,10 @@ def fast_answer(completion: str) -> tuple[Answer, str] | None:
         if found is not None:
             scalar = _as_scalar(_number(found), plain=True)
             return None if scalar is None else (scalar, shape)
+    fraction = _answer_fraction(completion, lower)
+    if fraction is not None:
+        value = read_answer(fraction)
+        return None if value is None else (value, "answer")
     marked = marked_number(completion, lower)
     if marked is not None:
         return _as_scalar(Numeric(*marked[0]), plain=True), marked[1]  # type: ignore[return-value]

@@ -33,6 +33,7 @@ NUMBER = re.compile(rf"{_ANCHOR}[{_CURRENCY}]?(?<!\d){_DIGITS}{_PERCENT}")
 EXPRESSION = re.compile(rf"{_ANCHOR}(?P<expr>-?\(?-?\d{_EXPR_CHARS}*{_OPERATORS}{_EXPR_CHARS}+\)?)(?:\*\*)?(?:\.|,|:|\s|\)|\$|$)")
 _EXPR_RUN = re.compile(rf"{_EXPR_CHARS}*")
 _OPERATOR = re.compile(_OPERATORS)
+_SPACES = re.compile(r"[ \t]+", re.ASCII)
 _ANSWER_MARK = re.compile(r"answer(?: is:?|:)[ \t]+", re.IGNORECASE | re.ASCII)
 _GSM8K_MARK = re.compile(r"####[ \t]+", re.ASCII)
 #: The start or end of a LaTeX environment math-verify could read instead.
@@ -71,41 +72,77 @@ def _quiet(tail: str, lower_tail: str) -> bool:
 
 
 def marked_number(text: str, lower: str) -> tuple[PlainNumber, str] | None:
-    """The number after the one "answer is"/"answer:", or else the last ``####``, and that shape.
+    """The number after the last "answer is"/"answer:", or else the last ``####``, and that shape.
 
     ``N`` is what math-verify's number pattern matches there: ``6850,28`` is 6850.28,
     ``9.809,69`` is 9.809, ``1 234 567`` is 1234567, ``2.5E+4`` is 2.5, ``0012`` is 12, a
     currency sign before it is dropped, a percentage sign right after it read (``54%`` is
     54/100). Declined when ``N`` starts an expression (an operator among the expression
-    characters from there), when ``=``, a further percentage or LaTeX follows, and, after ``####`` (math-verify's rightmost match), when another number
-    could start after it. After "answer" digits may follow (math-verify takes the first
-    match after the one "answer"), unless a "final answer … is" could reach a later one.
-    ``lower`` is ``text`` with ASCII letters lowercased (same positions).
+    characters from there), when a further percentage or LaTeX follows, and, after ``####``
+    (math-verify's rightmost match), when another number could start after it.
+
+    After "answer" digits may follow (math-verify takes the first match after "answer"),
+    unless a "final answer … is" could reach a later one. Earlier occurrences of "answer"
+    ("the answer is 7, no wait, the answer is 8") make matches that end before ``N``
+    (none may be "answer:", whose priority is higher, nor "final answer"). An ``=``
+    after ``N`` is read as math-verify's ``answer.{0,100}=\\s*N`` does: see
+    :func:`_after_equals`. ``lower`` is ``text`` with ASCII letters lowercased (same positions).
     """
     if "\\boxed" in text or "\\fbox" in text:
         return None
     count = lower.count("answer")
-    if count == 1:
-        shape, at = "answer", lower.find("answer")
+    if count >= 1:
+        shape, at = "answer", lower.rfind("answer")
         marker = _ANSWER_MARK.match(text, at)
-        if marker is None or "i hope" in lower or ("final answer" in lower and not lower.startswith("answer is", at)):
+        if marker is None or "i hope" in lower:
             return None
-    elif count == 0:
+        if "final answer" in lower and (count > 1 or not lower.startswith("answer is", at)):
+            return None
+        if lower.count("answer:") > lower.startswith("answer:", at):
+            return None  # an earlier "answer:" has the higher priority (100)
+    else:
         shape, at = "gsm8k", text.rfind("####")
         marker = _GSM8K_MARK.match(text, at) if at >= 0 else None
         if marker is None:
             return None
-    else:
-        return None
-    begin = marker.end() + (marker.end() < len(text) and text[marker.end()] in _CURRENCY)
-    number = DIGITS.match(text, begin)
-    if number is None or _OPERATOR.search(_EXPR_RUN.match(text, begin).group(), 1):
+    number = _number_at(text, marker.end())
+    if number is None:
         return None
     tail = text[number.end() :]
+    if shape == "answer" and "=" in tail:
+        return _after_equals(text, lower, at + len("answer"))
     if not _quiet(tail, lower[number.end() :]) or (shape == "gsm8k" and _ANCHORED_DIGIT.search(tail)):
         return None
     found = _value(number)
     return None if found is None else (found, shape)
+
+
+def _number_at(text: str, begin: int) -> re.Match | None:
+    """math-verify's number match at ``begin`` (a currency sign skipped), or ``None`` where an expression starts."""
+    begin += begin < len(text) and text[begin] in _CURRENCY
+    number = DIGITS.match(text, begin)
+    if number is None or _OPERATOR.search(_EXPR_RUN.match(text, begin).group(), 1):
+        return None
+    return number
+
+
+def _after_equals(text: str, lower: str, after_answer: int) -> tuple[PlainNumber, str] | None:
+    """The number after the last ``=`` when math-verify's ``answer(?:.{0,100}=\\s*|…)`` reaches it from the one "answer".
+
+    The first alternative is tried first and is greedy: the last ``=`` within 100
+    characters of "answer" (no line break between) whose continuation (spaces, then a
+    number) matches ends the match, and no other match of priority 100 or 200 ends later.
+    ``answer is 192 because 13 + 179 = 192`` reads the second 192.
+    """
+    equals = text.rfind("=")
+    if lower.count("answer") != 1 or "final answer" in lower or equals - after_answer > 100 or "\n" in text[after_answer:equals]:
+        return None
+    spaces = _SPACES.match(text, equals + 1)
+    number = _number_at(text, spaces.end()) if spaces else None
+    if number is None or _LATEX_MARKS.search(text, after_answer) or not _quiet(text[number.end() :], lower[number.end() :]):
+        return None
+    found = _value(number)
+    return None if found is None else (found, "answer")
 
 
 def _only_an_empty_last_box(text: str) -> bool:
