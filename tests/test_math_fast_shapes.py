@@ -187,3 +187,32 @@ def test_fast_verdicts_on_answer_variants_are_math_verifys(size):
     assert not wrong, wrong[:5]
     assert 0.2 < sum(truth) / len(truth) < 0.8 and 0.1 * len(pairs) < len(decided) < 0.8 * len(pairs)
     assert sum("no wait" in p.completion for p, _ in decided) > 5 and sum("= " in p.completion for p, _ in decided) > 10
+
+
+# -- a number with words in \text{} inside the box (mathgym/rewards/math_words.py) --------------
+
+_WORDINGS = ["The answer is ", "The answer is", "Total ", "Answer ", "The final answer is ", "pi ", "gamma ", "apples and pears ", "x or y ", "i ",
+             "I ", "e ", "Infinity ", "percent ", "so the value is ", "Result: ", "It is I ", "It is i "]
+_UNITS_WORDS = ["apples", "Apples", "dollars", "cm", "m", "s", "apples and pears", "i", "pi", "percent", "units (approx)", "e", "feet"]
+
+
+def _words_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    n = rng.choice([rng.randint(1, 99), rng.randint(1, 99), 0, 0.5, -3])
+    shown = n if rng.random() < 0.5 else rng.randint(1, 99)
+    command = rng.choice(["\\text", "\\text", "\\textbf", "\\mathrm"])
+    space = rng.choice(["", " "])
+    wording, unit = (rng.choice(_WORDINGS[:4]), rng.choice(_UNITS_WORDS[:4])) if rng.random() < 0.5 else (rng.choice(_WORDINGS), rng.choice(_UNITS_WORDS))
+    answer = rng.choice([f"{command}{{{wording}}}{space}{shown}", f"{command}{{{space}{shown} {unit}{space}}}"])
+    gold = rng.choice([str(n), f"${n}$", f"${n}\\%$", f"$x = {n}$", f"$x \\ge {n}$", f"$[{n}, \\infty)$", f"$\\{{{n}, 100\\}}$", "$\\text{apples}$"])
+    return Pair("words", gold, rng.choice(_BOXES).format(answer), "boxed")
+
+
+@pytest.mark.parametrize("size", _sizes(200, 600))
+def test_fast_verdicts_on_numbers_with_words_are_math_verifys(size):
+    rng = random.Random(SEED + 2)
+    pairs = [_words_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert len(decided) > 0.2 * len(pairs)

@@ -63,6 +63,7 @@ from typing import NamedTuple
 from mathgym.rewards.math_plain_text import marked_number, unmarked_number
 from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
 from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, value_verdict
+from mathgym.rewards.math_words import Words, read_words
 
 _MAX_NUMBER_CHARS = 40
 _MAX_UNMARKED_CHARS = 100_000
@@ -204,8 +205,10 @@ def fast_gold(gold: str) -> Answer | None:
     return None
 
 
-def fast_verdict(gold: Answer, answer: Answer) -> bool | None:
+def fast_verdict(gold: Answer, answer: Answer | Words) -> bool | None:
     """math-verify's verdict on the values the fast path read, or ``None`` where it is not certain."""
+    if isinstance(answer, Words):
+        return False if isinstance(gold, (Scalar, Relation)) else None  # a symbol to math-verify (math_words.py)
     if isinstance(gold, (Relation, Member)) or isinstance(answer, (Relation, Member)):
         return relation_verdict(gold, answer, fast_verdict)
     return value_verdict(gold, answer, _numeric_scalars)
@@ -330,7 +333,7 @@ def _one_inline_latex(text: str, lower: str) -> str | None:
     return inner
 
 
-def fast_answer(completion: str) -> tuple[Answer, str] | None:
+def fast_answer(completion: str) -> tuple[Answer | Words, str] | None:
     """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
     Example:
@@ -342,7 +345,7 @@ def fast_answer(completion: str) -> tuple[Answer, str] | None:
     lower = _ascii_lower(completion)
     boxed = _boxed(completion, lower)
     if boxed is not None:
-        value = read_answer(boxed)
+        value = read_answer(boxed) or read_words(boxed)
         return None if value is None else (value, "boxed")
     for shape, read in (("answer", _answer_is), ("gsm8k", _gsm8k)):
         found = read(completion, lower)
