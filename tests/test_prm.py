@@ -394,3 +394,39 @@ def test_a_step_head_prm_trains_under_lora_resumes_and_saves_its_head_merged(ste
     rows = load_labelled_steps(data)
     problems, steps = [r.problem for r in rows], [list(r.steps) for r in rows]
     assert prm.score_steps(problems, steps) == [pytest.approx(s, abs=1e-5) for s in again.scorer.score_steps(problems, steps)]
+
+
+def test_the_collector_scores_a_turn_s_steps_in_one_prm_batch_with_the_rewards_of_one_by_one(step_tag_dir, monkeypatch):
+    from mathgym.agents.policy import LLMPolicy, SamplingParams
+    from mathgym.agents.prm_model import PRM
+    from mathgym.algos.rollout import RolloutCollector, RolloutSettings
+
+    policy = LLMPolicy.from_pretrained(str(step_tag_dir), device="cpu")
+    calls: list[int] = []
+    score_steps = PRM.score_steps
+
+    def counting(self, problems, steps):
+        calls.append(len(problems))
+        return score_steps(self, problems, steps)
+
+    monkeypatch.setattr(PRM, "score_steps", counting)
+
+    def collect(ahead: bool):
+        settings = RolloutSettings(group_size=3, sampling=SamplingParams(max_new_tokens=8), score_ahead=ahead)
+        env_kwargs = {"process_reward": str(step_tag_dir), "max_steps": 3}
+        collector = RolloutCollector("MathStep-v0", env_kwargs, policy, num_tasks=2, settings=settings)
+        try:
+            calls.clear()
+            return collector.collect_episodes([5, 6], sampling_seed=1), list(calls), collector.scored_ahead
+        finally:
+            collector.close()
+
+    plain, plain_calls, _ = collect(False)
+    together, together_calls, scored = collect(True)
+    turns = max(len(e.step_rewards) for e in plain)
+    assert turns > 1 and all(n == 1 for n in plain_calls) and len(plain_calls) >= 6
+    assert len(together_calls) == turns and scored == sum(together_calls) and max(together_calls) == 6
+    assert any(r > 0 for e in plain for r in e.step_rewards)
+    for a, b in zip(together, plain):
+        assert a.token_ids == b.token_ids and a.status == b.status
+        assert a.step_rewards == pytest.approx(b.step_rewards, abs=1e-6)

@@ -36,6 +36,7 @@ from mathgym.agents.chat import turn_suffix
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.choices import VectorizationMode
+from mathgym.envs.ahead import score_step_ahead
 
 #: Builds a collector's vector env: ``(env_id, num_envs, env_kwargs) -> VectorEnv`` with the
 #: results of ``gym.make_vec(..., vectorization_mode="sync")`` (e.g. the Ray executor's).
@@ -52,6 +53,8 @@ class RolloutSettings:
         max_episode_tokens: Token budget of a whole episode (prompt + all turns).
         max_turns: Collector-side cap on turns (``None``: the env's own budget).
         vectorization_mode: ``"sync"`` or ``"async"`` gymnasium vector env.
+        score_ahead: Before each step of a synchronous vector env, score what its envs will
+            ask of batching scorers (a PRM) in one call (:mod:`mathgym.envs.ahead`).
     """
 
     group_size: int = 8
@@ -59,6 +62,7 @@ class RolloutSettings:
     max_episode_tokens: int = 1024
     max_turns: int | None = None
     vectorization_mode: VectorizationMode = "sync"
+    score_ahead: bool = True
 
 
 _SEED_MASK = 2**64 - 1
@@ -111,6 +115,7 @@ class RolloutCollector:
         self.policy = policy
         self.settings = settings
         self.num_tasks = int(num_tasks)
+        self.scored_ahead = 0  # scoring requests answered in batches (mathgym.envs.ahead)
         num_envs = self.num_tasks * settings.group_size
         if make_envs is not None:
             self.envs = make_envs(env_id, num_envs, dict(env_kwargs))
@@ -192,6 +197,8 @@ class RolloutCollector:
             episodes[i].completions.append(text)
             episodes[i].truncated_tokens |= gen.finish_reason == "length" or len(tokens) < len(gen.token_ids)
             actions[i] = text
+        if settings.score_ahead:
+            self.scored_ahead += score_step_ahead(self.envs, actions, idx)
         obs, rewards, terminated, truncated, infos = self.envs.step(np.array(actions, dtype=object))
         for i in idx:
             ep = episodes[i]

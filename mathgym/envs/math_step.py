@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,13 @@ class MathStepEnv(MathReasonEnv):
         breakdown = {"process": process, "outcome": outcome}
         return Judgement(process + outcome, status or result.status, True, "", breakdown, result.score >= 1.0, info)
 
+    def _requests_ahead(self, action: str) -> list[tuple[Any, Hashable]]:
+        """The process reward's request for this step, where the process reward scores in batches."""
+        step = action.strip()
+        if not callable(getattr(self.process_reward, "score_ahead", None)) or not any(c.isalnum() for c in step):
+            return []
+        return [(self.process_reward, (self.task.metadata["question"], (*self._steps, step)))]
+
     def _process(self, info: dict[str, Any]) -> tuple[float, Status | None]:
         """The newest step's process reward (and ``Status.ERROR`` when the process reward raised).
 
@@ -195,8 +202,10 @@ class MathStepEnv(MathReasonEnv):
             info["process_zeroed"] = "the step repeats an earlier one"
             return 0.0, None
         self._seen.add(key)
+        question, steps = self.task.metadata["question"], tuple(self._steps)
         try:
-            process = self.process_weight * float(self.process_reward(self.task.metadata["question"], tuple(self._steps)))
+            score = self._scored(self.process_reward, (question, steps), lambda: self.process_reward(question, steps))
+            process = self.process_weight * float(score)
         except Exception as err:  # a crashing reward model is infrastructure, not the policy's fault
             info["process_reward_error"] = repr(err)[:300]
             return 0.0, Status.ERROR

@@ -214,6 +214,22 @@ class PRMProcessReward:
         scores = self.prm.score_steps([problem], [list(steps)])[0]
         return aggregate(scores, self.rule)
 
+    def batch_key(self) -> tuple[int, str]:
+        """Process rewards over the same loaded model and rule score each other's requests."""
+        return id(self.prm), self.rule
+
+    def score_ahead(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[float | ValueError]:
+        """Many ``(problem, steps)`` in one batch of the model (:mod:`mathgym.envs.ahead`): what
+        :meth:`__call__` gives each, or the ``ValueError`` it would raise (no step score seen)."""
+        batch = self.prm.score_steps([problem for problem, _ in requests], [list(steps) for _, steps in requests])
+        results: list[float | ValueError] = []
+        for scores in batch:
+            try:
+                results.append(aggregate(scores, self.rule))
+            except ValueError as err:
+                results.append(err)
+        return results
+
     def __reduce__(self) -> tuple[Any, ...]:
         """A PRM loaded from a directory travels as that directory (vector envs in subprocesses load
         their own copy); any other scorer is pickled as it is."""

@@ -1,0 +1,69 @@
+"""One scoring batch for a vector env's step.
+
+A synchronous vector env steps its envs one after another, so an env whose reward comes from a
+model (a process reward model, a reward model) would run that model once per env: 64 forward
+passes of one sequence where one pass of 64 would do. :func:`score_step_ahead`, called with the
+actions just before ``vector_env.step(actions)``, asks each env what it will score
+(:meth:`mathgym.core.TextEnv.requests_ahead`), scores each scorer's requests in one call, and
+hands every env its results; each env's ``step`` then takes them instead of scoring alone.
+
+Nothing else changes: the envs still step, through their wrappers, exactly as before. A result
+is keyed by the scorer and the request itself, so an env whose step asks something else (a
+wrapper changed the action) scores it alone, as it would have. A batch that fails is dropped:
+each env then scores its own request and meets the error itself (as an infrastructure status).
+
+Where the envs do not live in this process (gymnasium's ``AsyncVectorEnv``, the Ray executor's
+actors), nothing is scored ahead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+
+def batch_key(scorer: Any) -> Hashable:
+    """Scorers with the same key score each other's requests: ``scorer.batch_key()`` where it has
+    one (e.g. two process rewards over the same loaded model and rule), else the scorer itself."""
+    key = getattr(scorer, "batch_key", None)
+    return ("key", key()) if callable(key) else ("id", id(scorer))
+
+
+def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active: Sequence[int]) -> int:
+    """Score together what the ``active`` envs of ``envs`` will score when stepped with ``actions``.
+
+    Args:
+        envs: A vector env; only a synchronous one (its envs in ``envs.envs``) is scored ahead.
+        actions: One action per env, as ``envs.step`` will get them.
+        active: The envs that will step their action (the others are being reset).
+
+    Returns:
+        How many requests were scored ahead (0 where there is nothing to batch).
+    """
+    members = getattr(envs, "envs", None)
+    if not isinstance(members, (list, tuple)):
+        return 0
+    groups: dict[Hashable, list[tuple[int, Any, Hashable]]] = {}
+    for i in active:
+        ask = getattr(members[i].unwrapped, "requests_ahead", None)
+        if ask is None:
+            continue
+        for scorer, request in ask(actions[i]):
+            groups.setdefault(batch_key(scorer), []).append((i, scorer, request))
+    kept: dict[int, dict[tuple[int, Hashable], Any]] = {}
+    for items in groups.values():
+        if len(items) < 2:  # one request: nothing to gain
+            continue
+        try:
+            results = items[0][1].score_ahead([request for _, _, request in items])
+        except Exception:  # noqa: BLE001 - each env then scores alone and meets the error itself
+            continue
+        if len(results) != len(items):
+            continue
+        for (i, scorer, request), result in zip(items, results):
+            kept.setdefault(i, {})[(id(scorer), request)] = result
+    for i, results in kept.items():
+        members[i].unwrapped.keep_scored_ahead(results)
+    return sum(len(r) for r in kept.values())

@@ -1,0 +1,135 @@
+"""A vector env's step scored in one batch (mathgym.envs.ahead): the same rewards, statuses and
+infos as each env scoring alone; one call of the scorer per step; a request the env does not
+make in the end (a wrapper changed the action, a repeated step) changes nothing; a failing
+batch leaves each env to meet the error itself."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import mathgym  # noqa: F401
+from mathgym.envs.ahead import batch_key, score_step_ahead
+from mathgym.rewards.base import Status
+from mathgym.rewards.prm import PRMError, PRMProcessReward
+
+STEPS = ["First I add 12 and 30.", "That gives 42 in all.", "Then I check it once more."]
+
+
+class _Counting:
+    """A step scorer whose scores depend on the text alone; it records the size of every call."""
+
+    def __init__(self, fail_batches: bool = False):
+        self.calls: list[int] = []
+        self.fail_batches = fail_batches
+
+    def score_steps(self, problems, steps):
+        self.calls.append(len(problems))
+        if self.fail_batches and len(problems) > 1:
+            raise PRMError("the batch ran out of memory")
+        return [[(sum(map(ord, s)) % 97) / 97 for s in solution] for solution in steps]
+
+
+def _vector(scorer, num_envs=4, **kwargs):
+    reward = PRMProcessReward(scorer, "min")
+    return gym.make_vec("MathStep-v0", num_envs=num_envs, vectorization_mode="sync", process_reward=reward, **kwargs)
+
+
+def _play(envs, turns, ahead: bool):
+    """Step every env with its own action for ``turns`` turns; the rewards, statuses and process infos."""
+    envs.reset(seed=[3, 3, 8, 9][: envs.num_envs])
+    seen = []
+    for turn in range(turns):
+        actions = [STEPS[(turn + i) % len(STEPS)] + " " * i for i in range(envs.num_envs)]
+        if ahead:
+            assert score_step_ahead(envs, actions, range(envs.num_envs)) == envs.num_envs
+        _, rewards, _, _, infos = envs.step(np.array(actions, dtype=object))
+        seen.append((rewards.tolist(), list(infos["status"]), list(infos["reward_breakdown"])))
+    return seen
+
+
+def test_a_step_scored_ahead_is_the_step_scored_alone_in_one_call_of_the_model():
+    alone, together = _Counting(), _Counting()
+    expected = _play(_vector(alone), 3, ahead=False)
+    assert alone.calls == [1] * 12
+    assert _play(_vector(together), 3, ahead=True) == expected
+    assert together.calls == [4, 4, 4]  # one batch per step, no call of its own after it
+
+
+def test_a_request_the_env_does_not_make_in_the_end_changes_nothing():
+    scorer = _Counting()
+    envs = _vector(scorer, num_envs=2)
+    envs.reset(seed=[1, 2])
+    score_step_ahead(envs, [STEPS[0], STEPS[1]], [0, 1])
+    # a wrapper (here: the caller) changed env 0's action: it scores its own; env 1 takes the batch's
+    _, rewards, _, _, infos = envs.step(np.array([STEPS[2], STEPS[1]], dtype=object))
+    assert scorer.calls == [2, 1]
+    alone = _vector(_Counting(), num_envs=2)
+    alone.reset(seed=[1, 2])
+    _, expected, _, _, _ = alone.step(np.array([STEPS[2], STEPS[1]], dtype=object))
+    assert rewards.tolist() == expected.tolist()
+    # results are kept for one step only: the next step of env 1 scores again
+    envs.step(np.array([STEPS[0], STEPS[0]], dtype=object))
+    assert scorer.calls == [2, 1, 1, 1]
+    # a repeated step is not paid, whatever was scored ahead for it
+    score_step_ahead(envs, [STEPS[0], STEPS[1]], [0, 1])
+    _, rewards, _, _, infos = envs.step(np.array([STEPS[0], STEPS[1]], dtype=object))
+    assert rewards[0] == 0.0 and infos["process_zeroed"][0] == "the step repeats an earlier one"
+
+
+def test_a_failing_batch_leaves_each_env_to_meet_the_error_as_an_infrastructure_status():
+    scorer = _Counting(fail_batches=True)
+    envs = _vector(scorer, num_envs=3)
+    envs.reset(seed=[1, 2, 3])
+    assert score_step_ahead(envs, STEPS, [0, 1, 2]) == 0
+    _, rewards, _, _, infos = envs.step(np.array(STEPS, dtype=object))
+    assert scorer.calls == [3, 1, 1, 1]  # the batch failed; each env then scored alone (and succeeded)
+    assert list(infos["status"]) == [Status.IN_PROGRESS] * 3
+
+    class _Broken(_Counting):
+        def score_steps(self, problems, steps):
+            raise PRMError("CUDA out of memory")
+
+    envs = _vector(_Broken(), num_envs=2)
+    envs.reset(seed=[1, 2])
+    score_step_ahead(envs, STEPS[:2], [0, 1])
+    _, rewards, _, _, infos = envs.step(np.array(STEPS[:2], dtype=object))
+    assert rewards.tolist() == [0.0, 0.0] and list(infos["status"]) == [Status.ERROR, Status.ERROR]
+    assert all("CUDA out of memory" in e for e in infos["process_reward_error"])
+
+
+def test_a_step_no_score_can_be_read_of_is_the_error_it_is_alone():
+    class _Unseen(_Counting):
+        def score_steps(self, problems, steps):
+            super().score_steps(problems, steps)
+            return [[float("nan")] * len(s) for s in steps]
+
+    envs = _vector(_Unseen(), num_envs=2)
+    envs.reset(seed=[1, 2])
+    assert score_step_ahead(envs, STEPS[:2], [0, 1]) == 2
+    _, rewards, _, _, infos = envs.step(np.array(STEPS[:2], dtype=object))
+    assert list(infos["status"]) == [Status.ERROR, Status.ERROR] and "no finite step score" in infos["process_reward_error"][0]
+
+
+def test_only_scorers_of_one_model_and_rule_share_a_batch_and_other_vector_envs_are_left_alone():
+    prm = _Counting()
+    assert batch_key(PRMProcessReward(prm, "min")) == batch_key(PRMProcessReward(prm, "min"))
+    assert batch_key(PRMProcessReward(prm, "min")) != batch_key(PRMProcessReward(prm, "last"))
+    assert batch_key(PRMProcessReward(_Counting(), "min")) != batch_key(PRMProcessReward(prm, "min"))
+    envs = gym.make_vec("MathStep-v0", num_envs=2, vectorization_mode="sync")  # no process reward: nothing to batch
+    envs.reset(seed=[1, 2])
+    assert score_step_ahead(envs, STEPS[:2], [0, 1]) == 0
+    envs = gym.make_vec("MathReason-v0", num_envs=2, vectorization_mode="sync")
+    envs.reset(seed=[1, 2])
+    assert score_step_ahead(envs, ["\\boxed{1}", "\\boxed{2}"], [0, 1]) == 0
+    assert score_step_ahead(object(), ["a"], [0]) == 0  # not a synchronous vector env: nothing
+
+
+@pytest.mark.parametrize("action", [123, "x" * 101])
+def test_an_action_the_env_refuses_asks_nothing_ahead(action):
+    env = gym.make("MathStep-v0", process_reward=PRMProcessReward(_Counting(), "min"), max_length=100)
+    assert env.unwrapped.requests_ahead(action) == []  # before reset
+    env.reset(seed=0)
+    assert env.unwrapped.requests_ahead(action) == []
+    assert len(env.unwrapped.requests_ahead(STEPS[0])) == 1
