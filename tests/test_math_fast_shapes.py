@@ -216,3 +216,35 @@ def test_fast_verdicts_on_numbers_with_words_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert len(decided) > 0.2 * len(pairs)
+
+
+# -- \frac{a}{b} and a/b after a marker -----------------------------------------------------------
+
+_RATIO_MARKS = ["the answer is ", "The answer is: ", "answer: ", "The final answer is ", "So the final answer: ", "#### ", "####", "#### $",
+                "Answer is ", "the answer is  "]
+_RATIO_TAILS = ["", "", ".", " because it checks out.", ", so", ": done", " apples", "\n", "\n\nI hope it helps", " 5", " = 3", "%", " percent",
+                ".5", "\\frac{1}{2}", " and $x$", " (approx)", "  ", " or 7"]
+
+
+def _ratio_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    a, b = rng.randint(0, 30), rng.randint(1, 30)
+    c = a if rng.random() < 0.5 else a + rng.choice([1, -1, b])
+    k = rng.choice([1, 1, 2, 3])
+    sign = rng.choice(["", "", "-"])
+    ratio = rng.choice([f"{sign}\\frac{{{k * c}}}{{{k * b}}}", f"{sign}{k * c}/{k * b}", f"\\dfrac{{{c}}}{{{b}}}", f"{c}/0", f"({c}/{b})",
+                        f"{c}/{b}/2", f"{sign}{k * c}/{k * b}"])
+    value = Fraction(a, b) * (-1 if sign and rng.random() < 0.7 else 1)
+    gold = rng.choice([f"{value.numerator}/{value.denominator}", f"$\\frac{{{value.numerator}}}{{{value.denominator}}}$", f"{float(value):.6f}",
+                       str(round(float(value), 2)), f"{value.numerator}" if value.denominator == 1 else f"{value}", f"{a}\\%"])
+    return Pair("ratio", gold, f"{rng.choice(['', 'Some steps. '])}{rng.choice(_RATIO_MARKS)}{ratio}{rng.choice(_RATIO_TAILS)}", "answer_is")
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_marked_ratios_are_math_verifys(size):
+    rng = random.Random(SEED + 3)
+    pairs = [_ratio_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert 0.2 < sum(truth) / len(truth) < 0.8 and 0.1 * len(pairs) < len(decided) < 0.8 * len(pairs)

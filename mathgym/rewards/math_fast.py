@@ -78,7 +78,9 @@ _SLASH = r"-?(?:0|[1-9]\d*)/[1-9]\d*"
 _GOLD = re.compile(rf"{_DECIMAL}|{_THOUSANDS}|{_FRACTION}|{_SLASH}", re.ASCII)
 _FRACTION_PARTS = re.compile(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", re.ASCII)
 _ANSWER_TAIL = re.compile(rf"answer(?: is:?|:)[ \t]+(\$?)({_THOUSANDS}|{_DECIMAL})\1", re.IGNORECASE | re.ASCII)
-_ANSWER_FRACTION = re.compile(r"answer(?: is:?|:)[ \t]+(-?\\frac\{\d{1,12}\}\{[1-9]\d{0,11}\})", re.IGNORECASE | re.ASCII)
+_MARKED_RATIO = re.compile(rf"(?:answer(?: is:?|:)|####)[ \t]+(-?\\frac\{{\d{{1,12}}\}}\{{[1-9]\d{{0,11}}\}}|{_SLASH})", re.IGNORECASE | re.ASCII)
+#: What may follow ``a/b`` so that math-verify's expression ends there.
+_SLASH_END = re.compile(r"[,:]|\s+[A-Za-z]|\s*$", re.ASCII)
 _GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})", re.ASCII)
 #: After the number: nothing that could start another number, expression, equation, LaTeX or percentage.
 _TAIL_BLOCKERS = re.compile(r"[\d=$\\\[\]{}%()+\-*/^×÷]", re.ASCII)
@@ -267,17 +269,35 @@ def _answer_is(text: str, lower: str) -> str | None:
     return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
 
 
-def _answer_fraction(text: str, lower: str) -> str | None:
-    """``\\frac{a}{b}`` right after the one "answer is"/"answer:", with words and full stops only after it.
+def _marked_ratio(text: str, lower: str) -> tuple[str, str] | None:
+    """``\\frac{a}{b}`` or ``a/b`` right after the one "answer is"/"answer:"/"final answer is", or the last ``####``.
 
-    math-verify's LaTeX-fraction pattern (its ``answer.{0,50}?`` then ``-?\\frac{N}{N}``)
-    matches there, and no number pattern can: the fraction's digits follow braces, not an
-    anchor, and the tail holds no digit.
+    math-verify reads it there: ``\\frac{a}{b}`` with its LaTeX-fraction pattern
+    (``-?\\frac{N}{N}``; not ``\\dfrac``), ``a/b`` with its expression pattern (parsed
+    unevaluated, compared by value). After "answer" (its ``answer.{0,50}?`` patterns,
+    priority 100 or 200; "final answer … is", 50) the first match after the marker is
+    taken, with no "answer" (priority 300) the match ending rightmost. No other match can
+    end later: only words and full stops may follow (no digit), and after ``a/b`` a
+    space and a letter, a comma, a colon or the end, so that the expression cannot take in
+    a decimal point (``a/b.`` is ``a/b.0`` to it).
     """
-    if "\\boxed" in text or "\\fbox" in text or lower.count("answer") != 1 or "final answer" in lower or "i hope" in lower:
+    if "\\boxed" in text or "\\fbox" in text or "i hope" in lower:
         return None
-    match = _ANSWER_FRACTION.match(text, lower.find("answer"))
-    return match.group(1) if match and _quiet_tail(text[match.end() :]) else None
+    count = lower.count("answer")
+    if count == 1:
+        at, shape = lower.find("answer"), "answer"
+        if "final answer" in lower and not lower.startswith("final answer is", at - len("final ")):
+            return None
+    elif count == 0:
+        at, shape = text.rfind("####"), "gsm8k"
+    else:
+        return None
+    match = _MARKED_RATIO.match(text, at) if at >= 0 else None
+    if match is None or not _quiet_tail(text[match.end() :]):
+        return None
+    if match.group(1).startswith(("-\\", "\\")) or _SLASH_END.match(text, match.end()):
+        return match.group(1), shape
+    return None
 
 
 def _gsm8k(text: str, lower: str) -> str | None:
@@ -352,10 +372,10 @@ def fast_answer(completion: str) -> tuple[Answer | Words, str] | None:
         if found is not None:
             scalar = _as_scalar(_number(found), plain=True)
             return None if scalar is None else (scalar, shape)
-    fraction = _answer_fraction(completion, lower)
-    if fraction is not None:
-        value = read_answer(fraction)
-        return None if value is None else (value, "answer")
+    ratio = _marked_ratio(completion, lower)
+    if ratio is not None:
+        value = read_answer(ratio[0]) if "\\" in ratio[0] else _as_scalar(_number(ratio[0]), plain=False)
+        return None if value is None else (value, ratio[1])
     marked = marked_number(completion, lower)
     if marked is not None:
         return _as_scalar(Numeric(*marked[0]), plain=True), marked[1]  # type: ignore[return-value]
