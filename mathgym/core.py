@@ -10,7 +10,7 @@ parser reads them), and ``render()``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, SupportsFloat
 
@@ -20,9 +20,6 @@ from mathgym.errors import EpisodeFinishedError, InvalidActionError, ResetNeeded
 from mathgym.rewards.base import Status
 from mathgym.spaces import UnicodeText
 from mathgym.untrusted import clean_text
-
-
-_NOT_KEPT = object()
 
 
 @dataclass(frozen=True)
@@ -110,7 +107,7 @@ class TextEnv(gym.Env[str, str]):
         self._turn = 0
         self._finished = False
         self._messages: list[dict[str, str]] = []
-        self._scored_ahead: dict[tuple[int, Hashable], Any] = {}
+        self._scored_ahead: list[tuple[Any, Any, Any]] = []
 
     # -- what a subclass provides -------------------------------------------------
 
@@ -131,18 +128,19 @@ class TextEnv(gym.Env[str, str]):
         feedback = f"the reply has {len(action)} characters; this env accepts at most max_length={self.max_length}"
         return Judgement(0.0, Status.TOO_LONG, True, reward_breakdown={"reward": 0.0}, info={"feedback": feedback})
 
-    def _requests_ahead(self, action: str) -> list[tuple[Any, Hashable]]:
+    def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
         """What judging ``action`` will ask of scorers that score in batches (see
         :meth:`requests_ahead`): ``(scorer, request)`` pairs; default none."""
         return []
 
     # -- one batch for a vector env's step (mathgym.envs.ahead) -------------------------
 
-    def requests_ahead(self, action: Any) -> list[tuple[Any, Hashable]]:
+    def requests_ahead(self, action: Any) -> list[tuple[Any, Any]]:
         """The scoring requests ``step(action)`` will make, for a vector env to score them together.
 
         Each pair is a scorer with ``score_ahead(requests) -> results`` (and optionally
-        ``batch_key()``: scorers with equal keys score each other's requests) and one request.
+        ``batch_key()``: scorers with equal keys score each other's requests) and one request
+        (anything comparable with ``==``).
         :func:`mathgym.envs.ahead.score_step_ahead` scores the requests of every env of a step
         in one call per scorer and hands each env its results (:meth:`keep_scored_ahead`); the
         env's own judging then takes them (:meth:`_scored`) instead of scoring one by one. A
@@ -152,19 +150,20 @@ class TextEnv(gym.Env[str, str]):
             return []
         return self._requests_ahead(action)
 
-    def keep_scored_ahead(self, results: Mapping[tuple[int, Hashable], Any]) -> None:
-        """Keep results scored ahead for the next ``step``: ``(id(scorer), request) -> result``."""
-        self._scored_ahead = dict(results)
+    def keep_scored_ahead(self, results: Sequence[tuple[Any, Any, Any]]) -> None:
+        """Keep results scored ahead for the next ``step``: ``(scorer, request, result)`` triples."""
+        self._scored_ahead = list(results)
 
-    def _scored(self, scorer: Any, request: Hashable, score: Callable[[], Any]) -> Any:
+    def _scored(self, scorer: Any, request: Any, score: Callable[[], Any]) -> Any:
         """The result of ``request`` to ``scorer``: scored ahead, else ``score()`` now. A result
         scored ahead that is an exception is raised, as the call itself would have raised it."""
-        kept = self._scored_ahead.pop((id(scorer), request), _NOT_KEPT)
-        if kept is _NOT_KEPT:
-            return score()
-        if isinstance(kept, BaseException):
-            raise kept
-        return kept
+        for k, (kept_scorer, kept_request, kept) in enumerate(self._scored_ahead):
+            if kept_scorer is scorer and kept_request == request:
+                del self._scored_ahead[k]
+                if isinstance(kept, BaseException):
+                    raise kept
+                return kept
+        return score()
 
     # -- the contract ---------------------------------------------------------------
 
@@ -184,7 +183,7 @@ class TextEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         self._task = self._sample_task(dict(options or {}))
         self._turn = 0
-        self._scored_ahead = {}
+        self._scored_ahead = []
         self._finished = False
         self._messages = []
         if self.system_prompt:
@@ -208,7 +207,7 @@ class TextEnv(gym.Env[str, str]):
         try:
             judgement = self._too_long(action) if len(action) > self.max_length else self._judge(action)
         finally:
-            self._scored_ahead = {}  # kept for this step only
+            self._scored_ahead = []  # kept for this step only
         terminated = bool(judgement.done)
         truncated = not terminated and self._turn >= self.max_turns
         if truncated:

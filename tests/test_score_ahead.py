@@ -133,3 +133,35 @@ def test_an_action_the_env_refuses_asks_nothing_ahead(action):
     env.reset(seed=0)
     assert env.unwrapped.requests_ahead(action) == []
     assert len(env.unwrapped.requests_ahead(STEPS[0])) == 1
+
+
+def test_code_envs_grade_a_step_s_programs_side_by_side_with_the_verdicts_of_one_by_one(monkeypatch):
+    import mathgym.envs.code as code
+
+    graded: list[str] = []
+    grade = code.grade
+
+    def counting(task, action, *rest):
+        graded.append(action)
+        return grade(task, action, *rest)
+
+    monkeypatch.setattr(code, "grade", counting)
+
+    def play(ahead: bool):
+        envs = gym.make_vec("CodeSandbox-v0", num_envs=4, vectorization_mode="sync", level=0)
+        envs.reset(seed=[1, 1, 2, 3])
+        experts = envs.call("expert_action")
+        actions = [experts[0], "```python\ndef nothing():\n    return 1\n```", experts[2], ""]
+        scored = score_step_ahead(envs, actions, range(4)) if ahead else 0
+        _, rewards, _, _, infos = envs.step(np.array(actions, dtype=object))
+        envs.close()
+        return scored, rewards.tolist(), list(infos["status"]), list(infos["passed"])
+
+    graded.clear()
+    scored, *together = play(True)
+    assert scored == 4 and len(graded) == 4  # graded ahead, and not again by the envs' own steps
+    graded.clear()
+    _, *alone = play(False)
+    assert len(graded) == 4 and together == alone
+    rewards, statuses, _ = alone
+    assert rewards == [1.0, 0.0, 1.0, 0.0] and statuses[0] == Status.CORRECT and statuses[3] == Status.UNPARSEABLE

@@ -45,14 +45,14 @@ def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active:
     members = getattr(envs, "envs", None)
     if not isinstance(members, (list, tuple)):
         return 0
-    groups: dict[Hashable, list[tuple[int, Any, Hashable]]] = {}
+    groups: dict[Hashable, list[tuple[int, Any, Any]]] = {}
     for i in active:
         ask = getattr(members[i].unwrapped, "requests_ahead", None)
         if ask is None:
             continue
         for scorer, request in ask(actions[i]):
             groups.setdefault(batch_key(scorer), []).append((i, scorer, request))
-    kept: dict[int, dict[tuple[int, Hashable], Any]] = {}
+    kept: dict[int, list[tuple[Any, Any, Any]]] = {}
     for items in groups.values():
         if len(items) < 2:  # one request: nothing to gain
             continue
@@ -63,7 +63,7 @@ def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active:
         if len(results) != len(items):
             continue
         for (i, scorer, request), result in zip(items, results):
-            kept.setdefault(i, {})[(id(scorer), request)] = result
+            kept.setdefault(i, []).append((scorer, request, result))
     for i, results in kept.items():
         members[i].unwrapped.keep_scored_ahead(results)
     return sum(len(r) for r in kept.values())

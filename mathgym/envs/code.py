@@ -3,11 +3,15 @@
 The model's program runs in mathgym's code sandbox (``mathgym.rewards.sandbox``), never in
 this process. The env holds no sandbox: it asks :func:`default_sandbox` for the process's
 pooled one when it needs it, so envs pickle and fork freely.
+
+A synchronous vector env's step grades its envs' programs side by side, as many at once as the
+sandbox has warm workers (:data:`GRADER`, :mod:`mathgym.envs.ahead`), not one after another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,6 +61,30 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
     reward, status = tests_verdict(result, partial_credit=reward_mode == "fraction")
     correct = status is Status.CORRECT
     return Judgement(reward, status, True, reward_breakdown={"tests": reward}, correct=correct, info=info)
+
+
+class ParallelGrader:
+    """Grades the programs of a vector env's step side by side (:mod:`mathgym.envs.ahead`).
+
+    A request is :func:`grade`'s arguments; the result is its judgement, or the exception it
+    raised. As many run at once as the process's sandbox has warm workers.
+    """
+
+    def score_ahead(self, requests: Sequence[tuple[Any, ...]]) -> list[Judgement | Exception]:
+        from mathgym.rewards.sandbox import default_sandbox  # noqa: PLC0415 - starts workers lazily
+
+        def run(request: tuple[Any, ...]) -> Judgement | Exception:
+            try:
+                return grade(*request)
+            except Exception as err:  # noqa: BLE001 - the env's own call raises it again
+                return err
+
+        with ThreadPoolExecutor(max(1, min(default_sandbox().workers, len(requests)))) as threads:
+            return list(threads.map(run, requests))
+
+
+#: The grader every code env of a process shares: one batch per vector-env step.
+GRADER = ParallelGrader()
 
 
 class CodeSandboxEnv(TextEnv):
@@ -137,9 +165,17 @@ class CodeSandboxEnv(TextEnv):
         code_task = self.tasks[index]
         return Task(code_task.task_id, code_task.prompt, code_task.reference, {"code_task": code_task, "index": index})
 
-    def _judge(self, action: str) -> Judgement:
+    def _grading(self, action: str) -> tuple[Any, ...]:
+        """:func:`grade`'s arguments for ``action``."""
         data_file = () if self.dataset in ("builtin", "humaneval") else (self.dataset,)
-        return grade(self.task.metadata["code_task"], action, self.reward_mode, self._limits(), data_file)
+        return self.task.metadata["code_task"], action, self.reward_mode, self._limits(), data_file
+
+    def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
+        return [(GRADER, self._grading(action))]
+
+    def _judge(self, action: str) -> Judgement:
+        request = self._grading(action)
+        return self._scored(GRADER, request, lambda: grade(*request))
 
     def expert_action(self) -> str:
         """The task's reference solution in a fenced block."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -177,7 +177,7 @@ class MathStepEnv(MathReasonEnv):
         breakdown = {"process": process, "outcome": outcome}
         return Judgement(process + outcome, status or result.status, True, "", breakdown, result.score >= 1.0, info)
 
-    def _requests_ahead(self, action: str) -> list[tuple[Any, Hashable]]:
+    def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
         """The process reward's request for this step, where the process reward scores in batches."""
         step = action.strip()
         if not callable(getattr(self.process_reward, "score_ahead", None)) or not any(c.isalnum() for c in step):
