@@ -165,3 +165,35 @@ def test_code_envs_grade_a_step_s_programs_side_by_side_with_the_verdicts_of_one
     assert len(graded) == 4 and together == alone
     rewards, statuses, _ = alone
     assert rewards == [1.0, 0.0, 1.0, 0.0] and statuses[0] == Status.CORRECT and statuses[3] == Status.UNPARSEABLE
+
+
+def test_a_step_s_answers_go_to_the_llm_judge_in_one_batch_and_come_back_as_alone():
+    from mathgym.rewards.judge import LLMJudge
+    from tests.judge_server import fixture_judge_url
+
+    batches: list[int] = []
+    score_batch = LLMJudge.score_batch
+
+    def counting(self, completions, references=None):
+        batches.append(len(completions))
+        return score_batch(self, completions, references)
+
+    def play(ahead: bool):
+        envs = gym.make_vec("OpenQA-v0", num_envs=4, vectorization_mode="sync", judge_url=fixture_judge_url(),
+                            judge_model="fixture-judge", judge_options={"cache_size": 0})
+        envs.reset(seed=[0, 0, 1, 2])
+        experts = envs.call("expert_action")
+        actions = [f"In short: {experts[0]}", "I am not sure, maybe forty-two.", experts[2], "  "]
+        batches.clear()
+        if ahead:
+            assert score_step_ahead(envs, actions, range(4)) == 3  # the blank answer asks the judge nothing
+        _, rewards, _, _, infos = envs.step(np.array(actions, dtype=object))
+        return list(batches), rewards.tolist(), list(infos["status"]), list(infos["judge"])
+
+    LLMJudge.score_batch = counting
+    try:
+        together, alone = play(True), play(False)
+    finally:
+        LLMJudge.score_batch = score_batch
+    assert together[0] == [3] and alone[0] == [1, 1, 1]  # each env's judge is its own, one endpoint: one batch
+    assert together[1:] == alone[1:] and alone[1][0] == 1.0 and alone[2][3] == Status.UNPARSEABLE

@@ -26,9 +26,18 @@ import gymnasium as gym
 
 def batch_key(scorer: Any) -> Hashable:
     """Scorers with the same key score each other's requests: ``scorer.batch_key()`` where it has
-    one (e.g. two process rewards over the same loaded model and rule), else the scorer itself."""
+    one (e.g. two process rewards over the same loaded model and rule, two LLM judges of one
+    endpoint), else the scorer itself."""
     key = getattr(scorer, "batch_key", None)
     return ("key", key()) if callable(key) else ("id", id(scorer))
+
+
+def _score(scorer: Any, requests: list[Any]) -> list[Any]:
+    """``scorer.score_ahead(requests)``; a reward worker without it (``score_batch(completions,
+    references)``) takes ``(completion, reference)`` requests."""
+    if callable(getattr(scorer, "score_ahead", None)):
+        return list(scorer.score_ahead(requests))
+    return list(scorer.score_batch([c for c, _ in requests], [r for _, r in requests]))
 
 
 def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active: Sequence[int]) -> int:
@@ -57,7 +66,7 @@ def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active:
         if len(items) < 2:  # one request: nothing to gain
             continue
         try:
-            results = items[0][1].score_ahead([request for _, _, request in items])
+            results = _score(items[0][1], [request for _, _, request in items])
         except Exception:  # noqa: BLE001 - each env then scores alone and meets the error itself
             continue
         if len(results) != len(items):

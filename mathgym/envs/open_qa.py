@@ -110,10 +110,18 @@ class OpenQAEnv(TextEnv):
             raise ConfigError(f"options['task_index']={index!r}: choose an integer from 0 to {len(self.tasks) - 1}.")
         return self.tasks[index]
 
+    def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
+        """The judge's request: a vector env's step sends its envs' answers in one batch
+        (``max_concurrency`` requests in flight)."""
+        if not action.strip():
+            return []
+        return [(self.judge, (action, JudgeInput(self.task.prompt, reference=self.task.answer)))]
+
     def _judge(self, action: str) -> Judgement:
         if not action.strip():
             return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"judge": 0.0}, info={"feedback": "empty answer"})
-        result = self.judge.score_batch([action], [JudgeInput(self.task.prompt, reference=self.task.answer)])[0]
+        request = (action, JudgeInput(self.task.prompt, reference=self.task.answer))
+        result = self._scored(self.judge, request, lambda: self.judge.score_batch([request[0]], [request[1]])[0])
         # what the judgement says, not how it was reached (a cache hit or a retry must not change a step's info)
         details = {k: v for k, v in result.details.items() if k in ("judge_score", "reason")}
         if result.status.is_infra_failure:

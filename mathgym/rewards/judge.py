@@ -223,6 +223,13 @@ class LLMJudge:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
+    def batch_key(self) -> tuple[Any, ...]:
+        """Judges of the same endpoint and settings judge each other's requests (one vector-env
+        step's envs, each with a judge of its own: :mod:`mathgym.envs.ahead`)."""
+        return (type(self), self.url, self.model, self.mode, self.rubric, self.api_key_env, self.timeout_s,
+                self.max_retries, self.backoff_s, self.max_concurrency, self.temperature, self.max_tokens,
+                self.max_response_chars, self.name)
+
     # -- the worker interface ------------------------------------------------------------------------
 
     def score(self, completion: str, reference: Any = None) -> RewardResult:
