@@ -248,3 +248,29 @@ def test_fast_verdicts_on_marked_ratios_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert 0.2 < sum(truth) / len(truth) < 0.8 and 0.1 * len(pairs) < len(decided) < 0.8 * len(pairs)
+
+
+# -- text from which math-verify can read only rational numbers -----------------------------------
+
+_PIECES = ["The answer is ", "#### ", "So the final answer is ", "answer: ", "First, 3 + 4 = 7. ", "We get 12 apples. ", "\\sqrt{2}", "\\sqrt{12}",
+           "\\pi", "2\\pi", "\\frac{\\pi}{4}", "\\frac{1}{2}", "\\frac{1}{\\sqrt{2}}", "2^{1/2}", "2**0.5", "1.414214", "0,5", "$\\sqrt{2}$",
+           "\\(\\pi\\)", " [\\sqrt{3}] ", "\\boxed{\\sqrt{2}}", "3x-7", "(x+1)^2", "7 - 3", "2 * 3", "-5", "17/12", "100%", " 50 percent", " ",
+           "\n", ".", " because it checks out.", "\\frac{22}{7}", "(2)", "x \\ge 3"]
+_NEVER_RATIONAL = ["$\\sqrt{2}$", "$2\\sqrt{3}$", "$\\frac{\\sqrt{2}}{2}$", "$\\pi$", "$\\frac{\\pi}{4}$", "$1 + \\sqrt{3}$", "$x \\geq 3$", "$x > -1$",
+                   "$\\frac{22}{7}$", "3", "$7$", "$x = \\sqrt{2}$", "0.5"]
+
+
+def _rationals_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 6)))
+    return Pair("rationals", rng.choice(_NEVER_RATIONAL), text, None)
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_text_of_rationals_only_are_math_verifys(size):
+    rng = random.Random(SEED + 4)
+    pairs = [_rationals_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert sum(fast_answer(p.completion)[1] == "rationals" for p, _ in decided) > 0.1 * len(pairs)

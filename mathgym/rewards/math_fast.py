@@ -60,7 +60,7 @@ import unicodedata
 from fractions import Fraction
 from typing import NamedTuple
 
-from mathgym.rewards.math_plain_text import marked_number, unmarked_number
+from mathgym.rewards.math_plain_text import SomeRational, marked_number, only_rationals, unmarked_number
 from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
 from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, value_verdict
 from mathgym.rewards.math_words import Words, read_words
@@ -207,13 +207,22 @@ def fast_gold(gold: str) -> Answer | None:
     return None
 
 
-def fast_verdict(gold: Answer, answer: Answer | Words) -> bool | None:
+def fast_verdict(gold: Answer, answer: Answer | Words | SomeRational) -> bool | None:
     """math-verify's verdict on the values the fast path read, or ``None`` where it is not certain."""
+    if isinstance(answer, SomeRational):
+        return False if _never_rational(gold) else None
     if isinstance(answer, Words):
         return False if isinstance(gold, (Scalar, Relation)) else None  # a symbol to math-verify (math_words.py)
     if isinstance(gold, (Relation, Member)) or isinstance(answer, (Relation, Member)):
         return relation_verdict(gold, answer, fast_verdict)
     return value_verdict(gold, answer, _numeric_scalars)
+
+
+def _never_rational(gold: Answer) -> bool:
+    """Whether no rational number is ``gold`` to math-verify: an exact irrational number, or an inequality."""
+    if isinstance(gold, Scalar):
+        return gold.rational is None and not gold.is_float and not gold.percent
+    return isinstance(gold, Relation) and not gold.is_equation
 
 
 def _numeric_scalars(gold: Scalar, answer: Scalar) -> bool | None:
@@ -353,7 +362,7 @@ def _one_inline_latex(text: str, lower: str) -> str | None:
     return inner
 
 
-def fast_answer(completion: str) -> tuple[Answer | Words, str] | None:
+def fast_answer(completion: str) -> tuple[Answer | Words | SomeRational, str] | None:
     """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
     Example:
@@ -391,4 +400,5 @@ def fast_answer(completion: str) -> tuple[Answer | Words, str] | None:
         unmarked = unmarked_number(completion, lower)
         if unmarked is not None:
             return _as_scalar(Numeric(*unmarked), plain=True), "unmarked"  # type: ignore[return-value]
-    return None
+    rationals = only_rationals(completion)
+    return None if rationals is None else (rationals, "rationals")

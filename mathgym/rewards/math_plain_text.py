@@ -193,3 +193,24 @@ def unmarked_number(text: str, lower: str) -> PlainNumber | None:
         scanned += end - start + 1
         end = start - 1
     return None
+
+
+class SomeRational(NamedTuple):
+    """What math-verify reads from a text that holds only rational numbers: a rational number, or nothing."""
+
+
+#: What could make math-verify read more than a rational: LaTeX environments, decimals (floats), powers.
+_MORE_THAN_RATIONALS = re.compile(r"\$|\\[(\[]|\\boxed|\\fbox|[.,]\d|\^|\*\*|\s\[[^\n\]\[]+\]\s")
+
+
+def only_rationals(text: str) -> SomeRational | None:
+    """:class:`SomeRational` when every match of math-verify's patterns in ``text`` is a rational number.
+
+    With no LaTeX environment (``$``, ``\\(``, ``\\[``, `` [a] ``, a box) only its number
+    and expression patterns and its ``-?\\frac{N}{N}`` pattern can match; with no decimal
+    point or comma before a digit and no ``^`` or ``**``, each of those reads an integer,
+    a percentage of one, a fraction of two, or a sum, difference, product or quotient of
+    them (``parse_expr``), or fails to parse. The caller knows which golds no rational
+    equals (a radical, a multiple of π, a polynomial, an inequality).
+    """
+    return None if _MORE_THAN_RATIONALS.search(text) else SomeRational()
