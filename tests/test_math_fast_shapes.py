@@ -16,7 +16,7 @@ from fractions import Fraction
 import pytest
 
 from mathgym.rewards.math_corpus import Pair, math_verify_verdicts
-from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict
+from mathgym.rewards.math_fast import fast_answer, fast_decision, fast_gold, fast_verdict
 from mathgym.rewards.math_relations import Member, Relation, read_answer
 from tests.test_math_fast_values import _BOXES, _INLINE, _approx, _perturb, _positive, _render, _sizes
 
@@ -109,8 +109,9 @@ def _relation_pair(rng: random.Random, endings: list[str]) -> Pair:
 
 
 def _decided(pair: Pair) -> bool | None:
-    gold, found = fast_gold(pair.gold), fast_answer(pair.completion)
-    return None if gold is None or found is None else fast_verdict(gold, found[0])
+    gold = fast_gold(pair.gold)
+    decided = fast_decision(gold, pair.completion) if gold is not None else None
+    return None if decided is None else decided[0]
 
 
 def test_reads_relations_as_math_verify_writes_them():
@@ -273,4 +274,4 @@ def test_fast_verdicts_on_text_of_rationals_only_are_math_verifys(size):
     truth = math_verify_verdicts([p for p, _ in decided])
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
-    assert sum(fast_answer(p.completion)[1] == "rationals" for p, _ in decided) > 0.1 * len(pairs)
+    assert sum(fast_decision(fast_gold(p.gold), p.completion)[1] == "rationals" for p, _ in decided) > 0.1 * len(pairs)

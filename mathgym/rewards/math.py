@@ -33,7 +33,7 @@ from mathgym.errors import ConfigError, require_option
 from mathgym.rewards._procpool import WorkerTimeout, pool_for
 from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
-from mathgym.rewards.math_fast import Numeric, fast_answer, fast_gold, fast_verdict, numeric_verdict
+from mathgym.rewards.math_fast import Numeric, fast_decision, fast_gold, numeric_verdict
 from mathgym.rewards.math_values import Scalar, Value
 
 __all__ = [
@@ -233,11 +233,10 @@ class MathVerifier:
                 return refused
         if self.fast_path:
             gold_value = fast_gold(gold)
-            found = fast_answer(completion) if gold_value is not None else None
-            if found is not None:
-                verdict = fast_verdict(gold_value, found[0])  # type: ignore[arg-type]
-                if verdict is not None:
-                    return _verdict(verdict, {**details, "path": "exact", "shape": found[1], "extracted": _show(found[0])})
+            decided = fast_decision(gold_value, completion) if gold_value is not None else None
+            if decided is not None:
+                verdict, shape, answer = decided
+                return _verdict(verdict, {**details, "path": "exact", "shape": shape, "extracted": _show(answer)})
         if len(completion) > self.max_completion_chars:
             reason = f"completion longer than {self.max_completion_chars} characters"
             return RewardResult(0.0, Status.UNPARSEABLE, {**details, "extracted": None, "reason": reason})

@@ -207,10 +207,8 @@ def fast_gold(gold: str) -> Answer | None:
     return None
 
 
-def fast_verdict(gold: Answer, answer: Answer | Words | SomeRational) -> bool | None:
+def fast_verdict(gold: Answer, answer: Answer | Words) -> bool | None:
     """math-verify's verdict on the values the fast path read, or ``None`` where it is not certain."""
-    if isinstance(answer, SomeRational):
-        return False if _never_rational(gold) else None
     if isinstance(answer, Words):
         return False if isinstance(gold, (Scalar, Relation)) else None  # a symbol to math-verify (math_words.py)
     if isinstance(gold, (Relation, Member)) or isinstance(answer, (Relation, Member)):
@@ -362,7 +360,7 @@ def _one_inline_latex(text: str, lower: str) -> str | None:
     return inner
 
 
-def fast_answer(completion: str) -> tuple[Answer | Words | SomeRational, str] | None:
+def fast_answer(completion: str) -> tuple[Answer | Words, str] | None:
     """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
     Example:
@@ -400,5 +398,21 @@ def fast_answer(completion: str) -> tuple[Answer | Words | SomeRational, str] | 
         unmarked = unmarked_number(completion, lower)
         if unmarked is not None:
             return _as_scalar(Numeric(*unmarked), plain=True), "unmarked"  # type: ignore[return-value]
-    rationals = only_rationals(completion)
-    return None if rationals is None else (rationals, "rationals")
+    return None
+
+
+def fast_decision(gold: Answer, completion: str) -> tuple[bool, str, Answer | Words | SomeRational] | None:
+    """math-verify's verdict on ``completion`` against a gold the fast path read, the shape and the answer read; or ``None``.
+
+    :func:`fast_answer` then :func:`fast_verdict`; where no answer is read, a text from
+    which math-verify can read only rational numbers
+    (:func:`~mathgym.rewards.math_plain_text.only_rationals`) is wrong against a gold no
+    rational equals.
+    """
+    found = fast_answer(completion)
+    if found is not None:
+        verdict = fast_verdict(gold, found[0])
+        return None if verdict is None else (verdict, found[1], found[0])
+    if _never_rational(gold) and _unicode_safe(completion) and only_rationals(completion) is not None:
+        return False, "rationals", SomeRational()
+    return None
