@@ -197,3 +197,32 @@ def test_a_step_s_answers_go_to_the_llm_judge_in_one_batch_and_come_back_as_alon
         LLMJudge.score_batch = score_batch
     assert together[0] == [3] and alone[0] == [1, 1, 1]  # each env's judge is its own, one endpoint: one batch
     assert together[1:] == alone[1:] and alone[1][0] == 1.0 and alone[2][3] == Status.UNPARSEABLE
+
+
+def test_math_tool_runs_a_step_s_code_side_by_side_with_the_outputs_of_one_by_one(monkeypatch):
+    import mathgym.envs.math_tool as math_tool
+
+    runs: list[str] = []
+    run_tool = math_tool.run_tool
+
+    def counting(code, *limits):
+        runs.append(code)
+        return run_tool(code, *limits)
+
+    monkeypatch.setattr(math_tool, "run_tool", counting)
+    actions = ["<python>print(6 * 7)</python>", "<python>print(sum(range(5)))</python>", "So \\boxed{3}.",
+               "<python>print(1/0)</python>", "<python>def (:</python>"]
+
+    def play(ahead: bool):
+        envs = gym.make_vec("MathTool-v0", num_envs=5, vectorization_mode="sync")
+        envs.reset(seed=[1, 2, 3, 4, 5])
+        runs.clear()
+        scored = score_step_ahead(envs, actions, range(5)) if ahead else 0
+        obs, rewards, _, _, infos = envs.step(np.array(actions, dtype=object))
+        envs.close()
+        return scored, len(runs), list(obs), rewards.tolist(), list(infos["status"])
+
+    together, alone = play(True), play(False)
+    assert together[:2] == (3, 3) and alone[:2] == (0, 3)  # an answer and a syntax error run nothing
+    assert together[2:] == alone[2:]
+    assert "42" in alone[2][0] and "ZeroDivisionError" in alone[2][3]

@@ -18,7 +18,8 @@ actors), nothing is scored ahead.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -76,3 +77,32 @@ def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active:
     for i, results in kept.items():
         members[i].unwrapped.keep_scored_ahead(results)
     return sum(len(r) for r in kept.values())
+
+
+class SideBySide:
+    """A scorer that calls ``function(*request)`` for a step's requests in threads, up to
+    ``width()`` at once: for work that waits on other processes (the sandbox's warm workers).
+
+    Each result is what the call returned, or the exception it raised (the env's own call then
+    raises it again).
+    """
+
+    def __init__(self, function: Callable[..., Any], width: Callable[[], int]):
+        self.function, self.width = function, width
+
+    def score_ahead(self, requests: Sequence[tuple[Any, ...]]) -> list[Any]:
+        def run(request: tuple[Any, ...]) -> Any:
+            try:
+                return self.function(*request)
+            except Exception as err:  # noqa: BLE001 - handed to the env, which raises it in its own step
+                return err
+
+        with ThreadPoolExecutor(max(1, min(self.width(), len(requests)))) as threads:
+            return list(threads.map(run, requests))
+
+
+def sandbox_width() -> int:
+    """How many sandbox jobs run at once in this process: its sandbox's warm workers."""
+    from mathgym.rewards.sandbox import default_sandbox  # noqa: PLC0415 - starts workers lazily
+
+    return default_sandbox().workers

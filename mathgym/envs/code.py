@@ -10,12 +10,12 @@ sandbox has warm workers (:data:`GRADER`, :mod:`mathgym.envs.ahead`), not one af
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from mathgym.core import Judgement, Task, TextEnv
+from mathgym.envs.ahead import SideBySide, sandbox_width
 from mathgym.envs.code_tasks import CodeTask, load_tasks, syntax_error
 from mathgym.errors import ConfigError, DatasetError, require_option
 from mathgym.rewards.base import Status
@@ -63,28 +63,8 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
     return Judgement(reward, status, True, reward_breakdown={"tests": reward}, correct=correct, info=info)
 
 
-class ParallelGrader:
-    """Grades the programs of a vector env's step side by side (:mod:`mathgym.envs.ahead`).
-
-    A request is :func:`grade`'s arguments; the result is its judgement, or the exception it
-    raised. As many run at once as the process's sandbox has warm workers.
-    """
-
-    def score_ahead(self, requests: Sequence[tuple[Any, ...]]) -> list[Judgement | Exception]:
-        from mathgym.rewards.sandbox import default_sandbox  # noqa: PLC0415 - starts workers lazily
-
-        def run(request: tuple[Any, ...]) -> Judgement | Exception:
-            try:
-                return grade(*request)
-            except Exception as err:  # noqa: BLE001 - the env's own call raises it again
-                return err
-
-        with ThreadPoolExecutor(max(1, min(default_sandbox().workers, len(requests)))) as threads:
-            return list(threads.map(run, requests))
-
-
-#: The grader every code env of a process shares: one batch per vector-env step.
-GRADER = ParallelGrader()
+#: Grades a vector-env step's programs side by side (:func:`grade`'s arguments as requests).
+GRADER = SideBySide(lambda *request: grade(*request), sandbox_width)
 
 
 class CodeSandboxEnv(TextEnv):

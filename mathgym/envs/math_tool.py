@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mathgym.core import Judgement, Task
+from mathgym.envs.ahead import SideBySide, sandbox_width
 from mathgym.envs.code_tasks import syntax_error
 from mathgym.envs.math_reason import MathReasonEnv
 from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls
@@ -29,6 +30,17 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 TOOL_INSTRUCTION = "You may run Python in <python></python> and read its output. Give the final answer in \\boxed{}."
 OUTPUT_CAP = 2000
+
+
+def run_tool(code: str, cpu_seconds: float, wall_seconds: float) -> Any:
+    """Run the model's code in the process's sandbox (an :class:`~mathgym.rewards.sandbox.ExecutionResult`)."""
+    from mathgym.rewards.sandbox import SandboxLimits, default_sandbox  # noqa: PLC0415 - starts workers lazily
+
+    return default_sandbox().run(code, limits=SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds))
+
+
+#: Runs a vector-env step's tool calls side by side, as many at once as the sandbox has warm workers.
+TOOL_RUNS = SideBySide(lambda *request: run_tool(*request), sandbox_width)
 
 
 def _code_blocks(action: str) -> list[tuple[int, int, str | None, str]]:
@@ -136,6 +148,16 @@ class MathToolEnv(MathReasonEnv):
         self._tool_calls = 0
         return super()._sample_task(options)
 
+    def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
+        """The tool run this action asks for, if it will run: a vector env's step runs its envs'
+        code side by side (:mod:`mathgym.envs.ahead`)."""
+        code, prose, _ = parse_tool_call(action)
+        if code is None or self._tool_calls >= self.max_tool_calls or extract_answer(prose, self.verifier.formats) is not None:
+            return []
+        if syntax_error(code) is not None:
+            return []
+        return [(TOOL_RUNS, (code, self.tool_cpu_seconds, self.tool_wall_seconds))]
+
     def _judge(self, action: str) -> Judgement:
         code, prose, call_error = parse_tool_call(action)
         info: dict[str, Any] = {"tool_calls": self._tool_calls}
@@ -165,10 +187,8 @@ class MathToolEnv(MathReasonEnv):
         error = syntax_error(code)
         if error is not None:
             return error, Status.WRONG
-        from mathgym.rewards.sandbox import SandboxLimits, default_sandbox  # noqa: PLC0415 - starts workers lazily
-
-        limits = SandboxLimits(cpu_seconds=self.tool_cpu_seconds, wall_seconds=self.tool_wall_seconds)
-        result = default_sandbox().run(code, limits=limits)
+        request = (code, self.tool_cpu_seconds, self.tool_wall_seconds)
+        result = self._scored(TOOL_RUNS, request, lambda: run_tool(*request))
         if result.status is Status.SANDBOX_ERROR:
             return "The Python tool is unavailable right now (infrastructure error, not your fault).", result.status
         output = result.stdout[-OUTPUT_CAP:]
