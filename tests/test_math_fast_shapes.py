@@ -275,3 +275,86 @@ def test_fast_verdicts_on_text_of_rationals_only_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert sum(fast_decision(fast_gold(p.gold), p.completion)[1] == "rationals" for p, _ in decided) > 0.1 * len(pairs)
+
+
+# -- polynomials in one variable (mathgym/rewards/math_polynomials.py) -----------------------------
+
+
+_TIMES = ["", "", " ", " \\cdot ", "*"]
+
+
+def _linear_factors(rng: random.Random, count: int) -> list[tuple[int, int]]:
+    """``count`` factors ``a·x + b``."""
+    return [(rng.choice([1, 1, 2, -1, 3]), rng.randint(-5, 5)) for _ in range(count)]
+
+
+def _expand(factors: list[tuple[int, int]]) -> list[Fraction]:
+    coefficients = [Fraction(1)]
+    for a, b in factors:
+        out = [Fraction(0)] * (len(coefficients) + 1)
+        for k, c in enumerate(coefficients):
+            out[k] += c * b
+            out[k + 1] += c * a
+        coefficients = out
+    return coefficients
+
+
+def _term(rng: random.Random, c: Fraction, k: int, variable: str) -> str:
+    power = "" if k == 0 else variable if k == 1 else rng.choice([f"{variable}^{k}", f"{variable}^{{{k}}}"])
+    magnitude = abs(c)
+    if k and magnitude == 1:
+        body = power
+    elif magnitude.denominator != 1:
+        body = rng.choice([f"\\frac{{{magnitude.numerator}}}{{{magnitude.denominator}}}{power}", f"\\frac{{{magnitude.numerator}{power}}}{{{magnitude.denominator}}}"])
+    else:
+        times = rng.choice(_TIMES) if k else ""
+        body = f"{magnitude.numerator}{times}{power}"
+    return ("-" if c < 0 else "+") + body
+
+
+def _write_polynomial(rng: random.Random, factors: list[tuple[int, int]], variable: str) -> str:
+    if rng.random() < 0.3 and len(factors) > 1:
+        return "".join(f"({a if a not in (1, -1) else '-' if a == -1 else ''}{variable} {'+' if b >= 0 else '-'} {abs(b)})" for a, b in factors)
+    if rng.random() < 0.2 and len(factors) == 2 and factors[0] == factors[1]:
+        a, b = factors[0]
+        return f"({a if a != 1 else ''}{variable}+{b})^2".replace("+-", "-")
+    coefficients = _expand(factors)
+    scale = rng.choice([1, 1, 1, 2])
+    terms = [_term(rng, c / scale, k, variable) for k, c in enumerate(coefficients) if c]
+    rng.shuffle(terms)
+    text = rng.choice(["", " "]).join(terms).lstrip("+") or "0"
+    return text
+
+
+def _polynomial_pair(rng: random.Random, endings: list[str]) -> Pair:
+    factors = _linear_factors(rng, rng.choice([1, 1, 2, 2, 3]))
+    right = rng.random() < 0.5
+    shown = factors if right else [(a, b + rng.choice([1, -1])) if i == 0 else (a, b) for i, (a, b) in enumerate(factors)]
+    variable = "x" if right or rng.random() < 0.6 else rng.choice(["y", "t", "m", "e", "i", "n", "X"])
+    gold = _write_polynomial(rng, factors, "x")
+    answer = _write_polynomial(rng, shown, variable)
+    shape = rng.choice(["poly", "poly", "equation", "number"])
+    if shape == "equation":
+        gold, answer = rng.choice([(gold, f"y = {answer}"), (f"y = {gold}", f"y = {answer}"), (f"x = {rng.randint(-5, 5)}", f"y = {answer}"),
+                                   (str(rng.randint(-5, 5)), f"y = {answer}"), (f"y = {gold}", answer)])
+    elif shape == "number":
+        gold, answer = rng.choice([(gold, str(rng.randint(-5, 5))), (str(rng.randint(-5, 5)), answer), (f"{gold}", "\\sqrt{2}"), ("x \\ge 2", answer)])
+    return Pair(shape, f"${gold}$", rng.choice(endings).format(answer), "boxed")
+
+
+def test_reads_polynomials_as_math_verify_does():
+    assert read_answer("(x+1)^2") == read_answer("x^2 + 2x + 1") == read_answer("1+2 \\cdot x+x^{2}")
+    assert read_answer("\\frac{x}{2} - 3") == read_answer("-3 + \\frac{1}{2}x")
+    for declined in ["x^23", "x(x+1)", "2\\frac{x}{3}", "x2", "xy", "x + y", "2.5x", "e^{2}", "(x+1)2", "x^{-1}", "\\frac{1}{x}", "x - x", "2\\cdotx"]:
+        assert read_answer(declined) is None, declined
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_fuzzed_polynomials_are_math_verifys(size):
+    rng = random.Random(SEED + 5)
+    pairs = [_polynomial_pair(rng, _BOXES if rng.random() < 0.7 else _INLINE) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert 0.2 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.4 * len(pairs)

@@ -87,8 +87,10 @@ CASES = [
     ("I do not know", "5", Status.UNPARSEABLE, None),
     ("#### 1,234", "1234", Status.CORRECT, "exact"),
     ("so the answer is 41.", "41", Status.CORRECT, "exact"),
-    ("The answer is 42 because 6 × 7 = 42.", "42", Status.CORRECT, "math_verify"),
-    ("the answer is 3, no wait, the answer is 4", "4", Status.CORRECT, "math_verify"),
+    ("The answer is 42 because 6 × 7 = 42.", "42", Status.CORRECT, "exact"),  # math-verify reads the number after "="
+    ("The answer is 42 because 6 × 7 = 41.", "42", Status.WRONG, "exact"),
+    ("the answer is 3, no wait, the answer is 4", "4", Status.CORRECT, "exact"),
+    ("The answer is 42 because 6 × 7 = 40 + 2.", "42", Status.CORRECT, "math_verify"),  # an expression after "="
     ("Answer $9$", "9", Status.UNPARSEABLE, None),  # strict: no marker
     ("so \\boxed{5}. Hmm, wait: \\boxed{}", "5", Status.FORMAT_ERROR, None),  # strict: the last box is empty
 ]
@@ -186,7 +188,7 @@ def test_options_are_validated_and_verifier_pickles():
         "So $\\boxed{42}$ %",  # a percent sign after the environment: 0.42
         "final answer is 3. I hope \\boxed{42}",  # "final answer is … I hope" comes first: 3
         "\\boxed{42} and \\boxed{43}",  # several boxes: math-verify joins them
-        "The answer is 42 because 6 * 7 = 41",  # "answer … = 41": 41
+        "The answer is 42 because 6 * 7 = 40 + 1",  # "answer … = 40 + 1": 41
         "#### 42 (that is 6 * 7)",  # the rightmost expression wins over a #### marker
         "####42",  # no space: math-verify does not read the number
     ],

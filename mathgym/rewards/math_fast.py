@@ -61,6 +61,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from mathgym.rewards.math_plain_text import SomeRational, marked_number, only_rationals, unmarked_number
+from mathgym.rewards.math_polynomials import Polynomial, polynomial_verdict
 from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
 from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, value_verdict
 from mathgym.rewards.math_words import Words, read_words
@@ -210,17 +211,19 @@ def fast_gold(gold: str) -> Answer | None:
 def fast_verdict(gold: Answer, answer: Answer | Words) -> bool | None:
     """math-verify's verdict on the values the fast path read, or ``None`` where it is not certain."""
     if isinstance(answer, Words):
-        return False if isinstance(gold, (Scalar, Relation)) else None  # a symbol to math-verify (math_words.py)
+        return False if isinstance(gold, (Scalar, Relation, Polynomial)) else None  # a symbol to math-verify (math_words.py)
     if isinstance(gold, (Relation, Member)) or isinstance(answer, (Relation, Member)):
         return relation_verdict(gold, answer, fast_verdict)
+    if isinstance(gold, Polynomial) or isinstance(answer, Polynomial):
+        return polynomial_verdict(gold, answer)
     return value_verdict(gold, answer, _numeric_scalars)
 
 
 def _never_rational(gold: Answer) -> bool:
-    """Whether no rational number is ``gold`` to math-verify: an exact irrational number, or an inequality."""
+    """Whether no rational number is ``gold`` to math-verify: an exact irrational number, a polynomial, an inequality."""
     if isinstance(gold, Scalar):
         return gold.rational is None and not gold.is_float and not gold.percent
-    return isinstance(gold, Relation) and not gold.is_equation
+    return isinstance(gold, Polynomial) or (isinstance(gold, Relation) and not gold.is_equation)
 
 
 def _numeric_scalars(gold: Scalar, answer: Scalar) -> bool | None:

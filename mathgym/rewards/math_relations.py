@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+from mathgym.rewards.math_polynomials import Polynomial, read_polynomial
 from mathgym.rewards.math_values import (
     MAX_VALUE_CHARS, Group, Infinity, Scalar, Value, prepare_value_text, read_scalar, read_value, scalar_verdict,
 )
@@ -49,7 +50,7 @@ class Relation(NamedTuple):
     """``variable op bound`` links in written order, each with the variable on the left (``3 < x`` is ``x > 3``)."""
 
     variable: str
-    links: tuple[tuple[str, Scalar], ...]  # (one of "<", "<=", ">", ">=", "="; bound)
+    links: tuple[tuple[str, Scalar | Polynomial], ...]  # (one of "<", "<=", ">", ">=", "="; bound: a polynomial only after "=")
 
     @property
     def is_equation(self) -> bool:
@@ -63,7 +64,7 @@ class Member(NamedTuple):
     interval: Group
 
 
-Answer = Value | Relation | Member
+Answer = Value | Relation | Member | Polynomial
 Verdict = Callable[[Answer, Answer], "bool | None"]
 
 
@@ -75,7 +76,10 @@ def read_answer(text: str) -> Answer | None:
         True
     """
     found = _read_relation(text)
-    return found if found is not None else read_value(text)
+    if found is not None:
+        return found
+    value = read_value(text)
+    return value if value is not None else read_polynomial(text)
 
 
 def _read_relation(text: str) -> Relation | Member | None:
@@ -94,7 +98,7 @@ def _read_relation(text: str) -> Relation | Member | None:
     if len(parts) == 3:
         left, right = parts[0], parts[2]
         if left in VARIABLES:
-            bound = _bound(right)
+            bound = _bound(right) if ops[0] != "=" else _bound(right) or read_polynomial(right)
             return None if bound is None else Relation(left, ((ops[0], bound),))
         if right in VARIABLES and ops[0] != "=":  # ``5 = x`` is no assignment to math-verify
             bound = _bound(left)
@@ -147,7 +151,9 @@ def relation_verdict(gold: Answer, answer: Answer, verdict: Verdict) -> bool | N
     return None
 
 
-def _link_verdict(gold_variable: str, gold: tuple[str, Scalar], answer_variable: str, answer: tuple[str, Scalar]) -> bool | None:
+def _link_verdict(gold_variable: str, gold: tuple, answer_variable: str, answer: tuple) -> bool | None:
+    if isinstance(gold[1], Polynomial) or isinstance(answer[1], Polynomial):  # ``y = 2x + 1``: only the very same is certain
+        return True if (gold_variable, gold) == (answer_variable, answer) else None
     if gold_variable != answer_variable or gold[0] != answer[0]:
         return False
     return scalar_verdict(gold[1], answer[1])
