@@ -226,3 +226,16 @@ def test_math_tool_runs_a_step_s_code_side_by_side_with_the_outputs_of_one_by_on
     assert together[:2] == (3, 3) and alone[:2] == (0, 3)  # an answer and a syntax error run nothing
     assert together[2:] == alone[2:]
     assert "42" in alone[2][0] and "ZeroDivisionError" in alone[2][3]
+
+
+def test_a_ray_actor_scores_the_steps_it_holds_in_one_batch():
+    pytest.importorskip("ray")
+    from mathgym.integrations.ray import _EnvHost
+
+    scorer = _Counting()
+    host = _EnvHost()  # the actor's class, here in this process
+    slots = [("v", i) for i in range(3)]
+    host.make(slots, gym.spec("MathStep-v0"), {"process_reward": PRMProcessReward(scorer, "min")})
+    host.run([(slot, "reset", (i, None)) for i, slot in enumerate(slots)])
+    out = host.run([(slot, "step", STEPS[i]) for i, slot in enumerate(slots)])
+    assert scorer.calls == [3] and [o[4]["status"] for o in out] == [Status.IN_PROGRESS] * 3

@@ -12,8 +12,8 @@ is keyed by the scorer and the request itself, so an env whose step asks somethi
 wrapper changed the action) scores it alone, as it would have. A batch that fails is dropped:
 each env then scores its own request and meets the error itself (as an infrastructure status).
 
-Where the envs do not live in this process (gymnasium's ``AsyncVectorEnv``, the Ray executor's
-actors), nothing is scored ahead.
+Where the envs do not live in this process (gymnasium's ``AsyncVectorEnv``), nothing is scored
+ahead; the Ray executor's actors score the steps each of them holds (:func:`score_ahead`).
 """
 
 from __future__ import annotations
@@ -55,14 +55,23 @@ def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active:
     members = getattr(envs, "envs", None)
     if not isinstance(members, (list, tuple)):
         return 0
-    groups: dict[Hashable, list[tuple[int, Any, Any]]] = {}
-    for i in active:
-        ask = getattr(members[i].unwrapped, "requests_ahead", None)
+    return score_ahead([(members[i], actions[i]) for i in active])
+
+
+def score_ahead(steps: Sequence[tuple[gym.Env, Any]]) -> int:
+    """Score together what each ``(env, action)`` step will score, and hand each env its results.
+
+    Returns:
+        How many requests were scored ahead.
+    """
+    groups: dict[Hashable, list[tuple[Any, Any, Any]]] = {}
+    for env, action in steps:
+        ask = getattr(env.unwrapped, "requests_ahead", None)
         if ask is None:
             continue
-        for scorer, request in ask(actions[i]):
-            groups.setdefault(batch_key(scorer), []).append((i, scorer, request))
-    kept: dict[int, list[tuple[Any, Any, Any]]] = {}
+        for scorer, request in ask(action):
+            groups.setdefault(batch_key(scorer), []).append((env.unwrapped, scorer, request))
+    kept: dict[int, tuple[Any, list[tuple[Any, Any, Any]]]] = {}
     for items in groups.values():
         if len(items) < 2:  # one request: nothing to gain
             continue
@@ -72,11 +81,11 @@ def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active:
             continue
         if len(results) != len(items):
             continue
-        for (i, scorer, request), result in zip(items, results):
-            kept.setdefault(i, []).append((scorer, request, result))
-    for i, results in kept.items():
-        members[i].unwrapped.keep_scored_ahead(results)
-    return sum(len(r) for r in kept.values())
+        for (env, scorer, request), result in zip(items, results):
+            kept.setdefault(id(env), (env, []))[1].append((scorer, request, result))
+    for env, results in kept.values():
+        env.keep_scored_ahead(results)
+    return sum(len(results) for _, results in kept.values())
 
 
 class SideBySide:

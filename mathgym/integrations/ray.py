@@ -32,6 +32,7 @@ import ray
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 from gymnasium.vector.vector_env import AutoresetMode
 
+from mathgym.envs.ahead import score_ahead
 from mathgym.errors import ConfigError, MathgymError
 from mathgym.rewards.base import Status
 
@@ -88,7 +89,11 @@ class _EnvHost:
         return env.observation_space, env.action_space, dict(env.metadata), env.render_mode
 
     def run(self, jobs: Sequence[tuple[tuple[str, int], str, Any]]) -> list[Any]:
-        """Run ``(slot, op, arg)`` jobs in order; ``op`` is ``reset`` (arg: seed, options) or ``step`` (arg: action)."""
+        """Run ``(slot, op, arg)`` jobs in order; ``op`` is ``reset`` (arg: seed, options) or ``step`` (arg: action).
+
+        The steps' scoring requests are scored together first (:func:`mathgym.envs.ahead.score_ahead`).
+        """
+        score_ahead([(self._envs[slot], arg) for slot, op, arg in jobs if op == "step" and slot in self._envs])
         out = []
         for slot, op, arg in jobs:
             env = self._envs.get(slot)
