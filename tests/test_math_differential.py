@@ -223,8 +223,9 @@ def test_reads_the_number_after_a_marker_as_math_verify_does():
     for text, value in read.items():
         found = fast_answer(text)
         assert found is not None and found[0].rational == value, (text, found)
+    assert fast_answer("The answer is 5, see $x$")[0] == fast_gold("$x$")  # math-verify reads the LaTeX after "answer": x
     for declined in ["#### -.5", "#### +12", "#### 3.5 \\cdot 10^2", "The answer is 5 (since 2+3)", "The final answer: 5 which is 6",
-                     "The answer is 5 = 2 + 3", "The answer is 50 percent or 7%", "The answer is 5, see $x$", "#### 5 apples and 6 + 1 pears"]:
+                     "The answer is 5 = 2 + 3", "The answer is 50 percent or 7%", "The answer is 5, see $\\alpha$", "#### 5 apples and 6 + 1 pears"]:
         assert fast_answer(declined) is None, declined
 
 

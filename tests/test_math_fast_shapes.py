@@ -358,3 +358,37 @@ def test_fast_verdicts_on_fuzzed_polynomials_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert 0.2 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.4 * len(pairs)
+
+
+# -- several boxes: math-verify joins their contents ----------------------------------------------
+
+_BETWEEN = [", ", " and ", " or ", "; ", " ", ",", " then ", " and also, as checked above, ", " then some words here and there ",
+            " " + "word " * 15 + ", ", " $5$ ", " \\(2\\) ", " [1] ", "\n", " {x} "]
+
+
+def _boxes_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    items = [_positive(rng) for _ in range(rng.randint(2, 3))]
+    right = rng.random() < 0.5
+    shown = list(items) if right else [*items[:-1], _perturb(rng, items[-1])]
+    if rng.random() < 0.2:
+        shown.append(shown[-1])  # the same box twice
+    rng.shuffle(shown)
+    boxes = [f"\\boxed{{{_render(rng, item)}}}" for item in shown]
+    text = boxes[0]
+    for box in boxes[1:]:
+        text += rng.choice(_BETWEEN) + box
+    gold = ", ".join(_render(rng, item) for item in items)
+    gold = rng.choice([f"${gold}$", f"$\\{{{gold}\\}}$", f"${_render(rng, items[0])}$"])
+    before = rng.choice(["The solutions are ", "So ", "The final answer is ", "We get $x$: ", ""])
+    return Pair("boxes", gold, before + text + rng.choice([".", "", " % ", " is it.", " \\\\ done"]), "boxed")
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_several_boxes_are_math_verifys(size):
+    rng = random.Random(SEED + 6)
+    pairs = [_boxes_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert 0.1 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.3 * len(pairs)

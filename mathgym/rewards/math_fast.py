@@ -85,6 +85,9 @@ _SLASH_END = re.compile(r"[,:]|\s+[A-Za-z]|\s*$", re.ASCII)
 _GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})", re.ASCII)
 #: After the number: nothing that could start another number, expression, equation, LaTeX or percentage.
 _TAIL_BLOCKERS = re.compile(r"[\d=$\\\[\]{}%()+\-*/^×÷]", re.ASCII)
+_MAX_BOXES = 6
+_LATEX_OUTSIDE_BOXES = re.compile(r"\$|\\[(\[]", re.ASCII)
+_BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|,|;")  # math-verify's VALID_SEPARATOR_PATTERN
 _DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _DIGIT_OR_LATEX = re.compile(r"[\d$\\\[\]{}]", re.ASCII)
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
@@ -230,9 +233,9 @@ def _numeric_scalars(gold: Scalar, answer: Scalar) -> bool | None:
     return numeric_verdict(Numeric(gold.rational, gold.is_float, gold.percent), Numeric(answer.rational, answer.is_float, answer.percent))
 
 
-def _box_span(text: str) -> tuple[int, int] | None:
-    """Start and end of the one ``\\boxed{…}`` (braces matched), or ``None``."""
-    start = text.find("\\boxed{")
+def _box_span(text: str, after: int = 0) -> tuple[int, int] | None:
+    """Start and end of the first ``\\boxed{…}`` from ``after`` (braces matched), or ``None``."""
+    start = text.find("\\boxed{", after)
     if start < 0:
         return None
     depth = 0
@@ -263,6 +266,39 @@ def _boxed(text: str, lower: str) -> str | None:
         if "i hope" in lower or _DIGIT_OR_LATEX.search(before) or _DIGIT_OR_LATEX.search(after):
             return None
     return text[start + 7 : end - 1]
+
+
+def _several_boxes(text: str, lower: str) -> str | None:
+    """The contents math-verify joins from two or more boxes with no other LaTeX around (``\\boxed{1}, \\boxed{2}`` is ``1,2``).
+
+    With no ``$``, ``\\(``, ``\\[``, inline bracket, "final answer" or brace outside the
+    boxes, the one match of priority 50 is its plain ``\\boxed{.+}``, from the first box to
+    the last brace, and ``extract_boxed_content`` (mode "last") takes the boxes from the
+    right while the text between two is under 10 characters, or under 70 with ``,``, ``;``,
+    "and" or "or" in it and different contents; equal neighbours are kept once.
+    """
+    if "\\fbox" in text or "final answer" in lower or "i hope" in lower or _LATEX_OUTSIDE_BOXES.search(text) or _INLINE_BRACKET.search(text):
+        return None
+    spans: list[tuple[int, int]] = []
+    while len(spans) <= _MAX_BOXES and (span := _box_span(text, spans[-1][1] if spans else 0)) is not None:
+        spans.append(span)
+    if not 2 <= len(spans) <= _MAX_BOXES or len(spans) != text.count("\\boxed"):
+        return None
+    inside = sum(text.count("{", start, end) for start, end in spans)
+    if inside != text.count("{") or inside != text.count("}"):
+        return None  # a brace outside the boxes: math-verify's ``\\boxed{.+}`` could end elsewhere
+    contents = [text[start + 7 : end - 1].strip() for start, end in spans]
+    if not all(contents):
+        return None
+    taken = [contents[-1]]
+    for at in range(len(spans) - 2, -1, -1):
+        between = text[spans[at][1] : spans[at + 1][0]]
+        near = len(between) < 10 or (contents[at] != taken[-1] and len(between) < 70 and _BOX_SEPARATOR.search(between))
+        if not near:
+            break
+        if contents[at] != taken[-1]:
+            taken.append(contents[at])
+    return ",".join(reversed(taken))
 
 
 def _quiet_tail(tail: str) -> bool:
@@ -377,6 +413,10 @@ def fast_answer(completion: str) -> tuple[Answer | Words, str] | None:
     if boxed is not None:
         value = read_answer(boxed) or read_words(boxed)
         return None if value is None else (value, "boxed")
+    joined = _several_boxes(completion, lower)
+    if joined is not None:
+        value = read_answer(joined)
+        return None if value is None else (value, "boxes")
     for shape, read in (("answer", _answer_is), ("gsm8k", _gsm8k)):
         found = read(completion, lower)
         if found is not None:
