@@ -392,3 +392,31 @@ def test_fast_verdicts_on_several_boxes_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert 0.1 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.3 * len(pairs)
+
+
+# -- "answer" followed by nothing math-verify can read: its rightmost match before it, or nothing ---
+
+_DEAD = ["+57", "-.6", "\\$9,748.53", "€7", "\\frac{\\pi}{4}", "+5", "(5)", "[5]", "5", " 5", "=5", "= 5", "$5$", "\\(5\\)", "x", "-(4)", "**5",
+         "\\sqrt{2}", "one", "-.5%", "\\$-3", "+.5"]
+_REASONING = ["First, 3 + 4 = 7.", "We have 12 apples.", "So x = 5.", "It costs 2.50 in total.", "Then 40%.", "So 3/4 of it.", "Now $7$.", "",
+              "Hence 1,234 of them", "We get (2+3)", "x", "\\boxed{}", "Total: 17"]
+
+
+def _dead_answer_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    reasoning = " ".join(rng.choice(_REASONING) for _ in range(rng.randint(0, 3)))
+    marker = rng.choice(["The answer is ", "the answer is: ", "Answer: ", "The final answer is ", "#### ", "answer ", "The answer is "])
+    tail = rng.choice(["", ".", " because it checks out.", " apples", " (approx)", " and 6", "\nI hope"])
+    gold = rng.choice(["7", "5", "17", "12"] if rng.random() < 0.7 else ["0.75", "2.5", "1234", "40\\%", "0.4", "$\\frac{3}{4}$", "57", "-0.6"])
+    return Pair("dead", gold, f"{reasoning}\n{marker}{rng.choice(_DEAD)}{tail}".lstrip(), "answer_is")
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_after_an_unreadable_answer_are_math_verifys(size):
+    rng = random.Random(SEED + 7)
+    pairs = [_dead_answer_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    shapes = {fast_answer(p.completion)[1] for p, _ in decided}
+    assert {"unmarked", "nothing"} <= shapes and sum(truth) > 5 and len(decided) > 0.3 * len(pairs), shapes

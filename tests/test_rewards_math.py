@@ -196,7 +196,8 @@ def test_options_are_validated_and_verifier_pickles():
 def test_each_fast_path_guard_declines_what_math_verify_reads_otherwise(text):
     from math_verify import parse
 
-    assert fast_answer(text) is None
+    found = fast_answer(text)  # declined, or read as math-verify reads it (several boxes: a set; ``####42``: nothing)
+    assert found is None or found[0] != fast_gold("42"), found
     read = parse(text, parsing_timeout=None)
     assert not read or read[0] != 42
 

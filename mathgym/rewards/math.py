@@ -236,6 +236,8 @@ class MathVerifier:
             decided = fast_decision(gold_value, completion) if gold_value is not None else None
             if decided is not None:
                 verdict, shape, answer = decided
+                if shape == "nothing":  # math-verify reads nothing: unparseable, as on its own path
+                    return RewardResult(0.0, Status.UNPARSEABLE, {**details, "path": "exact", "shape": shape, "extracted": None})
                 return _verdict(verdict, {**details, "path": "exact", "shape": shape, "extracted": _show(answer)})
         if len(completion) > self.max_completion_chars:
             reason = f"completion longer than {self.max_completion_chars} characters"

@@ -60,7 +60,7 @@ import unicodedata
 from fractions import Fraction
 from typing import NamedTuple
 
-from mathgym.rewards.math_plain_text import SomeRational, marked_number, only_rationals, unmarked_number
+from mathgym.rewards.math_plain_text import NoMatch, SomeRational, marked_number, only_rationals, unmarked_number
 from mathgym.rewards.math_polynomials import Polynomial, polynomial_verdict
 from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
 from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, value_verdict
@@ -211,8 +211,10 @@ def fast_gold(gold: str) -> Answer | None:
     return None
 
 
-def fast_verdict(gold: Answer, answer: Answer | Words) -> bool | None:
+def fast_verdict(gold: Answer, answer: Answer | Words | NoMatch) -> bool | None:
     """math-verify's verdict on the values the fast path read, or ``None`` where it is not certain."""
+    if isinstance(answer, NoMatch):
+        return False  # math-verify read nothing
     if isinstance(answer, Words):
         return False if isinstance(gold, (Scalar, Relation, Polynomial)) else None  # a symbol to math-verify (math_words.py)
     if isinstance(gold, (Relation, Member)) or isinstance(answer, (Relation, Member)):
@@ -399,7 +401,7 @@ def _one_inline_latex(text: str, lower: str) -> str | None:
     return inner
 
 
-def fast_answer(completion: str) -> tuple[Answer | Words, str] | None:
+def fast_answer(completion: str) -> tuple[Answer | Words | NoMatch, str] | None:
     """The value math-verify extracts from ``completion`` and the shape that proves it, or ``None``.
 
     Example:
@@ -439,12 +441,14 @@ def fast_answer(completion: str) -> tuple[Answer | Words, str] | None:
         return None if scalar is None else (scalar, "bare")
     if len(completion) <= _MAX_UNMARKED_CHARS:
         unmarked = unmarked_number(completion, lower)
+        if isinstance(unmarked, NoMatch):
+            return unmarked, "nothing"
         if unmarked is not None:
             return _as_scalar(Numeric(*unmarked), plain=True), "unmarked"  # type: ignore[return-value]
     return None
 
 
-def fast_decision(gold: Answer, completion: str) -> tuple[bool, str, Answer | Words | SomeRational] | None:
+def fast_decision(gold: Answer, completion: str) -> tuple[bool, str, Answer | Words | NoMatch | SomeRational] | None:
     """math-verify's verdict on ``completion`` against a gold the fast path read, the shape and the answer read; or ``None``.
 
     :func:`fast_answer` then :func:`fast_verdict`; where no answer is read, a text from

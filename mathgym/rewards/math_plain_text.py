@@ -42,6 +42,10 @@ _LATEX_MARKS = re.compile(r"[$\[\]]|\\(?:[()\[\]]|frac|boxed|fbox)")
 _ANCHORED_DIGIT = re.compile(r"[\s=]\S{0,4}\d")
 #: Characters a match of :data:`NUMBER` or :data:`EXPRESSION` can hold (bar spaces): a match never crosses any other.
 _SOFT = frozenset("0123456789.,:%+-*×/^()÷=Pperctang" + _CURRENCY)
+#: Where a number or expression match of math-verify could start: an anchor, ``**``, a currency sign, a sign or parenthesis, a digit.
+_MATCH_START = re.compile(rf"[\s=](?:\*\*)?(?:[${_CURRENCY}]?(?:-?\d|\.\d)|-?\(?-?\d)")
+#: Where a LaTeX environment could start (an escaped ``\\$`` is none).
+_LATEX_START = re.compile(r"(?<!\\)\$|\\[(\[]|\\frac|\s\[")
 _EMPTY_LAST_BOX = re.compile(r"\\boxed\{([^{}]*)\}")
 _INTEGER_BOX = re.compile(r"\s*-?\d{1,12}\s*", re.ASCII)
 _MAX_DIGITS = 14
@@ -166,20 +170,31 @@ def _scan(pattern: re.Pattern, text: str, start: int, end: int) -> list[re.Match
     return found
 
 
-def unmarked_number(text: str, lower: str) -> PlainNumber | None:
+class NoMatch(NamedTuple):
+    """No pattern of math-verify's matches anywhere in the text: it reads nothing (``parse`` returns ``[]``)."""
+
+
+def unmarked_number(text: str, lower: str) -> PlainNumber | NoMatch | None:
     """The number math-verify reads from text with no marker: its rightmost-ending match, when that is a number.
 
-    Only text with no "answer", no LaTeX environment (``$``, ``\\(``, ``\\[``, ``[``,
-    ``\\frac``) and no box, or boxes math-verify cannot parse (an empty last box after
-    integers), so that every pattern before priority 300 finds nothing. The rightmost
-    match lies in the last run of characters a match can hold that holds any match; an
-    expression ending there as far right is declined.
+    Only text with no LaTeX environment (``$``, ``\\(``, ``\\[``, ``[``, ``\\frac``) and no
+    box, or boxes math-verify cannot parse (an empty last box after integers), so that
+    every pattern before priority 300 finds nothing; "answer" only once and followed by
+    nothing any pattern can match (:func:`_dead_after`), so that the rightmost match lies
+    before it (``the answer is +57`` reads no number there). The rightmost match lies in
+    the last run of characters a match can hold that holds any match; an expression ending
+    there as far right is declined. :class:`NoMatch` when nothing matches at all.
     """
-    if "answer" in lower or _LATEX_MARKS.search(text.replace("\\boxed", "")):
+    end = len(text)
+    if "answer" in lower:
+        end = lower.find("answer")
+        if lower.count("answer") != 1 or not _dead_after(text, end):
+            return None
+    if _LATEX_MARKS.search(text.replace("\\boxed", ""), 0, end):
         return None
     if "\\boxed" in text and not _only_an_empty_last_box(text):
         return None
-    end, scanned = len(text), 0
+    scanned = 0
     while end > 0 and scanned < _MAX_SCAN:
         start = end
         while start > 0 and (text[start - 1] in _SOFT or text[start - 1].isspace()):
@@ -192,7 +207,13 @@ def unmarked_number(text: str, lower: str) -> PlainNumber | None:
             return None if is_expression else _value(match)
         scanned += end - start + 1
         end = start - 1
-    return None
+    return NoMatch() if end <= 0 else None
+
+
+def _dead_after(text: str, at: int) -> bool:
+    """Whether no pattern of math-verify can match from ``at`` on: no anchored digit, no LaTeX, no box."""
+    tail = text[at:]
+    return not (_MATCH_START.search(tail) or _LATEX_START.search(tail) or "\\fbox" in tail or "\\boxed" in tail)
 
 
 class SomeRational(NamedTuple):
