@@ -172,7 +172,10 @@ def run_env(env_id: str, args: argparse.Namespace, work: Path) -> dict[str, Any]
     tiny = demonstration_sizes(env_id, kwargs, str(tiny_model_path(0)))
     result["tiny_sizes"] = tiny
     name = env_id.replace("/", "_")
-    if tiny["median_tokens"] <= tiny["positions"]:
+    if tiny["median_tokens"] <= tiny["positions"] and args.skip_tiny:
+        print(f"{env_id}: the tiny model's run is skipped (--skip-tiny): the fixture model only", flush=True)
+        result["tiny"] = {"skipped": True}
+    elif tiny["median_tokens"] <= tiny["positions"]:
         new_tokens = max(32, tiny["longest_turn_tokens"] + 8)
         result["tiny"] = train([*common, "--steps", str(b["steps"]), "--warm-start-steps", str(b["warm"]),
                                 "--max-new-tokens", str(new_tokens), "--max-episode-tokens", str(tiny["positions"])],
@@ -214,6 +217,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             s = r["tiny_sizes"]
             lines.append(f"| {env_id} | tiny | does not fit: transcripts of {s['median_tokens']} tokens (median) > "
                          f"{s['positions']} positions | - | - |")
+        elif tiny.get("skipped"):
+            lines.append(f"| {env_id} | tiny | not run (--skip-tiny) | - | - |")
         elif tiny:
             lines.append(f"| {env_id} | tiny (warm start + GRPO) | {cell(tiny)} | {tiny.get('steps', '-')} | {tiny['wall_s']} |")
         for key, model in (("fixture_sft", "fixture SFT (random → SFT)"), ("fixture_grpo", "fixture GRPO (SFT → GRPO)")):
@@ -232,6 +237,8 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=50, help="held-out tasks of each evaluation")
     parser.add_argument("--eval-every", type=int, default=10, help="held-out evaluation every N steps (the curve)")
     parser.add_argument("--record", default="", help="write benchmarks/results/NAME.json (after each env, so a long run keeps what it measured)")
+    parser.add_argument("--skip-tiny", action="store_true",
+                        help="run the fixture model only, even where the transcripts fit the tiny model (the record says it was skipped)")
     parser.add_argument("--keep-others", action="store_true",
                         help="keep the envs of an existing --record that this run does not measure (one record built by several runs)")
     args = parser.parse_args()
