@@ -224,7 +224,8 @@ def test_reads_the_number_after_a_marker_as_math_verify_does():
         found = fast_answer(text)
         assert found is not None and found[0].rational == value, (text, found)
     assert fast_answer("The answer is 5, see $x$")[0] == fast_gold("$x$")  # math-verify reads the LaTeX after "answer": x
-    for declined in ["#### -.5", "#### +12", "#### 3.5 \\cdot 10^2", "The answer is 5 (since 2+3)", "The final answer: 5 which is 6",
+    assert fast_answer("#### -.5")[1] == fast_answer("#### +12")[1] == "nothing"  # no pattern of math-verify matches: it reads nothing
+    for declined in ["#### 3.5 \\cdot 10^2", "The answer is 5 (since 2+3)", "The final answer: 5 which is 6",
                      "The answer is 5 = 2 + 3", "The answer is 50 percent or 7%", "The answer is 5, see $\\alpha$", "#### 5 apples and 6 + 1 pears"]:
         assert fast_answer(declined) is None, declined
 
@@ -267,5 +268,6 @@ def test_fast_path_decisions_on_unmarked_text_are_math_verifys():
     truth = math_verify_verdicts(pairs)
     wrong = [(p, t) for p, t in zip(pairs, truth) if fast_verdict(fast_gold(p.gold), fast_answer(p.completion)[0]) != t]
     assert not wrong, wrong[:5]
-    assert 0.05 < sum(truth) / len(truth) < 0.9 and len(pairs) < 0.8 * tried
+    read = [t for p, t in zip(pairs, truth) if fast_answer(p.completion)[1] != "nothing"]  # where it reads a number
+    assert 0.05 < sum(read) / len(read) < 0.9 and len(pairs) < 0.9 * tried
     assert sum(fast_answer(p.completion)[1] == "unmarked" for p in pairs) > 200

@@ -111,7 +111,7 @@ def numeric_verdict(gold: Numeric, answer: Numeric) -> bool | None:
 
     math-verify compares two integers (percent or not) by their written values (``25%``
     equals ``25``) or by value (``100%`` equals ``1``), otherwise by value (``25%`` equals
-    ``0.25`` and ``1/4``); a float is compared after rounding to 6 decimals
+    ``0.25`` and ``1/4``, not ``25.0``); a float is compared after rounding to 6 decimals
     (``grader.sympy_numeric_eq``), so two different decimals of at most 6 places (and 14
     digits, within a 15-digit float) differ, while a value within rounding distance of
     another is where this returns ``None``.
@@ -122,10 +122,15 @@ def numeric_verdict(gold: Numeric, answer: Numeric) -> bool | None:
         return gold.value == answer.value or gold.effective == answer.effective
     if gold.effective == answer.effective:
         return True
-    if not (gold.is_float or answer.is_float or gold.percent or answer.percent):
-        return False  # exact rationals: sympy compares them exactly
     if gold.percent or answer.percent:
-        return None
+        if gold.value == answer.value:
+            return None  # the same number written: math-verify's texts may match (``0.675`` and ``0.675%`` in plain text)
+        if not (gold.is_float or answer.is_float):
+            return False  # exact: sympy compares the values
+        # a float against a percentage: compared after rounding to 6 decimals
+        return False if all(10**6 % n.effective.denominator == 0 and abs(n.effective) < 10**8 for n in (gold, answer)) else None
+    if not (gold.is_float or answer.is_float):
+        return False  # exact rationals: sympy compares them exactly
     if all(10**6 % n.value.denominator == 0 and abs(n.value) < 10**8 for n in (gold, answer)):
         return False  # different decimals of at most 6 places and 14 digits: they differ after rounding to 6
     difference = abs(gold.effective - answer.effective)

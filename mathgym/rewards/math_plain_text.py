@@ -112,10 +112,11 @@ def marked_number(text: str, lower: str) -> tuple[PlainNumber, str] | None:
     number = _number_at(text, marker.end())
     if number is None:
         return None
-    tail = text[number.end() :]
+    after = number.end() + 2 * text.startswith("\\%", number.end())  # ``74\\%``: math-verify's pattern reads 74
+    tail = text[after:]
     if shape == "answer" and "=" in tail:
         return _after_equals(text, lower, at + len("answer"))
-    if not _quiet(tail, lower[number.end() :]) or (shape == "gsm8k" and _ANCHORED_DIGIT.search(tail)):
+    if not _quiet(tail, lower[after:]) or (shape == "gsm8k" and _ANCHORED_DIGIT.search(tail)):
         return None
     found = _value(number)
     return None if found is None else (found, shape)

@@ -46,6 +46,8 @@ _MAX_ELEMENTS = 16
 _NUMBER = re.compile(r"(?:0|[1-9]\d*)(?:\.\d+)?", re.ASCII)
 _BRACED_COMMA = re.compile(r"\s*\{\s*,\s*\}", re.ASCII)
 _DIGIT_SPACE_DIGIT = re.compile(r"\d\s+\d", re.ASCII)
+#: A plain number with ``%`` or the word "percent"/"percentage" after it (a sign or padding reads otherwise).
+_PERCENT_SIGN = re.compile(r"\s*((?:0|[1-9]\d{0,11})(?:\.\d{1,12})?)(?:\s*%|\s+percent(?:age)?)\s*", re.ASCII)
 _TEXT = re.compile(r"\\text\{([A-Za-z]{1,30})\}", re.ASCII)
 _MATRIX = re.compile(r"\\begin\{([pb]matrix)\}(.*)\\end\{\1\}", re.ASCII | re.DOTALL)
 #: Interval brackets: (left closed, right closed) by opening and closing character.
@@ -337,6 +339,9 @@ def read_value(text: str) -> Value | None:
     if len(text) > MAX_VALUE_CHARS or not text.isascii():
         return None
     text = _BRACED_COMMA.sub(",", text)  # math-verify's normalisation: ``1{,}5`` is ``1,5``
+    percent = _PERCENT_SIGN.fullmatch(text)
+    if percent:  # ``7%``, ``7 percent``: math-verify reads them as ``7\\%``
+        text = percent.group(1) + "\\%"
     notation = read_notation(text)  # units, currency, padding, scientific notation, digit groups
     if notation is not None:
         terms = ((1, 0, notation.value),) if notation.value else ()
