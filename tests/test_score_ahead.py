@@ -120,10 +120,36 @@ def test_only_scorers_of_one_model_and_rule_share_a_batch_and_other_vector_envs_
     envs = gym.make_vec("MathStep-v0", num_envs=2, vectorization_mode="sync")  # no process reward: nothing to batch
     envs.reset(seed=[1, 2])
     assert score_step_ahead(envs, STEPS[:2], [0, 1]) == 0
-    envs = gym.make_vec("MathReason-v0", num_envs=2, vectorization_mode="sync")
-    envs.reset(seed=[1, 2])
-    assert score_step_ahead(envs, ["\\boxed{1}", "\\boxed{2}"], [0, 1]) == 0
     assert score_step_ahead(object(), ["a"], [0]) == 0  # not a synchronous vector env: nothing
+
+
+def test_math_answers_of_a_step_are_verified_in_one_batch_with_the_verdicts_of_one_by_one(monkeypatch):
+    from mathgym.rewards.math import MathVerifier
+
+    batches: list[int] = []
+    score_batch = MathVerifier.score_batch
+
+    def counting(self, completions, golds):
+        batches.append(len(completions))
+        return score_batch(self, completions, golds)
+
+    monkeypatch.setattr(MathVerifier, "score_batch", counting)
+    assert batch_key(MathVerifier()) == batch_key(MathVerifier()) != batch_key(MathVerifier(answer_extraction="lenient"))
+    actions = ["85 + 63 = 148, so \\boxed{148}", "\\boxed{\\frac{1}{2}}", "no answer", "\\boxed{x^2 + \\sqrt{2}}"]
+
+    def play(ahead: bool, env_id: str):
+        envs = gym.make_vec(env_id, num_envs=4, vectorization_mode="sync")
+        envs.reset(seed=[0, 1, 2, 3])
+        batches.clear()
+        scored = score_step_ahead(envs, actions, range(4)) if ahead else 0
+        _, rewards, _, _, infos = envs.step(np.array(actions, dtype=object))
+        return scored, list(batches), rewards.tolist(), list(infos["status"]), list(infos["extracted_answer"])
+
+    together, alone = play(True, "MathReason-v0"), play(False, "MathReason-v0")
+    assert together[:2] == (4, [4]) and alone[:2] == (0, [])  # verified ahead, and never again one by one
+    assert together[2:] == alone[2:] and alone[2][0] == 1.0 and alone[3][2] == Status.UNPARSEABLE
+    together, alone = play(True, "MathStep-v0"), play(False, "MathStep-v0")  # only the final answers are verified
+    assert together[:2] == (3, [3]) and together[2:] == alone[2:]
 
 
 @pytest.mark.parametrize("action", [123, "x" * 101])

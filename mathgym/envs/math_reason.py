@@ -111,8 +111,14 @@ class MathReasonEnv(TextEnv):
     def _prompt(question: str) -> str:
         return f"{question}\n{INSTRUCTION}"
 
+    def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
+        """The verifier's pair: a vector env's step verifies its envs' answers in one batch (the
+        answers math-verify must check go to its helper processes side by side)."""
+        return [(self.verifier, (action, latex_gold(self.task.answer)))]
+
     def _judge(self, action: str) -> Judgement:
-        result = self.verifier.score(action, latex_gold(self.task.answer))
+        request = (action, latex_gold(self.task.answer))
+        result = self._scored(self.verifier, request, lambda: self.verifier.score(*request))
         return Judgement(
             reward=result.score,
             status=result.status,

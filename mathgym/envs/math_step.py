@@ -171,18 +171,23 @@ class MathStepEnv(MathReasonEnv):
         if extract_answer(action, self.verifier.formats) is None:
             breakdown = {"process": process, "outcome": 0.0}
             return Judgement(process, status or Status.IN_PROGRESS, False, self._observation(), breakdown, info=info)
-        result = self.verifier.score(action, latex_gold(self.task.answer))
+        request = (action, latex_gold(self.task.answer))
+        result = self._scored(self.verifier, request, lambda: self.verifier.score(*request))
         outcome = 0.0 if self.process_only else self.outcome_weight * result.score
         info["extracted_answer"] = result.details.get("extracted")
         breakdown = {"process": process, "outcome": outcome}
         return Judgement(process + outcome, status or result.status, True, "", breakdown, result.score >= 1.0, info)
 
     def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
-        """The process reward's request for this step, where the process reward scores in batches."""
+        """The process reward's request for this step (where it scores in batches), and the
+        verifier's pair where the step gives a final answer."""
+        requests: list[tuple[Any, Any]] = []
         step = action.strip()
-        if not callable(getattr(self.process_reward, "score_ahead", None)) or not any(c.isalnum() for c in step):
-            return []
-        return [(self.process_reward, (self.task.metadata["question"], (*self._steps, step)))]
+        if callable(getattr(self.process_reward, "score_ahead", None)) and any(c.isalnum() for c in step):
+            requests.append((self.process_reward, (self.task.metadata["question"], (*self._steps, step))))
+        if extract_answer(action, self.verifier.formats) is not None:
+            requests.append((self.verifier, (action, latex_gold(self.task.answer))))
+        return requests
 
     def _process(self, info: dict[str, Any]) -> tuple[float, Status | None]:
         """The newest step's process reward (and ``Status.ERROR`` when the process reward raised).

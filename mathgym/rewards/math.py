@@ -24,10 +24,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from mathgym.errors import ConfigError, require_option
 from mathgym.rewards._procpool import WorkerTimeout, pool_for
@@ -219,6 +219,11 @@ class MathVerifier:
             with ThreadPoolExecutor(len(groups)) as threads:
                 list(threads.map(check, groups))
         return results  # type: ignore[return-value]
+
+    def batch_key(self) -> tuple[Any, ...]:
+        """Verifiers of equal settings score each other's pairs (one vector-env step's envs, each
+        with a verifier of its own: :mod:`mathgym.envs.ahead`)."""
+        return (type(self), *(repr(getattr(self, f.name)) for f in fields(self)))
 
     def warm_up(self) -> None:
         """Start the math-verify helpers now (else on the first non-numeric answer)."""
