@@ -448,3 +448,34 @@ def test_fast_verdicts_on_percentages_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert 0.1 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.4 * len(pairs)
+
+
+# -- a sentence in a box: "\boxed{Therefore $x \ge 5$ is the solution.}" ---------------------------
+
+_SENTENCE_BEFORE = ["Therefore ", "So ", "Hence, ", "", "The answer is ", "We get ", "Thus we have "]
+_SENTENCE_AFTER = [" is the solution.", " holds.", ".", " is the solution", " percent.", " for all n.", " is it, 5.", " and so on.", ", done."]
+
+
+def _sentence_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    value = rng.randint(-5, 30)
+    shown = value if rng.random() < 0.5 else value + rng.choice([1, 2])
+    inner = rng.choice([f"x \\geq {shown}", f"x > {shown}", f"{shown} \\le x", f"x = {shown}", f"{shown}", f"[{shown}, \\infty)", f"{shown}x + 1",
+                        f"\\frac{{{shown}}}{{2}}"])
+    words = lambda: " ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyzEIT") for _ in range(rng.randint(1, 7))) for _ in range(rng.randint(1, 4)))  # noqa: E731
+    opening, closing = (rng.choice(_SENTENCE_BEFORE), rng.choice(_SENTENCE_AFTER)) if rng.random() < 0.5 else (words() + " ", " " + words() + ".")
+    box = f"\\boxed{{{opening}${inner}${closing}}}"
+    before = rng.choice(["So ", "First, 3 + 4 = 7.\nSo ", "", "So ", "We get $y$. ", "The final answer is "])
+    after = rng.choice(["", ".", "", " 5", " $z$"])
+    gold = rng.choice([f"$x \\geq {value}$", f"$x > {value}$", str(value), f"$x = {value}$", f"$[{value}, \\infty)$", f"${value}x + 1$"])
+    return Pair("sentence", gold, f"{before}{box}{after}", "boxed")
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_sentences_in_a_box_are_math_verifys(size):
+    rng = random.Random(SEED + 9)
+    pairs = [_sentence_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert sum(fast_answer(p.completion)[1] == "sentence" for p, _ in decided) > 0.1 * len(pairs) and sum(truth) > 10

@@ -86,6 +86,9 @@ _GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})", re.ASCII)
 #: After the number: nothing that could start another number, expression, equation, LaTeX or percentage.
 _TAIL_BLOCKERS = re.compile(r"[\d=$\\\[\]{}%()+\-*/^×÷]", re.ASCII)
 _MAX_BOXES = 6
+#: A sentence in a box: words, one ``$…$``, words ending in a letter and a full stop (which latex2sympy cannot parse).
+_BOXED_SENTENCE = re.compile(r"([A-Za-z ,]*) ?\$([^$\n]+)\$ ?([A-Za-z ,]*[A-Za-z])\.", re.ASCII)
+_PERCENT_WORD = re.compile(r"^\s*(?:percent|pct)", re.IGNORECASE | re.ASCII)
 _LATEX_OUTSIDE_BOXES = re.compile(r"\$|\\[(\[]", re.ASCII)
 _BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|,|;")  # math-verify's VALID_SEPARATOR_PATTERN
 _DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
@@ -275,6 +278,24 @@ def _boxed(text: str, lower: str) -> str | None:
     return text[start + 7 : end - 1]
 
 
+def _sentence_in_box(text: str, lower: str, boxed: str) -> str | None:
+    """The ``$…$`` of a box that holds a sentence (``\\boxed{Therefore $x \\ge 5$ is the solution.}``), as math-verify reads it.
+
+    latex2sympy cannot parse a text ending in a letter and a full stop, so math-verify's
+    boxed match (priority 50) fails and its plain LaTeX patterns (300) take the match ending
+    rightmost: the ``$…$`` in the box, when no LaTeX stands outside the box, no "answer",
+    and no digit, percentage or LaTeX after that ``$…$``.
+    """
+    sentence = _BOXED_SENTENCE.fullmatch(boxed)
+    if sentence is None or "answer" in lower or _PERCENT_WORD.search(sentence.group(3)):
+        return None
+    start = text.find("\\boxed{")
+    outside = text[:start] + text[start + len(boxed) + 8 :]
+    if _LATEX_OUTSIDE_BOXES.search(outside) or "\\frac" in outside or _INLINE_BRACKET.search(text) or not _quiet_tail(text[start + len(boxed) + 8 :]):
+        return None
+    return sentence.group(2)
+
+
 def _several_boxes(text: str, lower: str) -> str | None:
     """The contents math-verify joins from two or more boxes with no other LaTeX around (``\\boxed{1}, \\boxed{2}`` is ``1,2``).
 
@@ -419,6 +440,9 @@ def fast_answer(completion: str) -> tuple[Answer | Words | NoMatch, str] | None:
     boxed = _boxed(completion, lower)
     if boxed is not None:
         value = read_answer(boxed) or read_words(boxed)
+        if value is None and (inner := _sentence_in_box(completion, lower, boxed)) is not None:
+            value = read_answer(inner)
+            return None if value is None else (value, "sentence")
         return None if value is None else (value, "boxed")
     joined = _several_boxes(completion, lower)
     if joined is not None:
