@@ -459,14 +459,15 @@ _SENTENCE_AFTER = [" is the solution.", " holds.", ".", " is the solution", " pe
 def _sentence_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
     value = rng.randint(-5, 30)
     shown = value if rng.random() < 0.5 else value + rng.choice([1, 2])
-    inner = rng.choice([f"x \\geq {shown}", f"x > {shown}", f"{shown} \\le x", f"x = {shown}", f"{shown}", f"[{shown}, \\infty)", f"{shown}x + 1",
-                        f"\\frac{{{shown}}}{{2}}"])
+    forms = ["x \\geq {}", "x > {}", "{} \\le x", "x = {}", "{}", "[{}, \\infty)", "{}x + 1", "\\frac{{{}}}{{2}}"]
+    form = rng.choice(forms)
+    inner = form.format(shown)
     words = lambda: " ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyzEIT") for _ in range(rng.randint(1, 7))) for _ in range(rng.randint(1, 4)))  # noqa: E731
     opening, closing = (rng.choice(_SENTENCE_BEFORE), rng.choice(_SENTENCE_AFTER)) if rng.random() < 0.5 else (words() + " ", " " + words() + ".")
     box = f"\\boxed{{{opening}${inner}${closing}}}"
     before = rng.choice(["So ", "First, 3 + 4 = 7.\nSo ", "", "So ", "We get $y$. ", "The final answer is "])
     after = rng.choice(["", ".", "", " 5", " $z$"])
-    gold = rng.choice([f"$x \\geq {value}$", f"$x > {value}$", str(value), f"$x = {value}$", f"$[{value}, \\infty)$", f"${value}x + 1$"])
+    gold = f"${form.format(value)}$" if rng.random() < 0.5 else rng.choice([f"$x \\geq {value}$", str(value), f"$x = {value}$", f"$[{value}, \\infty)$"])
     return Pair("sentence", gold, f"{before}{box}{after}", "boxed")
 
 
