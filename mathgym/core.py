@@ -62,7 +62,37 @@ class Judgement:
     info: Mapping[str, Any] = field(default_factory=dict)
 
 
-class TextEnv(gym.Env[str, str]):
+class ScoresAhead:
+    """Results scored ahead of a step (:mod:`mathgym.envs.ahead`), kept until the step takes them.
+
+    :class:`TextEnv` has it; a wrapper that scores actions itself can too
+    (:class:`~mathgym.envs.wrappers.RewardModelBonus`): it adds ``requests_ahead(action)`` and
+    scores through :meth:`_scored`.
+    """
+
+    _scored_ahead: list[tuple[Any, Any, Any]]
+
+    def keep_scored_ahead(self, results: Sequence[tuple[Any, Any, Any]]) -> None:
+        """Keep results scored ahead for the next ``step``: ``(scorer, request, result)`` triples."""
+        self._scored_ahead = list(results)
+
+    def _forget_scored_ahead(self) -> None:
+        self._scored_ahead = []
+
+    def _scored(self, scorer: Any, request: Any, score: Callable[[], Any]) -> Any:
+        """The result of ``request`` to ``scorer``: scored ahead, else ``score()`` now. A result
+        scored ahead that is an exception is raised, as the call itself would have raised it."""
+        kept_results = getattr(self, "_scored_ahead", [])
+        for k, (kept_scorer, kept_request, kept) in enumerate(kept_results):
+            if kept_scorer is scorer and kept_request == request:
+                del kept_results[k]
+                if isinstance(kept, BaseException):
+                    raise kept
+                return kept
+        return score()
+
+
+class TextEnv(ScoresAhead, gym.Env[str, str]):
     """Base class of mathgym's text environments (``gymnasium.Env[str, str]``).
 
     Subclasses implement :meth:`_sample_task` and :meth:`_judge`, and may override
@@ -143,27 +173,12 @@ class TextEnv(gym.Env[str, str]):
         (anything comparable with ``==``).
         :func:`mathgym.envs.ahead.score_step_ahead` scores the requests of every env of a step
         in one call per scorer and hands each env its results (:meth:`keep_scored_ahead`); the
-        env's own judging then takes them (:meth:`_scored`) instead of scoring one by one. A
+        env's own judging then takes them (:meth:`ScoresAhead._scored`) instead of scoring one by one. A
         request the env does not make in the end costs a little compute and changes nothing.
         """
         if self._task is None or self._finished or not isinstance(action, str) or len(action) > self.max_length:
             return []
         return self._requests_ahead(action)
-
-    def keep_scored_ahead(self, results: Sequence[tuple[Any, Any, Any]]) -> None:
-        """Keep results scored ahead for the next ``step``: ``(scorer, request, result)`` triples."""
-        self._scored_ahead = list(results)
-
-    def _scored(self, scorer: Any, request: Any, score: Callable[[], Any]) -> Any:
-        """The result of ``request`` to ``scorer``: scored ahead, else ``score()`` now. A result
-        scored ahead that is an exception is raised, as the call itself would have raised it."""
-        for k, (kept_scorer, kept_request, kept) in enumerate(self._scored_ahead):
-            if kept_scorer is scorer and kept_request == request:
-                del self._scored_ahead[k]
-                if isinstance(kept, BaseException):
-                    raise kept
-                return kept
-        return score()
 
     # -- the contract ---------------------------------------------------------------
 
@@ -183,7 +198,7 @@ class TextEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         self._task = self._sample_task(dict(options or {}))
         self._turn = 0
-        self._scored_ahead = []
+        self._forget_scored_ahead()
         self._finished = False
         self._messages = []
         if self.system_prompt:
@@ -207,7 +222,7 @@ class TextEnv(gym.Env[str, str]):
         try:
             judgement = self._too_long(action) if len(action) > self.max_length else self._judge(action)
         finally:
-            self._scored_ahead = []  # kept for this step only
+            self._forget_scored_ahead()  # kept for this step only
         terminated = bool(judgement.done)
         truncated = not terminated and self._turn >= self.max_turns
         if truncated:

@@ -265,3 +265,39 @@ def test_a_ray_actor_scores_the_steps_it_holds_in_one_batch():
     host.run([(slot, "reset", (i, None)) for i, slot in enumerate(slots)])
     out = host.run([(slot, "step", STEPS[i]) for i, slot in enumerate(slots)])
     assert scorer.calls == [3] and [o[4]["status"] for o in out] == [Status.IN_PROGRESS] * 3
+
+
+def test_a_reward_model_wrapper_scores_a_step_s_final_actions_in_one_batch():
+    from mathgym.envs.wrappers import RewardModelBonus
+    from mathgym.rewards.base import RewardResult
+
+    class _LengthModel:
+        def __init__(self):
+            self.batches: list[int] = []
+
+        def score_batch(self, completions, references):
+            self.batches.append(len(completions))
+            return [RewardResult(len(c) / 100, Status.CORRECT) for c in completions]
+
+    def play(ahead: bool, env_id: str, turns: int, **wrapper):
+        model = _LengthModel()
+        envs = gym.vector.SyncVectorEnv([lambda: RewardModelBonus(gym.make(env_id), model, coef=0.5, **wrapper)] * 3)
+        envs.reset(seed=[1, 2, 3])
+        seen = []
+        for turn in range(turns):
+            actions = [f"I guess {turn * 10 + i}" for i in range(3)]
+            scored = score_step_ahead(envs, actions, range(3)) if ahead else 0
+            _, rewards, _, _, infos = envs.step(np.array(actions, dtype=object))
+            seen.append((scored, rewards.tolist(), list(infos["rm_status"]) if "rm_status" in infos else None))
+        return model.batches, seen
+
+    batches, together = play(True, "MathReason-v0", 1)
+    assert batches == [3] and together[0][0] == 6  # the reward model's 3 and the verifier's 3
+    batches, alone = play(False, "MathReason-v0", 1)
+    assert batches == [1, 1, 1] and [s[1:] for s in alone] == [s[1:] for s in together]
+    # final-only on a multi-turn env: nothing is asked ahead before the last turn; every step, all
+    batches, together = play(True, "GuessNumber-v0", 2)
+    assert batches == [] and [s[0] for s in together] == [0, 0]
+    batches, together = play(True, "GuessNumber-v0", 2, when="every_step")
+    assert batches == [3, 3] and [s[0] for s in together] == [3, 3]
+    assert play(False, "GuessNumber-v0", 2, when="every_step")[1] == [(0, *s[1:]) for s in together]

@@ -41,6 +41,17 @@ def _score(scorer: Any, requests: list[Any]) -> list[Any]:
     return list(scorer.score_batch([c for c, _ in requests], [r for _, r in requests]))
 
 
+def _layers(env: gym.Env) -> list[Any]:
+    """The layers of ``env`` (its wrappers, outermost first, and the env) that score ahead."""
+    layers = []
+    while True:
+        if callable(getattr(type(env), "requests_ahead", None)):  # its own, not forwarded by a wrapper
+            layers.append(env)
+        if not isinstance(env, gym.Wrapper):
+            return layers
+        env = env.env
+
+
 def score_step_ahead(envs: gym.vector.VectorEnv, actions: Sequence[Any], active: Sequence[int]) -> int:
     """Score together what the ``active`` envs of ``envs`` will score when stepped with ``actions``.
 
@@ -66,11 +77,9 @@ def score_ahead(steps: Sequence[tuple[gym.Env, Any]]) -> int:
     """
     groups: dict[Hashable, list[tuple[Any, Any, Any]]] = {}
     for env, action in steps:
-        ask = getattr(env.unwrapped, "requests_ahead", None)
-        if ask is None:
-            continue
-        for scorer, request in ask(action):
-            groups.setdefault(batch_key(scorer), []).append((env.unwrapped, scorer, request))
+        for layer in _layers(env):
+            for scorer, request in layer.requests_ahead(action):
+                groups.setdefault(batch_key(scorer), []).append((layer, scorer, request))
     kept: dict[int, tuple[Any, list[tuple[Any, Any, Any]]]] = {}
     for items in groups.values():
         if len(items) < 2:  # one request: nothing to gain

@@ -20,12 +20,13 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
+from mathgym.core import ScoresAhead
 from mathgym.errors import ConfigError
 
 BonusWhen = Literal["every_step", "final"]
 
 
-class RewardModelBonus(gym.Wrapper[str, str, str, str]):
+class RewardModelBonus(ScoresAhead, gym.Wrapper[str, str, str, str]):
     """Add ``coef × score`` of a reward model to the wrapped env's reward.
 
     The action of a step is scored against the observation it answers (the prompt of a single-turn
@@ -51,6 +52,17 @@ class RewardModelBonus(gym.Wrapper[str, str, str, str]):
             raise ConfigError(f"when={when!r} is not allowed; choose one of 'every_step', 'final'.")
         self.reward_model, self.coef, self.when, self.name = reward_model, float(coef), when, name
         self._observation = ""
+        self._scored_ahead = []
+
+    def requests_ahead(self, action: Any) -> list[tuple[Any, Any]]:
+        """The reward model's request, where this step will certainly be scored (every step, or
+        the wrapped env's last turn): a vector env's step scores its envs' actions in one batch
+        (:mod:`mathgym.envs.ahead`)."""
+        inner = self.env.unwrapped
+        last_turn = getattr(inner, "max_turns", None) is not None and inner.max_turns - getattr(inner, "turn", 0) <= 1
+        if not isinstance(action, str) or (self.when == "final" and not last_turn):
+            return []
+        return [(self.reward_model, (action, {"prompt": self._observation}))]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
@@ -62,8 +74,11 @@ class RewardModelBonus(gym.Wrapper[str, str, str, str]):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._observation = obs
         if self.when == "final" and not (terminated or truncated):
+            self._forget_scored_ahead()
             return obs, reward, terminated, truncated, info
-        result = self.reward_model.score_batch([action], [{"prompt": prompt}])[0]
+        request = (action, {"prompt": prompt})
+        result = self._scored(self.reward_model, request, lambda: self.reward_model.score_batch([action], [request[1]])[0])
+        self._forget_scored_ahead()
         info = dict(info)
         breakdown = dict(info.get("reward_breakdown") or {"reward": float(reward)})
         info["rm_status"] = str(result.status)
