@@ -60,10 +60,11 @@ import unicodedata
 from fractions import Fraction
 from typing import NamedTuple
 
+from mathgym.rewards.math_boxes import INLINE_BRACKET, one_box, quiet_tail, sentence_in_box, several_boxes
 from mathgym.rewards.math_plain_text import NoMatch, SomeRational, marked_number, only_rationals, unmarked_number
 from mathgym.rewards.math_polynomials import Polynomial, polynomial_verdict
 from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
-from mathgym.rewards.math_values import MAX_VALUE_CHARS, Scalar, value_verdict
+from mathgym.rewards.math_values import Scalar, value_verdict
 from mathgym.rewards.math_words import Words, read_words
 
 _MAX_NUMBER_CHARS = 40
@@ -83,16 +84,6 @@ _MARKED_RATIO = re.compile(rf"(?:answer(?: is:?|:)|####)[ \t]+(-?\\frac\{{\d{{1,
 #: What may follow ``a/b`` so that math-verify's expression ends there.
 _SLASH_END = re.compile(r"[,:]|\s+[A-Za-z]|\s*$", re.ASCII)
 _GSM8K_TAIL = re.compile(rf"####[ \t]+\$?()({_THOUSANDS}|{_DECIMAL})", re.ASCII)
-#: After the number: nothing that could start another number, expression, equation, LaTeX or percentage.
-_TAIL_BLOCKERS = re.compile(r"[\d=$\\\[\]{}%()+\-*/^×÷]", re.ASCII)
-_MAX_BOXES = 6
-#: A sentence in a box: words, one ``$…$``, words ending in a letter and a full stop (which latex2sympy cannot parse).
-_BOXED_SENTENCE = re.compile(r"([A-Za-z ,]*) ?\$([^$\n]+)\$ ?([A-Za-z ,]*[A-Za-z])\.", re.ASCII)
-_PERCENT_WORD = re.compile(r"^\s*(?:percent|pct)", re.IGNORECASE | re.ASCII)
-_LATEX_OUTSIDE_BOXES = re.compile(r"\$|\\[(\[]", re.ASCII)
-_BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|,|;")  # math-verify's VALID_SEPARATOR_PATTERN
-_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
-_DIGIT_OR_LATEX = re.compile(r"[\d$\\\[\]{}]", re.ASCII)
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
@@ -243,104 +234,11 @@ def _numeric_scalars(gold: Scalar, answer: Scalar) -> bool | None:
     return numeric_verdict(Numeric(gold.rational, gold.is_float, gold.percent), Numeric(answer.rational, answer.is_float, answer.percent))
 
 
-def _box_span(text: str, after: int = 0) -> tuple[int, int] | None:
-    """Start and end of the first ``\\boxed{…}`` from ``after`` (braces matched), or ``None``."""
-    start = text.find("\\boxed{", after)
-    if start < 0:
-        return None
-    depth = 0
-    for at in range(start + 6, min(len(text), start + 8 + MAX_VALUE_CHARS)):
-        depth += {"{": 1, "}": -1}.get(text[at], 0)
-        if depth == 0:
-            return start, at + 1
-    return None
-
-
-def _boxed(text: str, lower: str) -> str | None:
-    if text.count("\\boxed") != 1 or "\\fbox" in text:
-        return None
-    span = _box_span(text)
-    if span is None:
-        return None
-    start, end = span
-    after = lower[end:]
-    if "%" in after or "pct" in after or "percent" in after:
-        return None  # a percent sign after a LaTeX environment holding the box scales it
-    if "final answer" in lower:  # its own patterns share the box's priority: they must find the box too
-        before = text[lower.find("final answer") : start]
-        after = text[end:]
-        for opening, closing in _DELIMITERS:
-            if before.endswith(opening) and after.startswith(closing):
-                before, after = before[: -len(opening)], after[len(closing) :]
-                break
-        if "i hope" in lower or _DIGIT_OR_LATEX.search(before) or _DIGIT_OR_LATEX.search(after):
-            return None
-    return text[start + 7 : end - 1]
-
-
-def _sentence_in_box(text: str, lower: str, boxed: str) -> str | None:
-    """The ``$…$`` of a box that holds a sentence (``\\boxed{Therefore $x \\ge 5$ is the solution.}``), as math-verify reads it.
-
-    latex2sympy cannot parse a text ending in a letter and a full stop, so math-verify's
-    boxed match (priority 50) fails and its plain LaTeX patterns (300) take the match ending
-    rightmost: the ``$…$`` in the box, when no LaTeX stands outside the box, no "answer",
-    and no digit, percentage or LaTeX after that ``$…$``.
-    """
-    sentence = _BOXED_SENTENCE.fullmatch(boxed)
-    if sentence is None or "answer" in lower or _PERCENT_WORD.search(sentence.group(3)):
-        return None
-    start = text.find("\\boxed{")
-    outside = text[:start] + text[start + len(boxed) + 8 :]
-    if _LATEX_OUTSIDE_BOXES.search(outside) or "\\frac" in outside or _INLINE_BRACKET.search(text) or not _quiet_tail(text[start + len(boxed) + 8 :]):
-        return None
-    return sentence.group(2)
-
-
-def _several_boxes(text: str, lower: str) -> str | None:
-    """The contents math-verify joins from two or more boxes with no other LaTeX around (``\\boxed{1}, \\boxed{2}`` is ``1,2``).
-
-    With no ``$``, ``\\(``, ``\\[``, inline bracket, "final answer" or brace outside the
-    boxes, the one match of priority 50 is its plain ``\\boxed{.+}``, from the first box to
-    the last brace, and ``extract_boxed_content`` (mode "last") takes the boxes from the
-    right while the text between two is under 10 characters, or under 70 with ``,``, ``;``,
-    "and" or "or" in it and different contents; equal neighbours are kept once.
-    """
-    if "\\fbox" in text or "final answer" in lower or "i hope" in lower or _LATEX_OUTSIDE_BOXES.search(text) or _INLINE_BRACKET.search(text):
-        return None
-    spans: list[tuple[int, int]] = []
-    while len(spans) <= _MAX_BOXES and (span := _box_span(text, spans[-1][1] if spans else 0)) is not None:
-        spans.append(span)
-    if not 2 <= len(spans) <= _MAX_BOXES or len(spans) != text.count("\\boxed"):
-        return None
-    inside = sum(text.count("{", start, end) for start, end in spans)
-    if inside != text.count("{") or inside != text.count("}"):
-        return None  # a brace outside the boxes: math-verify's ``\\boxed{.+}`` could end elsewhere
-    contents = [text[start + 7 : end - 1].strip() for start, end in spans]
-    if not all(contents):
-        return None
-    taken = [contents[-1]]
-    for at in range(len(spans) - 2, -1, -1):
-        between = text[spans[at][1] : spans[at + 1][0]]
-        near = len(between) < 10 or (contents[at] != taken[-1] and len(between) < 70 and _BOX_SEPARATOR.search(between))
-        if not near:
-            break
-        if contents[at] != taken[-1]:
-            taken.append(contents[at])
-    return ",".join(reversed(taken))
-
-
-def _quiet_tail(tail: str) -> bool:
-    if _TAIL_BLOCKERS.search(tail):
-        return False
-    lower = _ascii_lower(tail)
-    return "pct" not in lower and "percent" not in lower
-
-
 def _answer_is(text: str, lower: str) -> str | None:
     if "\\boxed" in text or lower.count("answer") != 1:
         return None
     match = _ANSWER_TAIL.match(text, lower.rfind("answer"))
-    return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
+    return match.group(2) if match and quiet_tail(text[match.end() :]) else None
 
 
 def _marked_ratio(text: str, lower: str) -> tuple[str, str] | None:
@@ -367,7 +265,7 @@ def _marked_ratio(text: str, lower: str) -> tuple[str, str] | None:
     else:
         return None
     match = _MARKED_RATIO.match(text, at) if at >= 0 else None
-    if match is None or not _quiet_tail(text[match.end() :]):
+    if match is None or not quiet_tail(text[match.end() :]):
         return None
     if match.group(1).startswith(("-\\", "\\")) or _SLASH_END.match(text, match.end()):
         return match.group(1), shape
@@ -379,11 +277,9 @@ def _gsm8k(text: str, lower: str) -> str | None:
         return None
     start = text.rfind("####")
     match = _GSM8K_TAIL.match(text, start) if start >= 0 else None
-    return match.group(2) if match and _quiet_tail(text[match.end() :]) else None
+    return match.group(2) if match and quiet_tail(text[match.end() :]) else None
 
 
-#: math-verify's inline-bracket environment (`` [a, b] ``): one anywhere could be read with or instead of ours.
-_INLINE_BRACKET = re.compile(r"\s\[[^\n\]\[]+\]\s", re.ASCII)
 _TAIL_AFTER_LATEX = re.compile(r"[\d=%$\\\[\]]|pct|percent", re.IGNORECASE | re.ASCII)
 
 
@@ -398,7 +294,7 @@ def _one_inline_latex(text: str, lower: str) -> str | None:
     digit may come before it: its priority-50 pattern reads the number after "is"). A
     ``\\frac`` outside or an inline-bracket environment (`` [a, b] ``) declines.
     """
-    if "\\boxed" in text or "\\fbox" in text or "\\[" in text or _INLINE_BRACKET.search(text):
+    if "\\boxed" in text or "\\fbox" in text or "\\[" in text or INLINE_BRACKET.search(text):
         return None
     if text.count("$") == 2 and "\\(" not in text and "\\$" not in text:
         start = text.find("$")
@@ -437,14 +333,14 @@ def fast_answer(completion: str) -> tuple[Answer | Words | NoMatch, str] | None:
     if not _unicode_safe(completion):
         return None
     lower = _ascii_lower(completion)
-    boxed = _boxed(completion, lower)
+    boxed = one_box(completion, lower)
     if boxed is not None:
         value = read_answer(boxed) or read_words(boxed)
-        if value is None and (inner := _sentence_in_box(completion, lower, boxed)) is not None:
+        if value is None and (inner := sentence_in_box(completion, lower, boxed)) is not None:
             value = read_answer(inner)
             return None if value is None else (value, "sentence")
         return None if value is None else (value, "boxed")
-    joined = _several_boxes(completion, lower)
+    joined = several_boxes(completion, lower)
     if joined is not None:
         value = read_answer(joined)
         return None if value is None else (value, "boxes")
