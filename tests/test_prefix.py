@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mathgym.agents.policy import LLMPolicy, LoraSettings  # noqa: E402
-from mathgym.agents.prefix import MIN_SHARED_TOKENS, shared_prefix_length, shared_prefix_logits  # noqa: E402
+from mathgym.agents.prefix import MIN_SHARED_TOKENS, shared_prefix_length, shared_prefix_outputs  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def test_logprobs_and_gradients_match_the_plain_pass(model_path, lora):
     policy = LLMPolicy.from_pretrained(str(model_path), device="cpu", lora=LoraSettings(r=4, alpha=8) if lora else None)
     policy.model.train()
     ids, mask, groups = _rows(policy.pad_token_id)
-    assert shared_prefix_logits(policy.model, ids, mask, groups) is not None  # the shared path is taken
+    assert shared_prefix_outputs(policy.model, ids, mask, groups) is not None  # the shared path is taken
     results = []
     for g in (None, groups):
         policy.model.zero_grad()
@@ -57,7 +57,7 @@ def test_logprobs_and_gradients_match_the_plain_pass(model_path, lora):
 def test_nothing_to_share_falls_back(model_path):
     policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
     ids, mask, _ = _rows(policy.pad_token_id)
-    assert shared_prefix_logits(policy.model, ids, mask, torch.arange(5)) is None  # every row its own group
+    assert shared_prefix_outputs(policy.model, ids, mask, torch.arange(5)) is None  # every row its own group
 
 
 def test_sampler_sharing_rows_draws_the_same_samples_as_the_plain_loop(model_path):

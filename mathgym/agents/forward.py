@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from mathgym.agents.choices import ReferenceKind
-from mathgym.agents.prefix import shared_prefix_logits
+from mathgym.agents.prefix import shared_prefix_outputs
 from mathgym.errors import ConfigError
 
 #: A value function read on a policy's pass: ``(input_ids, attention_mask, last hidden states) -> (B, T)``
@@ -175,13 +175,13 @@ def forward_pass(
         decoder, head = split
         hidden = None
         if groups is not None:
-            hidden = shared_prefix_logits(decoder, input_ids, attention_mask, groups.to(input_ids.device))
+            hidden = shared_prefix_outputs(decoder, input_ids, attention_mask, groups.to(input_ids.device))
         if hidden is None:
             hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         return ForwardOutput(*logprobs_at(head, hidden, input_ids, positions, temperature, entropy_grad))
     logits = None
     if groups is not None:
-        logits = shared_prefix_logits(model, input_ids, attention_mask, groups.to(input_ids.device))
+        logits = shared_prefix_outputs(model, input_ids, attention_mask, groups.to(input_ids.device))
     if logits is None:
         logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
     return ForwardOutput(*logprobs_from_logits(logits, input_ids, temperature, entropy_grad))

@@ -86,10 +86,10 @@ def gather_cache(cache: Any, index: torch.Tensor) -> bool:
     return True
 
 
-def shared_prefix_logits(
+def shared_prefix_outputs(
     model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, groups: torch.Tensor
 ) -> torch.Tensor | None:
-    """``(B, T, V)`` logits of ``model`` on the batch, computing each group's shared prefix once
+    """The outputs of ``model`` on the batch, computing each group's shared prefix once: ``(B, T, V)`` logits
     (``(B, T, H)`` last hidden states where ``model`` is a decoder without an output head).
 
     Returns ``None`` when there is nothing to share (every row its own group, a shared prefix
