@@ -1,42 +1,50 @@
-"""The in-process fast path of the math verifier: plain numbers and MATH-style answers, decided as math-verify decides them.
+"""The in-process fast path of the math verifier: numbers and MATH-style answers, decided as math-verify decides them.
 
 math-verify reads a completion by trying its extraction patterns in priority order
 (``final answer is … I hope``; then ``final answer … is`` and ``\\boxed``; then
 ``answer:``; then ``answer``; then any LaTeX, expression or number) and, within one
-priority, the match that *ends* rightmost first (``math_verify/parser.py``, version 0.9).
-The fast path decides in-process only completions whose shape pins down what those rules
-extract, without running them:
+priority, the match that *ends* rightmost first (``math_verify/parser.py``, version 0.9);
+a match whose text does not parse is skipped for the next. The fast path decides
+in-process only completions whose shape pins down what those rules extract, without
+running them (:func:`fast_answer` says which shape):
 
-* **boxed**: exactly one ``\\boxed{N}`` (no ``\\fbox``) and no percent sign or word after
-  it. Every match of the boxed patterns (priority 50) then holds that box and reads ``N``:
-  math-verify keeps only the contents of the boxes it finds
-  (``latex2sympy2_extended.math_normalization.extract_boxed_content``). Where "final
-  answer" occurs (its patterns share priority 50), no digit or LaTeX delimiter may stand
-  between it and the box (bar the box's own ``$…$``, ``\\[…\\]``) nor after the box,
-  and no "I hope" (priority 0).
+* **boxed**, **sentence**, **boxes**: one box; a box holding a sentence around one
+  ``$…$``; several boxes with no other LaTeX (:mod:`~mathgym.rewards.math_boxes`).
 * **answer**: "answer" occurs exactly once, no box, and it reads ``answer is N`` /
   ``answer: N`` (``final answer`` too; ``N`` bare or as ``$N$``): the match of priority
-  50, 100 or 200 ends at ``N``.
+  50, 100 or 200 ends at ``N``. Also ``\\frac{a}{b}`` or ``a/b`` there (and after
+  ``####``), the last of several "answer is N", and ``answer … = M``
+  (:mod:`~mathgym.rewards.math_plain_text`).
 * **gsm8k**: no "answer", no box, and the last ``####`` is followed by a space and ``N``
   (or ``$N``): the rightmost match of priority 300 is ``N``.
+* **latex**: one ``$…$`` or ``\\(…\\)`` with nothing readable after it (after the one
+  "answer", or with none).
 * **bare**: the whole text is ``N``.
+* **unmarked**, **nothing**: no marker (or an "answer" followed by nothing math-verify
+  can read): its rightmost match, a number; or no match at all (it reads nothing,
+  ``unparseable``).
+* **rationals** (:func:`fast_decision` only): a text from which math-verify can read
+  only rational numbers, against a gold no rational equals.
 
 In the answer and gsm8k shapes, nothing after ``N`` may start another number,
 expression, equation, LaTeX environment or percentage (no digit, ``=``, ``$``, ``\\``,
 brackets, braces, parentheses, operators, ``%``, "percent"): words and full stops only.
 
 In the answer, gsm8k and bare shapes ``N`` is an integer or decimal (thousands commas in
-groups of three). In the boxed shape the box holds a value of the grammar of
-:mod:`~mathgym.rewards.math_values`: numbers, fractions, radicals, multiples of π and
-their sums, percentages, sets, intervals, tuples, matrices of numbers, ``\\text{word}``.
-The gold is such a number, ``a/b`` or ``\\frac{a}{b}`` as written, or a value of that
-grammar inside one ``$…$`` (as :func:`~mathgym.rewards.math.latex_gold` writes MATH's
-answers). Both are read exactly; :func:`fast_verdict` gives math-verify's comparison
-(:func:`numeric_verdict` for two rational numbers, with its float rounding and
-percentages), returning ``None`` (ask math-verify) wherever its rules could differ from
-exact comparison. Everything else goes to math-verify. ``tests/test_math_differential.py``
-and ``tests/test_math_fast_values.py`` check these verdicts against math-verify on the
-generated corpus, on fuzzed text (Unicode too), on fuzzed MATH-style answers and on
+groups of three). A box or ``$…$`` holds a value of the grammar of
+:mod:`~mathgym.rewards.math_values` (numbers, fractions, radicals, multiples of π and
+their sums, percentages, sets, intervals, tuples, matrices of numbers, ``\\text{word}``),
+an inequality, equation or ``x \\in I`` (:mod:`~mathgym.rewards.math_relations`), a
+polynomial in one variable (:mod:`~mathgym.rewards.math_polynomials`), or a number with
+words (:mod:`~mathgym.rewards.math_words`). The gold is such a number, ``a/b`` or
+``\\frac{a}{b}`` as written, or a value of that grammar inside one ``$…$`` (as
+:func:`~mathgym.rewards.math.latex_gold` writes MATH's answers). Both are read exactly;
+:func:`fast_verdict` gives math-verify's comparison (:func:`numeric_verdict` for two
+rational numbers, with its float rounding and percentages), returning ``None`` (ask
+math-verify) wherever its rules could differ from exact comparison. Everything else goes
+to math-verify. ``tests/test_math_differential.py``, ``tests/test_math_fast_values.py``
+and ``tests/test_math_fast_shapes.py`` check these verdicts against math-verify on the
+generated corpus, on fuzzed text (Unicode too), on fuzzed answers of every shape and on
 MATH-500's answers.
 
 **Unicode.** math-verify's patterns read ``\\d`` and ``\\s`` as Unicode classes and match
@@ -108,7 +116,9 @@ def numeric_verdict(gold: Numeric, answer: Numeric) -> bool | None:
     ``0.25`` and ``1/4``, not ``25.0``); a float is compared after rounding to 6 decimals
     (``grader.sympy_numeric_eq``), so two different decimals of at most 6 places (and 14
     digits, within a 15-digit float) differ, while a value within rounding distance of
-    another is where this returns ``None``.
+    another is where this returns ``None``. A percentage against the same number written
+    without one (``0.675`` and ``0.675%``) is ``None`` too: math-verify also compares the
+    texts it read, and in plain text it reads ``0.675%`` as the text ``0.675``.
     """
     g_int = not gold.is_float and gold.value.denominator == 1
     a_int = not answer.is_float and answer.value.denominator == 1

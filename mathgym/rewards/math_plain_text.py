@@ -6,11 +6,21 @@ it, ``%``/"percent" after it) and an expression (digits, spaces and operators), 
 an anchor (start of text, a space, ``=``). After "answer" it takes the first match; with no
 marker at all, the match that ends rightmost (priority 300). The functions here re-state
 those patterns (:data:`NUMBER`, :data:`EXPRESSION`) and decide only where the text pins
-down which match math-verify takes and that it is a number; the caller compares values.
+down which match math-verify takes and that it is a number; the caller compares values:
+
+* :func:`marked_number`: the number after the last "answer is"/"answer:" (earlier
+  "answer"s end before it), after ``answer … = `` (its greedy ``answer.{0,100}=``), or
+  after the last ``####``; ``74\\%`` is 74 there (the pattern's ``%`` must follow at once).
+* :func:`unmarked_number`: with no marker, or an "answer" followed by nothing any pattern
+  can match (``the answer is +57``, ``-.6``, ``\\$9.50``: no anchored digit), the
+  rightmost match, which lies before it; :class:`NoMatch` when there is none anywhere
+  (math-verify reads nothing).
+* :func:`only_rationals`: a text whose every match is a rational number or nothing.
 
 Bounded work: the marked shape looks at one position; the unmarked scan walks back from
 the end of the text over short runs of the characters a match can hold, at most
-``_MAX_SCAN`` characters in all, each run at most ``_MAX_RUN`` long.
+``_MAX_SCAN`` characters in all, each run at most ``_MAX_RUN`` long; the other checks are
+single regular-expression searches without nested repetition.
 """
 
 from __future__ import annotations

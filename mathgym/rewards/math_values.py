@@ -16,7 +16,8 @@ Grammar (spaces ignored, except between two digits, where the text is declined):
   ``√2, √3, √5, …`` are linearly independent over the rationals and π is transcendental.
   A decimal point is allowed only in a plain number (a sympy Float for math-verify, whose
   float rounding :func:`~mathgym.rewards.math_fast.numeric_verdict` models); a trailing
-  ``\\%`` only after a plain number.
+  ``\\%`` only after a plain number (``7%``, ``7 %``, ``7 percent``, ``7 percentage`` are
+  ``7\\%`` to math-verify; ``-7%`` and ``7pct`` are not).
 * **set**: ``\\{a, b\\}`` or a bare list ``a, b`` (math-verify reads both as a FiniteSet).
 * **interval**: ``[a, b]``, ``[a, b)``, ``(a, b]``, and ``(a, b)`` when ``a < b`` (else
   math-verify reads a tuple); ends may be ``\\infty``/``-\\infty``.
