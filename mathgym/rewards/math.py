@@ -11,8 +11,10 @@ Design (see ``docs/rewards.md``):
   marker is ``unparseable``, an empty last box a ``format_error``. Where there is a marker
   the verdict is the same as in lenient mode.
 * The fast path (:mod:`mathgym.rewards.math_fast`) decides in-process only completions
-  whose shape proves what math-verify extracts (a plain number; a boxed fraction, radical,
-  multiple of π, percentage, set, interval, tuple, matrix or word), with exact arithmetic.
+  whose shape proves what math-verify extracts (a plain number; a boxed or ``$…$``
+  fraction, radical, multiple of π, percentage, set, interval, tuple, matrix, word,
+  inequality, equation or polynomial; several boxes; a number with words), with exact
+  arithmetic, and only where math-verify's comparison of the two is certain.
 * Everything else goes to math-verify in a helper process whose deadline this module
   owns: math-verify runs with its SIGALRM timeouts disabled, and a helper that misses the
   deadline is killed and replaced. So a hostile expression returns ``status="timeout"``
@@ -34,7 +36,10 @@ from mathgym.rewards._procpool import WorkerTimeout, pool_for
 from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
 from mathgym.rewards.math_fast import Numeric, fast_decision, fast_gold, numeric_verdict
-from mathgym.rewards.math_values import Scalar, Value
+from mathgym.rewards.math_plain_text import SomeRational
+from mathgym.rewards.math_polynomials import Polynomial
+from mathgym.rewards.math_relations import Answer, Relation
+from mathgym.rewards.math_values import Scalar
 
 __all__ = [
     "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "gold_for_math_verify", "latex_gold", "numeric_verdict", "parse_number",
@@ -309,8 +314,14 @@ def _groups_by_gold(indices: list[int], golds: list[str], count: int) -> list[li
     return [sorted(group) for group in groups if group]
 
 
-def _show(value: Value) -> str:
-    """The value read, for ``details["extracted"]``: ``42``, ``0.5``, ``3/4``, ``2*sqrt(3)``, ``{1, 2}``."""
+def _show(value: Answer | SomeRational) -> str:
+    """The value read, for ``details["extracted"]``: ``42``, ``0.5``, ``3/4``, ``2*sqrt(3)``, ``x >= 3``, ``1 + 2*x^1``."""
+    if isinstance(value, SomeRational):
+        return "a rational number, or nothing"
+    if isinstance(value, Relation):
+        return " and ".join(f"{value.variable} {op} {_show(bound)}" for op, bound in value.links)
+    if isinstance(value, Polynomial):
+        return " + ".join(f"{c}*{value.variable}^{k}" if k else str(c) for k, c in enumerate(value.coefficients) if c)
     if isinstance(value, Scalar):
         if value.rational is not None:
             shown = str(float(value.rational)) if value.is_float else str(value.rational)
