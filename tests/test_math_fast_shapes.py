@@ -480,3 +480,18 @@ def test_fast_verdicts_on_sentences_in_a_box_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert sum(fast_answer(p.completion)[1] == "sentence" for p, _ in decided) > 0.1 * len(pairs) and sum(truth) > 10
+
+
+def test_new_readers_take_linear_time_on_hostile_text():
+    import time
+
+    texts = ["the answer is 5 " * 50_000, "The answer is 5 because " + "= " * 100_000 + "= 5", "\\boxed{1} " * 50_000, "\\boxed{1}, " * 5 + "\\boxed{2" * 50_000,
+             "\\boxed{Therefore $x$ " + "a" * 300_000 + ".}", " [" + "a" * 500_000, " [a" * 100_000, "The answer is +5 " + "a 1" * 200_000,
+             "\\boxed{\\text{" + "a " * 100_000 + "} 5}", "\\boxed{" + "(" * 100_000 + "x" + ")" * 100_000 + "}", "\\boxed{" + "x > " * 100_000 + "}",
+             "#### \\frac{1}{2}" + " word" * 100_000, "answer: " + "1/" * 100_000, "\\boxed{x \\in " + "[" * 100_000 + "}"]
+    golds = [fast_gold(g) for g in ("$\\sqrt{2}$", "5", "$x \\geq 1$", "$x^2 + 1$")]
+    for text in texts:
+        for read in [fast_answer] + [lambda text, gold=gold: fast_decision(gold, text) for gold in golds]:
+            start = time.perf_counter()
+            read(text)
+            assert time.perf_counter() - start < 0.5, text[:40]

@@ -231,8 +231,9 @@ class SomeRational(NamedTuple):
     """What math-verify reads from a text that holds only rational numbers: a rational number, or nothing."""
 
 
-#: What could make math-verify read more than a rational: LaTeX environments, decimals (floats), powers.
-_MORE_THAN_RATIONALS = re.compile(r"\$|\\[(\[]|\\boxed|\\fbox|[.,]\d|\^|\*\*|\s\[[^\n\]\[]+\]\s")
+#: What could make math-verify read more than a rational: LaTeX environments, powers; decimals (floats), an inline bracket.
+_MORE_THAN_RATIONALS = ("$", "\\(", "\\[", "\\boxed", "\\fbox", "^", "**")
+_DECIMAL_OR_BRACKET = re.compile(r"[.,]\d|\s\[[^\n\]\[]+\]\s")
 
 
 def only_rationals(text: str) -> SomeRational | None:
@@ -245,4 +246,6 @@ def only_rationals(text: str) -> SomeRational | None:
     them (``parse_expr``), or fails to parse. The caller knows which golds no rational
     equals (a radical, a multiple of π, a polynomial, an inequality).
     """
-    return None if _MORE_THAN_RATIONALS.search(text) else SomeRational()
+    if any(mark in text for mark in _MORE_THAN_RATIONALS) or _DECIMAL_OR_BRACKET.search(text):
+        return None
+    return SomeRational()
