@@ -27,6 +27,7 @@ from mathgym.errors import ConfigError, DatasetError  # noqa: E402
 from mathgym.rewards.base import Status  # noqa: E402
 from mathgym.rewards.prm import PRM_SETTINGS_FILE, PRMError, PRMProcessReward, PRMTimeout, aggregate  # noqa: E402
 from tests.chat_fixtures import cached_chat_model  # noqa: E402
+from tests.trainkit import record_calls  # noqa: E402
 from tests.trainkit import write_step_labels as _labelled  # noqa: E402
 
 PROBLEM = "What is 12 + 30?"
@@ -402,14 +403,7 @@ def test_the_collector_scores_a_turn_s_steps_in_one_prm_batch_with_the_rewards_o
     from mathgym.algos.rollout import RolloutCollector, RolloutSettings
 
     policy = LLMPolicy.from_pretrained(str(step_tag_dir), device="cpu")
-    calls: list[int] = []
-    score_steps = PRM.score_steps
-
-    def counting(self, problems, steps):
-        calls.append(len(problems))
-        return score_steps(self, problems, steps)
-
-    monkeypatch.setattr(PRM, "score_steps", counting)
+    calls = record_calls(monkeypatch, PRM, "score_steps")
 
     def collect(ahead: bool):
         settings = RolloutSettings(group_size=3, sampling=SamplingParams(max_new_tokens=8), score_ahead=ahead)

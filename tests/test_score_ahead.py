@@ -13,6 +13,7 @@ import mathgym  # noqa: F401
 from mathgym.envs.ahead import batch_key, score_step_ahead
 from mathgym.rewards.base import Status
 from mathgym.rewards.prm import PRMError, PRMProcessReward
+from tests.trainkit import record_calls
 
 STEPS = ["First I add 12 and 30.", "That gives 42 in all.", "Then I check it once more."]
 
@@ -126,14 +127,7 @@ def test_only_scorers_of_one_model_and_rule_share_a_batch_and_other_vector_envs_
 def test_math_answers_of_a_step_are_verified_in_one_batch_with_the_verdicts_of_one_by_one(monkeypatch):
     from mathgym.rewards.math import MathVerifier
 
-    batches: list[int] = []
-    score_batch = MathVerifier.score_batch
-
-    def counting(self, completions, golds):
-        batches.append(len(completions))
-        return score_batch(self, completions, golds)
-
-    monkeypatch.setattr(MathVerifier, "score_batch", counting)
+    batches = record_calls(monkeypatch, MathVerifier, "score_batch")
     assert batch_key(MathVerifier()) == batch_key(MathVerifier()) != batch_key(MathVerifier(answer_extraction="lenient"))
     actions = ["85 + 63 = 148, so \\boxed{148}", "\\boxed{\\frac{1}{2}}", "no answer", "\\boxed{x^2 + \\sqrt{2}}"]
 
@@ -164,14 +158,7 @@ def test_an_action_the_env_refuses_asks_nothing_ahead(action):
 def test_code_envs_grade_a_step_s_programs_side_by_side_with_the_verdicts_of_one_by_one(monkeypatch):
     import mathgym.envs.code as code
 
-    graded: list[str] = []
-    grade = code.grade
-
-    def counting(task, action, *rest):
-        graded.append(action)
-        return grade(task, action, *rest)
-
-    monkeypatch.setattr(code, "grade", counting)
+    graded = record_calls(monkeypatch, code, "grade", lambda args: args[1])
 
     def play(ahead: bool):
         envs = gym.make_vec("CodeSandbox-v0", num_envs=4, vectorization_mode="sync", level=0)
@@ -193,16 +180,9 @@ def test_code_envs_grade_a_step_s_programs_side_by_side_with_the_verdicts_of_one
     assert rewards == [1.0, 0.0, 1.0, 0.0] and statuses[0] == Status.CORRECT and statuses[3] == Status.UNPARSEABLE
 
 
-def test_a_step_s_answers_go_to_the_llm_judge_in_one_batch_and_come_back_as_alone():
+def test_a_step_s_answers_go_to_the_llm_judge_in_one_batch_and_come_back_as_alone(monkeypatch):
     from mathgym.rewards.judge import LLMJudge
     from tests.judge_server import fixture_judge_url
-
-    batches: list[int] = []
-    score_batch = LLMJudge.score_batch
-
-    def counting(self, completions, references=None):
-        batches.append(len(completions))
-        return score_batch(self, completions, references)
 
     def play(ahead: bool):
         envs = gym.make_vec("OpenQA-v0", num_envs=4, vectorization_mode="sync", judge_url=fixture_judge_url(),
@@ -216,11 +196,8 @@ def test_a_step_s_answers_go_to_the_llm_judge_in_one_batch_and_come_back_as_alon
         _, rewards, _, _, infos = envs.step(np.array(actions, dtype=object))
         return list(batches), rewards.tolist(), list(infos["status"]), list(infos["judge"])
 
-    LLMJudge.score_batch = counting
-    try:
-        together, alone = play(True), play(False)
-    finally:
-        LLMJudge.score_batch = score_batch
+    batches = record_calls(monkeypatch, LLMJudge, "score_batch")
+    together, alone = play(True), play(False)
     assert together[0] == [3] and alone[0] == [1, 1, 1]  # each env's judge is its own, one endpoint: one batch
     assert together[1:] == alone[1:] and alone[1][0] == 1.0 and alone[2][3] == Status.UNPARSEABLE
 
@@ -228,14 +205,7 @@ def test_a_step_s_answers_go_to_the_llm_judge_in_one_batch_and_come_back_as_alon
 def test_math_tool_runs_a_step_s_code_side_by_side_with_the_outputs_of_one_by_one(monkeypatch):
     import mathgym.envs.math_tool as math_tool
 
-    runs: list[str] = []
-    run_tool = math_tool.run_tool
-
-    def counting(code, *limits):
-        runs.append(code)
-        return run_tool(code, *limits)
-
-    monkeypatch.setattr(math_tool, "run_tool", counting)
+    runs = record_calls(monkeypatch, math_tool, "run_tool", lambda args: args[0])
     actions = ["<python>print(6 * 7)</python>", "<python>print(sum(range(5)))</python>", "So \\boxed{3}.",
                "<python>print(1/0)</python>", "<python>def (:</python>"]
 

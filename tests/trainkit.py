@@ -85,3 +85,18 @@ def write_step_labels(path: Path, seeds: Any) -> Path:
         rows.append({"problem": f"What is {a} + {b}?", "steps": steps, "labels": [0.0 if "wrong" in s else 1.0 for s in steps]})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def record_calls(monkeypatch: Any, owner: Any, name: str, size: Any = lambda args: len(args[0])) -> list[Any]:
+    """Wrap ``owner.name`` (a function or a method) so that each call appends ``size(args)`` (the
+    arguments after ``self`` for a method) to the returned list, then runs as before."""
+    original = getattr(owner, name)
+    calls: list[Any] = []
+    method = isinstance(owner, type)
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        calls.append(size(args[1:] if method else args))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recording)
+    return calls
