@@ -399,12 +399,13 @@ def test_fast_verdicts_on_several_boxes_are_math_verifys(size):
 _DEAD = ["+57", "-.6", "\\$9,748.53", "€7", "\\frac{\\pi}{4}", "+5", "(5)", "[5]", "5", " 5", "=5", "= 5", "$5$", "\\(5\\)", "x", "-(4)", "**5",
          "\\sqrt{2}", "one", "-.5%", "\\$-3", "+.5"]
 _REASONING = ["First, 3 + 4 = 7.", "We have 12 apples.", "So x = 5.", "It costs 2.50 in total.", "Then 40%.", "So 3/4 of it.", "Now $7$.", "",
-              "Hence 1,234 of them", "We get (2+3)", "x", "\\boxed{}", "Total: 17"]
+              "Hence 1,234 of them", "We get (2+3)", "x", "\\boxed{}", "Total: 17", "It costs \\$5.", "It costs \\$5", "(that is 12 + 5)",
+              "(that is 7 + 5", "so 12 (5 + 7)", "so 12 (5 + 7))", "((5)", "#### 17 (that is 12 + 5)", "it is 5) or 7"]
 
 
 def _dead_answer_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
     reasoning = " ".join(rng.choice(_REASONING) for _ in range(rng.randint(0, 3)))
-    marker = rng.choice(["The answer is ", "the answer is: ", "Answer: ", "The final answer is ", "#### ", "answer ", "The answer is "])
+    marker = rng.choice(["The answer is ", "the answer is: ", "Answer: ", "The final answer is ", "#### ", "answer ", "The answer is ", ""])
     tail = rng.choice(["", ".", " because it checks out.", " apples", " (approx)", " and 6", "\nI hope"])
     gold = rng.choice(["7", "5", "17", "12"] if rng.random() < 0.7 else ["0.75", "2.5", "1234", "40\\%", "0.4", "$\\frac{3}{4}$", "57", "-0.6"])
     return Pair("dead", gold, f"{reasoning}\n{marker}{rng.choice(_DEAD)}{tail}".lstrip(), "answer_is")

@@ -54,6 +54,8 @@ _ANCHORED_DIGIT = re.compile(r"[\s=]\S{0,4}\d")
 _SOFT = frozenset("0123456789.,:%+-*×/^()÷=Pperctang" + _CURRENCY)
 #: Where a number or expression match of math-verify could start: an anchor, ``**``, a currency sign, a sign or parenthesis, a digit.
 _MATCH_START = re.compile(rf"[\s=](?:\*\*)?(?:[${_CURRENCY}]?(?:-?\d|\.\d)|-?\(?-?\d)")
+#: LaTeX before the rightmost match (a box is checked apart; an escaped ``\\$`` starts no environment).
+_UNMARKED_LATEX = re.compile(r"(?<!\\)\$|[\[\]]|\\(?:[()\[\]]|frac|fbox)")
 #: Where a LaTeX environment could start (an escaped ``\\$`` is none).
 _LATEX_START = re.compile(r"(?<!\\)\$|\\[(\[]|\\frac|\s\[")
 _EMPTY_LAST_BOX = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -188,20 +190,22 @@ class NoMatch(NamedTuple):
 def unmarked_number(text: str, lower: str) -> PlainNumber | NoMatch | None:
     """The number math-verify reads from text with no marker: its rightmost-ending match, when that is a number.
 
-    Only text with no LaTeX environment (``$``, ``\\(``, ``\\[``, ``[``, ``\\frac``) and no
-    box, or boxes math-verify cannot parse (an empty last box after integers), so that
+    Only text with no LaTeX environment (``$`` unless escaped, ``\\(``, ``\\[``, ``[``,
+    ``\\frac``) and no box, or boxes math-verify cannot parse (an empty last box after integers), so that
     every pattern before priority 300 finds nothing; "answer" only once and followed by
     nothing any pattern can match (:func:`_dead_after`), so that the rightmost match lies
     before it (``the answer is +57`` reads no number there). The rightmost match lies in
     the last run of characters a match can hold that holds any match; an expression ending
-    there as far right is declined. :class:`NoMatch` when nothing matches at all.
+    there as far right is declined, unless its parentheses do not balance: ``parse_expr``
+    fails on it and math-verify takes the next match (``#### 320 (that is 78 + 242)`` reads
+    242). :class:`NoMatch` when nothing matches at all.
     """
     end = len(text)
     if "answer" in lower:
         end = lower.find("answer")
         if lower.count("answer") != 1 or not _dead_after(text, end):
             return None
-    if _LATEX_MARKS.search(text.replace("\\boxed", ""), 0, end):
+    if _UNMARKED_LATEX.search(text, 0, end):
         return None
     if "\\boxed" in text and not _only_an_empty_last_box(text):
         return None
@@ -213,12 +217,26 @@ def unmarked_number(text: str, lower: str) -> PlainNumber | NoMatch | None:
         if end - start > _MAX_RUN:
             return None
         matches = [(m.end(), -m.start(), pattern is EXPRESSION, m) for pattern in (NUMBER, EXPRESSION) for m in _scan(pattern, text, start, end)]
-        if matches:  # math-verify tries them rightmost end first, then leftmost start, then expressions first
-            _, _, is_expression, match = max(matches, key=lambda m: m[:3])
-            return None if is_expression else _value(match)
+        # math-verify tries them rightmost end first, then leftmost start, then expressions first, skipping
+        # those that do not parse: an expression whose parentheses do not balance (``78 + 242)``) is one
+        for _, _, is_expression, match in sorted(matches, key=lambda m: m[:3], reverse=True):
+            if not is_expression:
+                return _value(match)
+            if _balanced(match.group("expr")):
+                return None
         scanned += end - start + 1
         end = start - 1
     return NoMatch() if end <= 0 else None
+
+
+def _balanced(expression: str) -> bool:
+    """Whether the parentheses of ``expression`` balance (else ``parse_expr`` certainly fails on it)."""
+    depth = 0
+    for char in expression:
+        depth += (char == "(") - (char == ")")
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _dead_after(text: str, at: int) -> bool:

@@ -8,7 +8,9 @@ relations in the order written, ``x = 3`` as ``Eq(x, 3)`` and ``x \\in [1, 2)`` 
   is an equation, that side is replaced by its right side (``x = 5`` against ``5`` compares
   5 with 5, either way round). Two assignments are equal when the variables are the same
   and the right sides equal (``x - c₁`` against ``x - c₂``); ``x = 5`` against ``y = 5``
-  is not.
+  is not. Failing that, sympy's ``solve`` compares their solutions: ``y = 2x + 14`` (a
+  polynomial right side, :mod:`~mathgym.rewards.math_polynomials`) never equals ``x = c``,
+  whose solution is a number, while ``x = 2x + 14`` equals ``x = -14`` (declined).
 * **inequalities**: two relations compare link by link in written order (``a \\le x < b``
   against ``a \\le x < b``; a chain written the other way round, ``b > x \\ge a``, is not
   equal, nor is a single relation to a chain). Two links are equal when they are the same
@@ -23,7 +25,7 @@ of math-verify erases and that are neither ``e`` nor ``i``), ``<``, ``>``, ``\\l
 ``\\leq``, ``\\lt``, ``\\ge``, ``\\geq``, ``\\gt``, ``=``, ``\\in`` and exact bounds of
 :mod:`~mathgym.rewards.math_values`'s scalar grammar (no decimals, no percentages):
 ``x op c``, ``c op x``, ``c op x op c`` (both links the same direction), ``x = c``,
-``x \\in I`` (an interval). Everything else is declined. ``tests/test_math_fast_shapes.py``
+``x \\in I`` (an interval), ``y = p`` with ``p`` a polynomial. Everything else is declined. ``tests/test_math_fast_shapes.py``
 checks the verdicts against math-verify on fuzzed relations.
 """
 
@@ -152,8 +154,14 @@ def relation_verdict(gold: Answer, answer: Answer, verdict: Verdict) -> bool | N
 
 
 def _link_verdict(gold_variable: str, gold: tuple, answer_variable: str, answer: tuple) -> bool | None:
-    if isinstance(gold[1], Polynomial) or isinstance(answer[1], Polynomial):  # ``y = 2x + 1``: only the very same is certain
-        return True if (gold_variable, gold) == (answer_variable, answer) else None
+    if isinstance(gold[1], Polynomial) or isinstance(answer[1], Polynomial):  # ``y = 2x + 1``
+        if (gold_variable, gold) == (answer_variable, answer):
+            return True
+        if isinstance(gold[1], Polynomial) == isinstance(answer[1], Polynomial):
+            return None  # two equations in two variables: sympy's solve may find them equivalent
+        variable, polynomial = (gold_variable, gold[1]) if isinstance(gold[1], Polynomial) else (answer_variable, answer[1])
+        # ``y = 2x + 14`` solved keeps a free variable: never the other's ``x = c`` (``x = 2x + 14`` is ``x = -14`` to it)
+        return False if polynomial.variable != variable else None
     if gold_variable != answer_variable or gold[0] != answer[0]:
         return False
     return scalar_verdict(gold[1], answer[1])
