@@ -18,7 +18,7 @@ import pytest
 from mathgym.rewards.math_corpus import Pair, math_verify_verdicts
 from mathgym.rewards.math_fast import fast_answer, fast_decision, fast_gold, fast_verdict
 from mathgym.rewards.math_relations import Member, Relation, read_answer
-from tests.test_math_fast_values import _BOXES, _INLINE, _approx, _perturb, _positive, _render, _sizes
+from tests.test_math_fast_values import _BOXES, _INLINE, _approx, _perturb, _positive, _render, _scalars, _sizes
 
 SEED = 515151
 _OPS = {"<": ["<", "\\lt", "<"], "<=": ["\\le", "\\leq", "\\leqslant"], ">": [">", "\\gt", ">"], ">=": ["\\ge", "\\geq", "\\geqslant"]}
@@ -489,10 +489,42 @@ def test_new_readers_take_linear_time_on_hostile_text():
     texts = ["the answer is 5 " * 50_000, "The answer is 5 because " + "= " * 100_000 + "= 5", "\\boxed{1} " * 50_000, "\\boxed{1}, " * 5 + "\\boxed{2" * 50_000,
              "\\boxed{Therefore $x$ " + "a" * 300_000 + ".}", " [" + "a" * 500_000, " [a" * 100_000, "The answer is +5 " + "a 1" * 200_000,
              "\\boxed{\\text{" + "a " * 100_000 + "} 5}", "\\boxed{" + "(" * 100_000 + "x" + ")" * 100_000 + "}", "\\boxed{" + "x > " * 100_000 + "}",
-             "#### \\frac{1}{2}" + " word" * 100_000, "answer: " + "1/" * 100_000, "\\boxed{x \\in " + "[" * 100_000 + "}"]
+             "#### \\frac{1}{2}" + " word" * 100_000, "answer: " + "1/" * 100_000, "\\boxed{x \\in " + "[" * 100_000 + "}",
+             "$\\boxed{1}$ or " * 100_000, "$\\boxed{1}$ or $\\boxed{" + "{" * 200_000 + "$"]
     golds = [fast_gold(g) for g in ("$\\sqrt{2}$", "5", "$x \\geq 1$", "$x^2 + 1$")]
     for text in texts:
         for read in [fast_answer] + [lambda text, gold=gold: fast_decision(gold, text) for gold in golds]:
             start = time.perf_counter()
             read(text)
             assert time.perf_counter() - start < 0.5, text[:40]
+
+
+# -- boxes each in its own $…$: "$x = \boxed{4}$ or $x = \boxed{11}$" --------------------------------
+
+_ENV_JOINS = [" or ", " and ", ", ", ",and ", " , or ", ", and ", " or maybe ", " ", "\n", ";", " or\n"]
+
+
+def _dollar_boxes_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    items = _scalars(rng, rng.randint(2, 4))
+    right = rng.random() < 0.5
+    shown = list(items) if right else [*items[:-1], _perturb(rng, items[-1])]
+    if rng.random() < 0.15:
+        shown = shown + shown[:3]  # more environments than math-verify chains
+    rng.shuffle(shown)
+    envs = [f"${rng.choice(['x = ', '', 'x_1 = ', 'y='])}\\boxed{{{_render(rng, item)}}}$" for item in shown]
+    text = envs[0] + "".join(rng.choice(_ENV_JOINS) + env for env in envs[1:])
+    gold = rng.choice([f"${', '.join(_render(rng, item) for item in items)}$", f"$\\{{{', '.join(_render(rng, item) for item in items)}\\}}$",
+                       f"${_render(rng, items[-1])}$"])
+    before = rng.choice(["The solutions are ", "So ", "", "The final answer is ", "We get \\(x\\): "])
+    return Pair("dollar_boxes", gold, before + text + rng.choice([".", "", " %", " is it.", " 5"]), "boxed")
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_boxes_in_dollars_are_math_verifys(size):
+    rng = random.Random(SEED + 10)
+    pairs = [_dollar_boxes_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert sum(truth) > 10 and len(decided) > 0.3 * len(pairs)

@@ -13,6 +13,8 @@ return the text math-verify then parses, where the completion's shape pins it do
   and a full stop: latex2sympy cannot parse that, and math-verify reads the ``$…$``.
 * :func:`several_boxes`: two to six boxes with no other LaTeX, joined as
   ``extract_boxed_content`` joins them (``\\boxed{1}, \\boxed{2}`` is ``1,2``).
+* :func:`boxes_in_dollars`: boxes each in its own ``$…$`` (``$x = \\boxed{4}$ or
+  $x = \\boxed{11}$``), read as math-verify chains those environments.
 
 :func:`quiet_tail` is the test for text after an answer: words and full stops only.
 Every function is one pass over the text.
@@ -28,6 +30,8 @@ from mathgym.rewards.math_values import MAX_VALUE_CHARS
 _MAX_BOXES = 6
 #: A sentence in a box: words, one ``$…$``, words ending in a letter and a full stop (which latex2sympy cannot parse).
 _BOXED_SENTENCE = re.compile(r"([A-Za-z ,]*) ?\$([^$\n]+)\$ ?([A-Za-z ,]*[A-Za-z])\.", re.ASCII)
+#: What joins two ``$…$`` in math-verify's chain of environments (its ``\\s*(?:,?and|,?or|,)\\s*``).
+_ENV_SEPARATOR = re.compile(r"\s*(?:,?and|,?or|,)\s*")
 _PERCENT_WORD = re.compile(r"^\s*(?:percent|pct)", re.IGNORECASE | re.ASCII)
 _LATEX_OUTSIDE_BOXES = re.compile(r"\$|\\[(\[]", re.ASCII)
 _BOX_SEPARATOR = re.compile(r"\b(?:and|or)\b|,|;")  # math-verify's VALID_SEPARATOR_PATTERN
@@ -133,3 +137,34 @@ def several_boxes(text: str, lower: str) -> str | None:
         if contents[at] != taken[-1]:
             taken.append(contents[at])
     return ",".join(reversed(taken))
+
+
+def boxes_in_dollars(text: str, lower: str) -> list[str] | None:
+    """The boxes math-verify reads from ``$x = \\boxed{4}$ or $x = \\boxed{11}$``: those of the last chain of ``$…$``.
+
+    Each ``$…$`` holds one box and nothing else is LaTeX. math-verify's boxed pattern of
+    priority 50 takes up to six such environments, joined by ``,``, "and" or "or"
+    (``\\s*(?:,?and|,?or|,)\\s*``), from left to right; the match ending rightmost is the
+    chain holding the last one, and it reads the contents of its boxes (a set when more
+    than one). Its plain ``\\boxed{.+}`` match ends before that last ``$``.
+    """
+    if text.count("$") < 4 or text.count("$") % 2 or "$$" in text or "\\$" in text or "\\fbox" in text or "final answer" in lower:
+        return None
+    dollars = [at for at, char in enumerate(text) if char == "$"]
+    envs = list(zip(dollars[::2], dollars[1::2]))
+    if len(envs) > _MAX_BOXES or text.count("\\boxed") != len(envs) or (envs[0][0] and text[envs[0][0] - 1].isdigit()):
+        return None
+    outside = text[: envs[0][0]] + text[envs[-1][1] + 1 :]
+    if _LATEX_OUTSIDE_BOXES.search(outside) or "\\frac" in outside or INLINE_BRACKET.search(text) or not quiet_tail(text[envs[-1][1] + 1 :]):
+        return None
+    contents = []
+    for start, end in envs:
+        span = _box_span(text, start)
+        if span is None or span[1] > end or "{" in text[start:span[0]] + text[span[1] : end]:
+            return None
+        contents.append(text[span[0] + 7 : span[1] - 1].strip())
+    chain: list[str] = []
+    for at, content in enumerate(contents):
+        joined = at and len(chain) < _MAX_BOXES and _ENV_SEPARATOR.fullmatch(text, envs[at - 1][1] + 1, envs[at][0])
+        chain = [*chain, content] if joined else [content]
+    return chain if all(chain) else None

@@ -68,11 +68,11 @@ import unicodedata
 from fractions import Fraction
 from typing import NamedTuple
 
-from mathgym.rewards.math_boxes import INLINE_BRACKET, one_box, quiet_tail, sentence_in_box, several_boxes
+from mathgym.rewards.math_boxes import INLINE_BRACKET, boxes_in_dollars, one_box, quiet_tail, sentence_in_box, several_boxes
 from mathgym.rewards.math_plain_text import NoMatch, SomeRational, marked_number, only_rationals, unmarked_number
 from mathgym.rewards.math_polynomials import Polynomial, polynomial_verdict
 from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
-from mathgym.rewards.math_values import Scalar, value_verdict
+from mathgym.rewards.math_values import Group, Scalar, value_verdict
 from mathgym.rewards.math_words import Words, read_words
 
 _MAX_NUMBER_CHARS = 40
@@ -354,6 +354,13 @@ def fast_answer(completion: str) -> tuple[Answer | Words | NoMatch, str] | None:
     if joined is not None:
         value = read_answer(joined)
         return None if value is None else (value, "boxes")
+    chain = boxes_in_dollars(completion, lower)
+    if chain is not None:
+        values = [read_answer(content) for content in chain]
+        if len(values) == 1:
+            return None if values[0] is None else (values[0], "boxes")
+        scalars = all(isinstance(value, Scalar) and not (value.percent or value.is_float or value.product) for value in values)
+        return (Group("set", tuple(values)), "boxes") if scalars else None
     for shape, read in (("answer", _answer_is), ("gsm8k", _gsm8k)):
         found = read(completion, lower)
         if found is not None:
