@@ -528,3 +528,41 @@ def test_fast_verdicts_on_boxes_in_dollars_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert sum(truth) > 10 and len(decided) > 0.3 * len(pairs)
+
+
+# -- higher roots: \sqrt[3]{2}, 2^{1/3} (mathgym/rewards/math_roots.py) -------------------------------
+
+
+def _root_text(rng: random.Random, base: int, index: int) -> str:
+    if index == 2:
+        return rng.choice([f"\\sqrt{{{base}}}", f"{base}^{{1/2}}"])
+    return rng.choice([f"\\sqrt[{index}]{{{base}}}", f"{base}^{{1/{index}}}", f"\\sqrt[{index}]{{ {base} }}", f"{base} ^ {{1/{index}}}"])
+
+
+def _root_pair(rng: random.Random, endings: list[str]) -> Pair:
+    base, index = rng.choice([2, 3, 5, 6, 10, 12, 4, 8, 9, 16]), rng.choice([2, 3, 3, 4, 5])
+    right = rng.random() < 0.5
+    shown_base, shown_index = (base, index) if right else rng.choice([(base + 1, index), (base, index + 1), (base, 2)])
+    gold = rng.choice([f"${_root_text(rng, base, index)}$", f"${_root_text(rng, base, index)}$", str(round(base ** (1 / index), 6)), "2"])
+    answer = rng.choice([_root_text(rng, shown_base, shown_index), _root_text(rng, shown_base, shown_index), f"{shown_base ** (1 / shown_index):.6f}",
+                         str(shown_base), f"2\\sqrt[3]{{{shown_base}}}"])
+    ending = rng.choice(endings + ["#### {}", "The answer is {}.", "So the final answer is {}"])
+    return Pair("root", gold, ending.format(answer), "boxed")
+
+
+def test_reads_higher_roots_as_math_verify_does():
+    assert read_answer("\\sqrt[3]{2}") == read_answer("2^{1/3}") != read_answer("\\sqrt[4]{2}")
+    assert read_answer("2^{1/2}") == read_answer("\\sqrt{2}") and read_answer("8^{1/2}") == read_answer("2\\sqrt{2}")
+    for declined in ["\\sqrt[3]{8}", "\\sqrt[3]{16}", "4^{1/3}", "2^{2/3}", "\\sqrt[3]{2.5}", "\\sqrt[10]{2}", "\\sqrt[3]{1}"]:
+        assert read_answer(declined) is None, declined
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_higher_roots_are_math_verifys(size):
+    rng = random.Random(SEED + 11)
+    pairs = [_root_pair(rng, _BOXES if rng.random() < 0.6 else _INLINE) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert sum(truth) > 10 and len(decided) > 0.3 * len(pairs)

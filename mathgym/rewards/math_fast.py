@@ -72,6 +72,7 @@ from mathgym.rewards.math_boxes import INLINE_BRACKET, boxes_in_dollars, one_box
 from mathgym.rewards.math_plain_text import NoMatch, SomeRational, marked_number, only_rationals, unmarked_number
 from mathgym.rewards.math_polynomials import Polynomial, polynomial_verdict
 from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
+from mathgym.rewards.math_roots import Root, root_verdict
 from mathgym.rewards.math_values import Group, Scalar, value_verdict
 from mathgym.rewards.math_words import Words, read_words
 
@@ -230,14 +231,16 @@ def fast_verdict(gold: Answer, answer: Answer | Words | NoMatch) -> bool | None:
         return relation_verdict(gold, answer, fast_verdict)
     if isinstance(gold, Polynomial) or isinstance(answer, Polynomial):
         return polynomial_verdict(gold, answer)
+    if isinstance(gold, Root) or isinstance(answer, Root):
+        return root_verdict(gold, answer)
     return value_verdict(gold, answer, _numeric_scalars)
 
 
 def _never_rational(gold: Answer) -> bool:
-    """Whether no rational number is ``gold`` to math-verify: an exact irrational number, a polynomial, an inequality."""
+    """Whether no rational number is ``gold`` to math-verify: an exact irrational number or root, a polynomial, an inequality."""
     if isinstance(gold, Scalar):
         return gold.rational is None and not gold.is_float and not gold.percent
-    return isinstance(gold, Polynomial) or (isinstance(gold, Relation) and not gold.is_equation)
+    return isinstance(gold, (Polynomial, Root)) or (isinstance(gold, Relation) and not gold.is_equation)
 
 
 def _numeric_scalars(gold: Scalar, answer: Scalar) -> bool | None:
