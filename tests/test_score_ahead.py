@@ -271,3 +271,25 @@ def test_a_reward_model_wrapper_scores_a_step_s_final_actions_in_one_batch():
     batches, together = play(True, "GuessNumber-v0", 2, when="every_step")
     assert batches == [3, 3] and [s[0] for s in together] == [3, 3]
     assert play(False, "GuessNumber-v0", 2, when="every_step")[1] == [(0, *s[1:]) for s in together]
+
+
+def test_repo_repair_runs_a_step_s_commands_and_submissions_side_by_side_as_one_by_one(monkeypatch):
+    from mathgym.rewards.sandbox import CodeSandbox
+
+    jobs = record_calls(monkeypatch, CodeSandbox, "run_with_lines", lambda args: "command")
+    graded = record_calls(monkeypatch, CodeSandbox, "run_tests", lambda args: "grade")
+    actions = ["<test/>", "<run>python -c 'print(6 * 7)'</run>", "<submit/>", "<read path=README.md/>", "<run>  </run>"]
+
+    def play(ahead: bool):
+        envs = gym.make_vec("RepoRepair-v0", num_envs=5, vectorization_mode="sync")
+        envs.reset(seed=[1, 2, 3, 4, 5])
+        jobs.clear(), graded.clear()
+        scored = score_step_ahead(envs, actions, range(5)) if ahead else 0
+        obs, rewards, terminated, _, infos = envs.step(np.array(actions, dtype=object))
+        envs.close()
+        return scored, len(jobs), len(graded), list(obs), rewards.tolist(), terminated.tolist(), list(infos["status"])
+
+    together, alone = play(True), play(False)
+    assert together[:3] == (3, 2, 1) and alone[:3] == (0, 2, 1)  # each job run once; a read and an empty run run nothing
+    assert together[3:] == alone[3:]
+    assert "42" in alone[3][1] and alone[5][2] is True

@@ -124,3 +124,14 @@ def sandbox_width() -> int:
     from mathgym.rewards.sandbox import default_sandbox  # noqa: PLC0415 - starts workers lazily
 
     return default_sandbox().workers
+
+
+def sandbox_call(method: str, args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> Any:
+    """``default_sandbox().<method>(*args, **dict(kwargs))``: one sandbox job, as a request of :data:`SANDBOX_JOBS`."""
+    from mathgym.rewards.sandbox import default_sandbox  # noqa: PLC0415 - starts workers lazily
+
+    return getattr(default_sandbox(), method)(*args, **dict(kwargs))
+
+
+#: A step's sandbox jobs side by side: a request is :func:`sandbox_call`'s arguments.
+SANDBOX_JOBS = SideBySide(lambda *request: sandbox_call(*request), sandbox_width)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mathgym.core import Judgement, Task, TextEnv
+from mathgym.envs.ahead import SANDBOX_JOBS, sandbox_call
 from mathgym.envs.repo_repair_tasks import LEVELS, RepoTask, build_task
 from mathgym.envs.tool_calls import find_tool_calls
 from mathgym.envs.unified_diff import PatchError, apply_unified_diff
@@ -191,6 +192,21 @@ class RepoRepairEnv(TextEnv):
         extra = f"\n(only the first of {count} commands was run)" if count > 1 else ""
         return self._turn_result(f"{text}{extra}\n({left} turns left)", status, name)
 
+    def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
+        """The sandbox job this command will run (``run``, ``test``, ``submit``): a vector env's
+        step runs its envs' jobs side by side (:mod:`mathgym.envs.ahead`)."""
+        name, arguments, _, _ = parse_command(action)
+        if name == "submit":
+            return [(SANDBOX_JOBS, self._grading_job())]
+        if name == "test" or (name == "run" and arguments.get("command", "").strip()):
+            job = {"test": True, "runner": RUNNER_NAME} if name == "test" else {"command": arguments["command"]}
+            return [(SANDBOX_JOBS, self._command_job(job))]
+        return []
+
+    def _sandbox(self, request: tuple[str, tuple[Any, ...], tuple[tuple[str, Any], ...]]) -> Any:
+        """A sandbox job's result: run ahead with the step's others, else now."""
+        return self._scored(SANDBOX_JOBS, request, lambda: sandbox_call(*request))
+
     def _turn_result(self, text: str, status: Status, command: str) -> Judgement:
         breakdown = {"hidden_tests": 0.0}
         return Judgement(0.0, status, False, text, breakdown, info={"command": command, "files": len(self.workspace)})
@@ -241,16 +257,20 @@ class RepoRepairEnv(TextEnv):
             return "Empty command.", Status.FORMAT_ERROR
         return self._execute({"command": command})
 
-    def _execute(self, job: dict[str, Any]) -> tuple[str, Status]:
-        """Run a command in the sandbox on a copy of the workspace; take back the files it left."""
-        from mathgym.rewards.sandbox import SandboxLimits, default_sandbox  # noqa: PLC0415 - starts workers lazily
+    def _command_job(self, job: dict[str, Any]) -> tuple[str, tuple[Any, ...], tuple[tuple[str, Any], ...]]:
+        """The sandbox job of a ``run`` or ``test`` command on a copy of the workspace."""
+        from mathgym.rewards.sandbox import SandboxLimits  # noqa: PLC0415
 
         job = {**job, "timeout": self.command_seconds, "output_cap": self.output_cap, "max_files": MAX_FILES, "max_chars": MAX_CHARS}
         program = f"import json\nJOB = json.loads({json.dumps(job)!r})\n" + _HARNESS.read_text()
         files = {f"repo/{p}": t for p, t in self.workspace.items()}
         files[RUNNER_NAME] = _RUNNER.read_text()
         limits = SandboxLimits(cpu_seconds=self.command_seconds, wall_seconds=self.command_seconds + 5.0, max_output_bytes=8192)
-        result, lines = default_sandbox().run_with_lines(program, limits=limits, files=files)
+        return "run_with_lines", (program,), (("limits", limits), ("files", files))
+
+    def _execute(self, job: dict[str, Any]) -> tuple[str, Status]:
+        """Run a command in the sandbox on a copy of the workspace; take back the files it left."""
+        result, lines = self._sandbox(self._command_job(job))
         report = _report(lines)
         if result.status is Status.SANDBOX_ERROR:
             return "The sandbox could not run the command (not your fault); the repository is unchanged.", Status.SANDBOX_ERROR
@@ -279,14 +299,18 @@ class RepoRepairEnv(TextEnv):
 
     # -- the grade -----------------------------------------------------------------------
 
-    def _grade(self) -> Judgement:
-        """Run the hidden tests on the workspace; the episode's reward."""
-        from mathgym.rewards.sandbox import SandboxLimits, TestCase, default_sandbox  # noqa: PLC0415
+    def _grading_job(self) -> tuple[str, tuple[Any, ...], tuple[tuple[str, Any], ...]]:
+        """The sandbox job of the hidden tests on the workspace."""
+        from mathgym.rewards.sandbox import SandboxLimits, TestCase  # noqa: PLC0415
 
         repo = self.repo_task
         cases = [TestCase(name, "assert", source) for name, source in repo.hidden_tests]
         files = {f"repo/{p}": t for p, t in self.workspace.items()}
-        result = default_sandbox().run_tests(repo.imports, cases, limits=SandboxLimits(cpu_seconds=5.0, wall_seconds=10.0), files=files)
+        return "run_tests", (repo.imports, cases), (("limits", SandboxLimits(cpu_seconds=5.0, wall_seconds=10.0)), ("files", files))
+
+    def _grade(self) -> Judgement:
+        """Run the hidden tests on the workspace; the episode's reward."""
+        result = self._sandbox(self._grading_job())
         reward, status = tests_verdict(result, partial_credit=self.reward_mode == "fraction")
         info = {"passed": result.passed, "total": result.total, "verdict": result.details.get("verdict"), "files": len(self.workspace)}
         return Judgement(reward, status, True, "", {"hidden_tests": reward}, status is Status.CORRECT, info)
