@@ -293,3 +293,17 @@ def test_repo_repair_runs_a_step_s_commands_and_submissions_side_by_side_as_one_
     assert together[:3] == (3, 2, 1) and alone[:3] == (0, 2, 1)  # each job run once; a read and an empty run run nothing
     assert together[3:] == alone[3:]
     assert "42" in alone[3][1] and alone[5][2] is True
+
+
+def test_an_env_whose_requests_cannot_be_read_ahead_steps_as_it_would_alone():
+    envs = _vector(_Counting(), num_envs=2)
+    envs.reset(seed=[1, 2])
+    inner = envs.envs[0].unwrapped
+
+    def broken(action):
+        raise RuntimeError("a plugin's bug")
+
+    inner._requests_ahead = broken
+    assert score_step_ahead(envs, STEPS[:2], [0, 1]) == 0  # one request left: nothing to batch, nothing raised
+    _, rewards, _, _, infos = envs.step(np.array(STEPS[:2], dtype=object))
+    assert list(infos["status"]) == [Status.IN_PROGRESS] * 2 and all(r > 0 for r in rewards)

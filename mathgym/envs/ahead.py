@@ -78,7 +78,11 @@ def score_ahead(steps: Sequence[tuple[gym.Env, Any]]) -> int:
     groups: dict[Hashable, list[tuple[Any, Any, Any]]] = {}
     for env, action in steps:
         for layer in _layers(env):
-            for scorer, request in layer.requests_ahead(action):
+            try:
+                asked = list(layer.requests_ahead(action))
+            except Exception:  # noqa: BLE001 - the step itself scores alone and meets the error, if it is one
+                continue
+            for scorer, request in asked:
                 groups.setdefault(batch_key(scorer), []).append((layer, scorer, request))
     kept: dict[int, tuple[Any, list[tuple[Any, Any, Any]]]] = {}
     for items in groups.values():
