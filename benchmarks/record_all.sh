@@ -15,5 +15,6 @@ python benchmarks/toolbox.py --record toolbox
 python benchmarks/toolbox.py --only "GRPO, batch sampled ahead" --record toolbox_overlap
 python benchmarks/distill.py --steps 30 --record distill
 python benchmarks/bench_turns.py --record turn_cache
+python benchmarks/bench_score_ahead.py --record score_ahead
 # the peers in their own venv: python3 -m venv /tmp/peers && /tmp/peers/bin/pip install ".[peers]"
 python benchmarks/bench_peers.py --peer-python "${PEER_PYTHON:-/tmp/peers/bin/python}" --record peers
