@@ -323,6 +323,8 @@ def _write_polynomial(rng: random.Random, factors: list[tuple[int, int]], variab
     terms = [_term(rng, c / scale, k, variable) for k, c in enumerate(coefficients) if c]
     rng.shuffle(terms)
     text = rng.choice(["", " "]).join(terms).lstrip("+") or "0"
+    if rng.random() < 0.2:
+        text = text.replace("-", rng.choice(["+ -", "+-", "- --"]))  # ``2x + -16``; ``- --`` is no polynomial to the reader
     return text
 
 
@@ -397,7 +399,7 @@ def test_fast_verdicts_on_several_boxes_are_math_verifys(size):
 # -- "answer" followed by nothing math-verify can read: its rightmost match before it, or nothing ---
 
 _DEAD = ["+57", "-.6", "\\$9,748.53", "€7", "\\frac{\\pi}{4}", "+5", "(5)", "[5]", "5", " 5", "=5", "= 5", "$5$", "\\(5\\)", "x", "-(4)", "**5",
-         "\\sqrt{2}", "one", "-.5%", "\\$-3", "+.5"]
+         "\\sqrt{2}", "one", "-.5%", "\\$-3", "+.5", "1.7 \\cdot 10^3", "10^3", "2 ^ 3", "10^3.", "10^3)", "10^3 + 1", "0^3", "10^{3}", "7^2"]
 _REASONING = ["First, 3 + 4 = 7.", "We have 12 apples.", "So x = 5.", "It costs 2.50 in total.", "Then 40%.", "So 3/4 of it.", "Now $7$.", "",
               "Hence 1,234 of them", "We get (2+3)", "x", "\\boxed{}", "Total: 17", "It costs \\$5.", "It costs \\$5", "(that is 12 + 5)",
               "(that is 7 + 5", "so 12 (5 + 7)", "so 12 (5 + 7))", "((5)", "#### 17 (that is 12 + 5)", "it is 5) or 7"]
@@ -407,7 +409,8 @@ def _dead_answer_pair(rng: random.Random, _endings: list[str] | None = None) -> 
     reasoning = " ".join(rng.choice(_REASONING) for _ in range(rng.randint(0, 3)))
     marker = rng.choice(["The answer is ", "the answer is: ", "Answer: ", "The final answer is ", "#### ", "answer ", "The answer is ", ""])
     tail = rng.choice(["", ".", " because it checks out.", " apples", " (approx)", " and 6", "\nI hope"])
-    gold = rng.choice(["7", "5", "17", "12"] if rng.random() < 0.7 else ["0.75", "2.5", "1234", "40\\%", "0.4", "$\\frac{3}{4}$", "57", "-0.6"])
+    gold = rng.choice(["7", "5", "17", "12"] if rng.random() < 0.6 else ["0.75", "2.5", "1234", "40\\%", "0.4", "$\\frac{3}{4}$", "57", "-0.6", "1000",
+                                                                         "8", "1000.0", "49", "1000\\%", "$10^3$"])
     return Pair("dead", gold, f"{reasoning}\n{marker}{rng.choice(_DEAD)}{tail}".lstrip(), "answer_is")
 
 
@@ -566,3 +569,24 @@ def test_fast_verdicts_on_higher_roots_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert sum(truth) > 10 and len(decided) > 0.3 * len(pairs)
+
+
+def _euler_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    mantissa = rng.choice(["7.3", "73", "1", "0.5", "2.0", "0.0", "12.25", "7"])
+    exponent = rng.choice(["4", "1", "0", "+4", "-2", "12", "9"])
+    answer = f"{mantissa}{rng.choice(['e', 'e', 'E', ' e', 'e '])}{exponent}"
+    value = float(mantissa) * 10 ** int(exponent.lstrip("+"))
+    gold = rng.choice([f"{value:g}", str(int(value)) if value == int(value) else f"{value}", f"${mantissa}$", "$\\pi$", "0", f"{float(mantissa) * 2.718281828:.6f}",
+                       f"${mantissa} \\times 10^{{{exponent}}}$", "7\\%"])
+    return Pair("euler", gold, rng.choice(_BOXES).format(answer), "boxed")
+
+
+@pytest.mark.parametrize("size", _sizes(200, 600))
+def test_fast_verdicts_on_e_notation_in_a_box_are_math_verifys(size):
+    rng = random.Random(SEED + 12)
+    pairs = [_euler_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert sum(fast_answer(p.completion)[1] == "boxed" and "e" in p.completion for p, _ in decided) > 0.1 * len(pairs)

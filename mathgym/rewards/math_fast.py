@@ -69,10 +69,10 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from mathgym.rewards.math_boxes import INLINE_BRACKET, boxes_in_dollars, one_box, quiet_tail, sentence_in_box, several_boxes
-from mathgym.rewards.math_plain_text import NoMatch, SomeRational, marked_number, only_rationals, unmarked_number
+from mathgym.rewards.math_plain_text import NoMatch, Power, SomeRational, marked_number, only_rationals, unmarked_number
 from mathgym.rewards.math_polynomials import Polynomial, polynomial_verdict
 from mathgym.rewards.math_relations import Answer, Member, Relation, read_answer, relation_verdict
-from mathgym.rewards.math_roots import Root, root_verdict
+from mathgym.rewards.math_roots import EulerProduct, Root, euler_product_verdict, root_verdict
 from mathgym.rewards.math_values import Group, Scalar, value_verdict
 from mathgym.rewards.math_words import Words, read_words
 
@@ -233,6 +233,8 @@ def fast_verdict(gold: Answer, answer: Answer | Words | NoMatch) -> bool | None:
         return polynomial_verdict(gold, answer)
     if isinstance(gold, Root) or isinstance(answer, Root):
         return root_verdict(gold, answer)
+    if isinstance(gold, EulerProduct) or isinstance(answer, EulerProduct):
+        return euler_product_verdict(gold, answer)
     return value_verdict(gold, answer, _numeric_scalars)
 
 
@@ -388,6 +390,8 @@ def fast_answer(completion: str) -> tuple[Answer | Words | NoMatch, str] | None:
         unmarked = unmarked_number(completion, lower)
         if isinstance(unmarked, NoMatch):
             return unmarked, "nothing"
+        if isinstance(unmarked, Power):
+            return Scalar(((1, 0, unmarked.value),), plain=False), "unmarked"
         if unmarked is not None:
             return _as_scalar(Numeric(*unmarked), plain=True), "unmarked"  # type: ignore[return-value]
     return None

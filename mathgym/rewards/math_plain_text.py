@@ -58,6 +58,7 @@ _MATCH_START = re.compile(rf"[\s=](?:\*\*)?(?:[${_CURRENCY}]?(?:-?\d|\.\d)|-?\(?
 _UNMARKED_LATEX = re.compile(r"(?<!\\)\$|[\[\]]|\\(?:[()\[\]]|frac|fbox)")
 #: Where a LaTeX environment could start (an escaped ``\\$`` is none).
 _LATEX_START = re.compile(r"(?<!\\)\$|\\[(\[]|\\frac|\s\[")
+_POWER = re.compile(r"\s*([1-9]\d{0,3})\s*\^\s*(\d{1,2})\s*", re.ASCII)
 _EMPTY_LAST_BOX = re.compile(r"\\boxed\{([^{}]*)\}")
 _INTEGER_BOX = re.compile(r"\s*-?\d{1,12}\s*", re.ASCII)
 _MAX_DIGITS = 14
@@ -183,11 +184,17 @@ def _scan(pattern: re.Pattern, text: str, start: int, end: int) -> list[re.Match
     return found
 
 
+class Power(NamedTuple):
+    """An expression ``a^b`` of two integers (``#### 1.7 \\cdot 10^3`` reads ``10^3``): its value, no plain number."""
+
+    value: Fraction
+
+
 class NoMatch(NamedTuple):
     """No pattern of math-verify's matches anywhere in the text: it reads nothing (``parse`` returns ``[]``)."""
 
 
-def unmarked_number(text: str, lower: str) -> PlainNumber | NoMatch | None:
+def unmarked_number(text: str, lower: str) -> PlainNumber | Power | NoMatch | None:
     """The number math-verify reads from text with no marker: its rightmost-ending match, when that is a number.
 
     Only text with no LaTeX environment (``$`` unless escaped, ``\\(``, ``\\[``, ``[``,
@@ -196,7 +203,8 @@ def unmarked_number(text: str, lower: str) -> PlainNumber | NoMatch | None:
     nothing any pattern can match (:func:`_dead_after`), so that the rightmost match lies
     before it (``the answer is +57`` reads no number there). The rightmost match lies in
     the last run of characters a match can hold that holds any match; an expression ending
-    there as far right is declined, unless its parentheses do not balance: ``parse_expr``
+    there as far right is declined, unless it is a power of two integers (:class:`Power`)
+    or its parentheses do not balance: ``parse_expr``
     fails on it and math-verify takes the next match (``#### 320 (that is 78 + 242)`` reads
     242). :class:`NoMatch` when nothing matches at all.
     """
@@ -222,6 +230,9 @@ def unmarked_number(text: str, lower: str) -> PlainNumber | NoMatch | None:
         for _, _, is_expression, match in sorted(matches, key=lambda m: m[:3], reverse=True):
             if not is_expression:
                 return _value(match)
+            power = _POWER.fullmatch(match.group("expr"))
+            if power:  # ``10^3``: parse_expr's ``10**3``, an integer
+                return Power(Fraction(int(power.group(1)) ** int(power.group(2))))
             if _balanced(match.group("expr")):
                 return None
         scanned += end - start + 1

@@ -8,7 +8,7 @@ coefficients and their variable are; a polynomial of degree one or more equals n
 (sympy finds a symbol in the difference). :func:`polynomial_verdict` gives those verdicts.
 
 The reader takes, without spaces: integers, one variable of
-:data:`~mathgym.rewards.math_relations.VARIABLES`, ``+``, ``-``, products by
+:data:`~mathgym.rewards.math_relations.VARIABLES`, ``+``, ``-`` (``+ -16`` too), products by
 juxtaposition or ``\\cdot``, ``^`` with a digit or a braced integer (at most 12) after the
 variable or a parenthesis, parentheses, and ``\\frac{p}{c}`` with a constant ``c``. It
 declines what latex2sympy could read otherwise: the variable followed by a digit, a
@@ -97,7 +97,7 @@ class _Reader:
     def sum(self) -> Coefficients | None:
         total: Coefficients = {}
         sign = 1
-        if self.peek() in "+-":
+        if self.peek() in ("+", "-"):
             sign = -1 if self.peek() == "-" else 1
             self.at += 1
         while True:
@@ -110,6 +110,8 @@ class _Reader:
                 return total
             sign = -1 if self.peek() == "-" else 1
             self.at += 1
+            if self.peek() == "-":  # ``2x + -16``: a negative term
+                sign, self.at = -sign, self.at + 1
 
     def product(self) -> Coefficients | None:
         value: Coefficients = {0: Fraction(1)}

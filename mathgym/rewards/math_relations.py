@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from mathgym.rewards.math_polynomials import Polynomial, read_polynomial
-from mathgym.rewards.math_roots import Root, read_root
+from mathgym.rewards.math_roots import EulerProduct, Root, read_euler_product, read_root
 from mathgym.rewards.math_values import (
     MAX_VALUE_CHARS, Group, Infinity, Scalar, Value, prepare_value_text, read_scalar, read_value, scalar_verdict,
 )
@@ -67,7 +67,7 @@ class Member(NamedTuple):
     interval: Group
 
 
-Answer = Value | Relation | Member | Polynomial | Root
+Answer = Value | Relation | Member | Polynomial | Root | EulerProduct
 Verdict = Callable[[Answer, Answer], "bool | None"]
 
 
@@ -82,7 +82,7 @@ def read_answer(text: str) -> Answer | None:
     if found is not None:
         return found
     value = read_value(text)
-    return value if value is not None else read_polynomial(text) or read_root(text)
+    return value if value is not None else read_polynomial(text) or read_root(text) or read_euler_product(text)
 
 
 def _read_relation(text: str) -> Relation | Member | None:

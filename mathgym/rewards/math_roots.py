@@ -9,6 +9,9 @@ roots and powers of π either (its degree over the rationals is ``n``, not a pow
 :mod:`~mathgym.rewards.math_values` except a decimal, which math-verify compares after
 rounding to 6 places. :func:`root_verdict` gives those verdicts; ``b^{1/2}`` is read as
 the square root it is (a :class:`~mathgym.rewards.math_values.Scalar`).
+
+In a box, ``7.3e4`` is ``7.3*E*4`` to latex2sympy (``e`` is Euler's number, not a
+power of ten): :class:`EulerProduct`, irrational, equal to no rational number.
 ``tests/test_math_fast_shapes.py`` checks the verdicts against math-verify.
 """
 
@@ -70,3 +73,25 @@ def root_verdict(gold: object, answer: object) -> bool | None:
     apart = abs(root.approx() - other.approx()) > 1e-5 * max(1.0, abs(root.approx()))  # type: ignore[union-attr]
     return False if apart and math.isfinite(other.approx()) else None
 
+
+
+class EulerProduct(NamedTuple):
+    """``7.3e4`` in a box: latex2sympy reads ``7.3*E*4``, ``e`` being Euler's number: irrational, so equal to no rational number."""
+
+    text: str
+
+
+_EULER_PRODUCT = re.compile(r"\s*(?:[1-9]\d{0,5}(?:\.\d{1,6})?|0\.\d{0,5}[1-9])e[1-9]\s*", re.ASCII)
+
+
+def read_euler_product(text: str) -> EulerProduct | None:
+    """``m e k`` written as ``7.3e4`` (non-zero ``m``, one non-zero digit ``k``, lowercase ``e``), or ``None``."""
+    return EulerProduct(text.strip()) if _EULER_PRODUCT.fullmatch(text) else None
+
+
+def euler_product_verdict(gold: object, answer: object) -> bool | None:
+    """Never equal to a rational number that is no decimal nor percentage (those math-verify rounds or scales); else ``None``."""
+    other = answer if isinstance(gold, EulerProduct) else gold
+    if isinstance(other, Scalar) and other.rational is not None and not (other.is_float or other.percent):
+        return False
+    return None
