@@ -72,7 +72,11 @@ Verdict = Callable[[Answer, Answer], "bool | None"]
 
 
 def read_answer(text: str) -> Answer | None:
-    """A relation or membership if ``text`` is one (see above), else :func:`~mathgym.rewards.math_values.read_value`.
+    """A relation or membership if ``text`` is one (see above), else the first reading of ``text`` as a value.
+
+    In order: :func:`~mathgym.rewards.math_values.read_value`, a polynomial
+    (:mod:`~mathgym.rewards.math_polynomials`), a higher root or ``7.3e4``
+    (:mod:`~mathgym.rewards.math_roots`); ``None`` when none reads it.
 
     Example:
         >>> read_answer("3 < x") == read_answer("x \\\\gt 3")
