@@ -9,7 +9,8 @@ in-process only completions whose shape pins down what those rules extract, with
 running them (:func:`fast_answer` says which shape):
 
 * **boxed**, **sentence**, **boxes**: one box; a box holding a sentence around one
-  ``$…$``; several boxes with no other LaTeX (:mod:`~mathgym.rewards.math_boxes`).
+  ``$…$``; several boxes with no other LaTeX, or each in its own ``$…$``
+  (:mod:`~mathgym.rewards.math_boxes`).
 * **answer**: "answer" occurs exactly once, no box, and it reads ``answer is N`` /
   ``answer: N`` (``final answer`` too; ``N`` bare or as ``$N$``): the match of priority
   50, 100 or 200 ends at ``N``. Also ``\\frac{a}{b}`` or ``a/b`` there (and after
@@ -21,8 +22,8 @@ running them (:func:`fast_answer` says which shape):
   "answer", or with none).
 * **bare**: the whole text is ``N``.
 * **unmarked**, **nothing**: no marker (or an "answer" followed by nothing math-verify
-  can read): its rightmost match, a number; or no match at all (it reads nothing,
-  ``unparseable``).
+  can read): its rightmost match that parses, a number or ``a^b``; or no match at all (it
+  reads nothing, ``unparseable``).
 * **rationals** (:func:`fast_decision` only): a text from which math-verify can read
   only rational numbers, against a gold no rational equals.
 
@@ -35,8 +36,9 @@ groups of three). A box or ``$…$`` holds a value of the grammar of
 :mod:`~mathgym.rewards.math_values` (numbers, fractions, radicals, multiples of π and
 their sums, percentages, sets, intervals, tuples, matrices of numbers, ``\\text{word}``),
 an inequality, equation or ``x \\in I`` (:mod:`~mathgym.rewards.math_relations`), a
-polynomial in one variable (:mod:`~mathgym.rewards.math_polynomials`), or a number with
-words (:mod:`~mathgym.rewards.math_words`). The gold is such a number, ``a/b`` or
+polynomial in one variable (:mod:`~mathgym.rewards.math_polynomials`), a higher root or
+``7.3e4`` (:mod:`~mathgym.rewards.math_roots`), or a number with words
+(:mod:`~mathgym.rewards.math_words`). The gold is such a number, ``a/b`` or
 ``\\frac{a}{b}`` as written, or a value of that grammar inside one ``$…$`` (as
 :func:`~mathgym.rewards.math.latex_gold` writes MATH's answers). Both are read exactly;
 :func:`fast_verdict` gives math-verify's comparison (:func:`numeric_verdict` for two
