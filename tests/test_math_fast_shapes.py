@@ -590,3 +590,39 @@ def test_fast_verdicts_on_e_notation_in_a_box_are_math_verifys(size):
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
     assert sum(fast_answer(p.completion)[1] == "boxed" and "e" in p.completion for p, _ in decided) > 0.1 * len(pairs)
+
+
+# -- sets of tuples and intervals: "(9, 14), (14, 9)" --------------------------------------------
+
+
+def _group_text(rng: random.Random, group: tuple[str, int, int]) -> str:
+    brackets, a, b = group
+    a_text = rng.choice([str(a), f"\\frac{{{2 * a}}}{{2}}"]) if rng.random() < 0.2 else str(a)
+    inner = f"{a_text},{rng.choice(['', ' '])}{b}"
+    return f"\\left{brackets[0]} {inner} \\right{brackets[1]}" if rng.random() < 0.1 else f"{brackets[0]}{inner}{brackets[1]}"
+
+
+def _group_set_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
+    a, b = rng.randint(-5, 9), rng.randint(10, 19)
+    groups = [("()", a, b), ("()", b, a)] + ([("[]", a, b + 1)] if rng.random() < 0.2 else [])
+    right = rng.random() < 0.5
+    shown = list(groups) if right else rng.choice([[("()", a, b + 1), ("()", b + 1, a)], groups[:1], [("[)", a, b), ("()", b, a)], groups + groups[:1],
+                                                  [("()", b, a), ("()", b, a)]])
+    rng.shuffle(shown)
+    texts = [_group_text(rng, g) for g in shown]
+    answer = rng.choice([f"\\boxed{{{', '.join(texts)}}}", ", ".join(f"\\boxed{{{t}}}" for t in texts), " and ".join(f"$\\boxed{{{t}}}$" for t in texts),
+                         f"\\boxed{{\\{{{', '.join(texts)}\\}}}}"])
+    gold = ", ".join(_group_text(rng, g) for g in groups)
+    gold = rng.choice([f"${gold}$", f"${gold}$", f"$\\{{{gold}\\}}$", str(a)])
+    return Pair("group_set", gold, f"The solutions are {answer}.", "boxed")
+
+
+@pytest.mark.parametrize("size", _sizes(300, 900))
+def test_fast_verdicts_on_sets_of_tuples_are_math_verifys(size):
+    rng = random.Random(SEED + 13)
+    pairs = [_group_set_pair(rng) for _ in range(size)]
+    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
+    truth = math_verify_verdicts([p for p, _ in decided])
+    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
+    assert not wrong, wrong[:5]
+    assert sum(truth) > 20 and len(decided) > 0.3 * len(pairs)

@@ -367,7 +367,8 @@ def fast_answer(completion: str) -> tuple[Answer | Words | NoMatch, str] | None:
         if len(values) == 1:
             return None if values[0] is None else (values[0], "boxes")
         scalars = all(isinstance(value, Scalar) and not (value.percent or value.is_float or value.product) for value in values)
-        return (Group("set", tuple(values)), "boxes") if scalars else None
+        groups = all(isinstance(value, Group) and value.kind != "set" for value in values)
+        return (Group("set", tuple(values)), "boxes") if scalars or groups else None
     for shape, read in (("answer", _answer_is), ("gsm8k", _gsm8k)):
         found = read(completion, lower)
         if found is not None:

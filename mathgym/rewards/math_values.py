@@ -18,7 +18,9 @@ Grammar (spaces ignored, except between two digits, where the text is declined):
   float rounding :func:`~mathgym.rewards.math_fast.numeric_verdict` models); a trailing
   ``\\%`` only after a plain number (``7%``, ``7 %``, ``7 percent``, ``7 percentage`` are
   ``7\\%`` to math-verify; ``-7%`` and ``7pct`` are not).
-* **set**: ``\\{a, b\\}`` or a bare list ``a, b`` (math-verify reads both as a FiniteSet).
+* **set**: ``\\{a, b\\}`` or a bare list ``a, b`` (math-verify reads both as a FiniteSet); a
+  bare list of intervals and tuples of rational numbers (``(1, 2), (2, 1)``), equal to
+  another exactly when the sets of their elements are.
 * **interval**: ``[a, b]``, ``[a, b)``, ``(a, b]``, and ``(a, b)`` when ``a < b`` (else
   math-verify reads a tuple); ends may be ``\\infty``/``-\\infty``.
 * **tuple**: ``(a, b)`` with ``a > b``, or three or more elements in parentheses.
@@ -307,6 +309,25 @@ def _group(text: str) -> Group | None:
     return Group("tuple", items)
 
 
+def _groups(text: str) -> Group | None:
+    """A bare list of two or more intervals and tuples of rational numbers (``(1, 2), (2, 1)``): a set of them to math-verify."""
+    parts = _split_top(text, ",")
+    if parts is None or not 2 <= len(parts) <= _MAX_ELEMENTS or not all(part[:1] in ("(", "[") for part in parts):
+        return None
+    groups = tuple(_group(part) for part in parts)
+    return Group("set", groups) if all(group and _rational_group(group) for group in groups) else None  # type: ignore[arg-type]
+
+
+def _rational_group(group: Group) -> bool:
+    """An interval or tuple whose ends are rational numbers (no decimals) or infinities."""
+    exact = all(isinstance(i, Infinity) or (i.rational is not None and not i.is_float and not i.percent) for i in group.items)
+    return group.kind != "set" and exact
+
+
+def _group_key(group: Group) -> tuple:
+    return group.kind, _finite_closed(group) if group.kind == "interval" else (), tuple(i if isinstance(i, Infinity) else i.rational for i in group.items)
+
+
 def _matrix(text: str) -> Matrix | None:
     match = _MATRIX.fullmatch(text)
     if match is None:
@@ -361,6 +382,9 @@ def read_value(text: str) -> Value | None:
         return None
     if text.startswith("\\begin"):
         return _matrix(text)
+    groups = _groups(text)
+    if groups is not None:
+        return groups
     if text[0] in "([\\" and text[-1] in ")]}" and not text.startswith(("\\frac", "\\sqrt", "\\pi")):
         return _group(text)
     parts = _split_top(text, ",")
@@ -426,7 +450,12 @@ def _shape(matrix: Matrix) -> tuple[int, int]:
 
 
 def _set_verdict(gold: tuple, answer: tuple) -> bool | None:
-    """Two finite sets of exact scalars: equal as sets, or apart by more than rounding."""
+    """Two finite sets of exact scalars, or of intervals and tuples of rationals: equal as sets, or apart by more than rounding."""
+    gold_groups, answer_groups = [isinstance(g, Group) for g in gold], [isinstance(a, Group) for a in answer]
+    if any(gold_groups) or any(answer_groups):  # exact rationals: sympy's element-wise comparison is exact
+        if not (all(gold_groups) and all(answer_groups) and all(_rational_group(group) for group in (*gold, *answer))):
+            return None
+        return {_group_key(g) for g in gold} == {_group_key(a) for a in answer}
     gold_set, answer_set = {g.terms for g in gold}, {a.terms for a in answer}
     if gold_set == answer_set:
         return True
@@ -442,7 +471,7 @@ def _scalar_and_set(gold: Value, answer: Value) -> bool | None:
     if pair != {Scalar, Group}:
         return None
     group = gold if isinstance(gold, Group) else answer
-    if group.kind != "set":
+    if group.kind != "set" or not all(isinstance(item, Scalar) for item in group.items):
         return None
     values = [item.approx() for item in group.items]
     apart = all(abs(a - b) > 1e-5 * max(1.0, abs(a), abs(b)) for i, a in enumerate(values) for b in values[i + 1 :])
