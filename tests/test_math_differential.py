@@ -225,7 +225,8 @@ def test_reads_the_number_after_a_marker_as_math_verify_does():
         assert found is not None and found[0].rational == value, (text, found)
     assert fast_answer("The answer is 5, see $x$")[0] == fast_gold("$x$")  # math-verify reads the LaTeX after "answer": x
     assert fast_answer("#### -.5")[1] == fast_answer("#### +12")[1] == "nothing"  # no pattern of math-verify matches: it reads nothing
-    for declined in ["#### 3.5 \\cdot 10^2", "The answer is 5 (since 2+3)", "The final answer: 5 which is 6",
+    assert fast_answer("#### 3.5 \\cdot 10^2")[0].rational == 100  # math-verify's rightmost match is the expression 10^2
+    for declined in ["The answer is 5 (since 2+3)", "The final answer: 5 which is 6",
                      "The answer is 5 = 2 + 3", "The answer is 50 percent or 7%", "The answer is 5, see $\\alpha$", "#### 5 apples and 6 + 1 pears"]:
         assert fast_answer(declined) is None, declined
 
