@@ -199,7 +199,7 @@ def _sizes(default: int, heavy: int) -> list:
     return [default, pytest.param(heavy, marks=pytest.mark.heavy)]
 
 
-@pytest.mark.parametrize("size", _sizes(300, 900))
+@pytest.mark.parametrize("size", _sizes(150, 900))
 def test_fast_verdicts_on_fuzzed_math_style_answers_are_math_verifys(size):
     rng = random.Random(SEED)
     pairs = [_fuzzed_pair(rng) for _ in range(size)]
@@ -326,7 +326,7 @@ _INLINE = ["The answer is ${}$.", "Answer: ${}$", "So the final answer is ${}$",
            "The answer, after a very long detour through many words, is ${}$", "the answer is ${}$, not [2]", "so \\({}\\) and $5$", "${}$ I hope"]
 
 
-@pytest.mark.parametrize("size", _sizes(250, 700))
+@pytest.mark.parametrize("size", _sizes(120, 700))
 def test_fast_verdicts_on_one_inline_latex_answer_are_math_verifys(size):
     """MATH-style values in the one ``$…$`` or ``\\(…\\)`` of a text, with or without "answer", and text around it."""
     rng = random.Random(SEED + 3)
