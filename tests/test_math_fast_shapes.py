@@ -136,14 +136,21 @@ def test_relation_verdicts_follow_math_verifys_rules():
     assert verdict("$x = 5$", "x \\in [5, 6]") is None and verdict("5", "x \\ge 5") is False
 
 
-@pytest.mark.parametrize("size", _sizes(100, 900))
-def test_fast_verdicts_on_fuzzed_relations_are_math_verifys(size):
-    rng = random.Random(SEED)
-    pairs = [_relation_pair(rng, _BOXES if rng.random() < 0.6 else _INLINE) for _ in range(size)]
+def _checked(pairs: list) -> tuple[list, list]:
+    """The pairs the fast path decides (with its verdicts) and math-verify's verdicts on them;
+    fails on any pair where the two differ."""
     decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
     truth = math_verify_verdicts([p for p, _ in decided])
     wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
     assert not wrong, wrong[:5]
+    return decided, truth
+
+
+@pytest.mark.parametrize("size", _sizes(100, 900))
+def test_fast_verdicts_on_fuzzed_relations_are_math_verifys(size):
+    rng = random.Random(SEED)
+    pairs = [_relation_pair(rng, _BOXES if rng.random() < 0.6 else _INLINE) for _ in range(size)]
+    decided, truth = _checked(pairs)
     assert {p.category for p, _ in decided} >= {"single", "chain", "equation", "member", "against_interval", "against_number"}
     assert 0.2 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.4 * len(pairs)
 
@@ -182,10 +189,7 @@ def test_reads_the_last_answer_and_the_number_after_equals_as_math_verify_does()
 def test_fast_verdicts_on_answer_variants_are_math_verifys(size):
     rng = random.Random(SEED + 1)
     pairs = [_answer_variant(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert 0.2 < sum(truth) / len(truth) < 0.8 and 0.1 * len(pairs) < len(decided) < 0.8 * len(pairs)
     assert sum("no wait" in p.completion for p, _ in decided) > 5 and sum("= " in p.completion for p, _ in decided) > 10
 
@@ -212,10 +216,7 @@ def _words_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
 def test_fast_verdicts_on_numbers_with_words_are_math_verifys(size):
     rng = random.Random(SEED + 2)
     pairs = [_words_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert len(decided) > 0.2 * len(pairs)
 
 
@@ -244,10 +245,7 @@ def _ratio_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
 def test_fast_verdicts_on_marked_ratios_are_math_verifys(size):
     rng = random.Random(SEED + 3)
     pairs = [_ratio_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert sum(truth) > 5 and 0.1 * len(pairs) < len(decided) < 0.8 * len(pairs)
 
 
@@ -270,10 +268,7 @@ def _rationals_pair(rng: random.Random, _endings: list[str] | None = None) -> Pa
 def test_fast_verdicts_on_text_of_rationals_only_are_math_verifys(size):
     rng = random.Random(SEED + 4)
     pairs = [_rationals_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert sum(fast_decision(fast_gold(p.gold), p.completion)[1] == "rationals" for p, _ in decided) > 0.1 * len(pairs)
 
 
@@ -355,10 +350,7 @@ def test_reads_polynomials_as_math_verify_does():
 def test_fast_verdicts_on_fuzzed_polynomials_are_math_verifys(size):
     rng = random.Random(SEED + 5)
     pairs = [_polynomial_pair(rng, _BOXES if rng.random() < 0.7 else _INLINE) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert 0.2 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.4 * len(pairs)
 
 
@@ -389,10 +381,7 @@ def _boxes_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
 def test_fast_verdicts_on_several_boxes_are_math_verifys(size):
     rng = random.Random(SEED + 6)
     pairs = [_boxes_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert 0.1 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.3 * len(pairs)
 
 
@@ -418,10 +407,7 @@ def _dead_answer_pair(rng: random.Random, _endings: list[str] | None = None) -> 
 def test_fast_verdicts_after_an_unreadable_answer_are_math_verifys(size):
     rng = random.Random(SEED + 7)
     pairs = [_dead_answer_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     shapes = {fast_answer(p.completion)[1] for p, _ in decided}
     assert {"unmarked", "nothing"} <= shapes and sum(truth) > 5 and len(decided) > 0.3 * len(pairs), shapes
 
@@ -447,10 +433,7 @@ def _percent_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair
 def test_fast_verdicts_on_percentages_are_math_verifys(size):
     rng = random.Random(SEED + 8)
     pairs = [_percent_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert 0.1 < sum(truth) / len(truth) < 0.8 and len(decided) > 0.4 * len(pairs)
 
 
@@ -479,10 +462,7 @@ def _sentence_pair(rng: random.Random, _endings: list[str] | None = None) -> Pai
 def test_fast_verdicts_on_sentences_in_a_box_are_math_verifys(size):
     rng = random.Random(SEED + 9)
     pairs = [_sentence_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert sum(fast_answer(p.completion)[1] == "sentence" for p, _ in decided) > 0.1 * len(pairs) and sum(truth) > 10
 
 
@@ -526,10 +506,7 @@ def _dollar_boxes_pair(rng: random.Random, _endings: list[str] | None = None) ->
 def test_fast_verdicts_on_boxes_in_dollars_are_math_verifys(size):
     rng = random.Random(SEED + 10)
     pairs = [_dollar_boxes_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert sum(truth) > 10 and len(decided) > 0.3 * len(pairs)
 
 
@@ -564,10 +541,7 @@ def test_reads_higher_roots_as_math_verify_does():
 def test_fast_verdicts_on_higher_roots_are_math_verifys(size):
     rng = random.Random(SEED + 11)
     pairs = [_root_pair(rng, _BOXES if rng.random() < 0.6 else _INLINE) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert sum(truth) > 10 and len(decided) > 0.3 * len(pairs)
 
 
@@ -585,10 +559,7 @@ def _euler_pair(rng: random.Random, _endings: list[str] | None = None) -> Pair:
 def test_fast_verdicts_on_e_notation_in_a_box_are_math_verifys(size):
     rng = random.Random(SEED + 12)
     pairs = [_euler_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert sum(fast_answer(p.completion)[1] == "boxed" and "e" in p.completion for p, _ in decided) > 0.1 * len(pairs)
 
 
@@ -621,8 +592,5 @@ def _group_set_pair(rng: random.Random, _endings: list[str] | None = None) -> Pa
 def test_fast_verdicts_on_sets_of_tuples_are_math_verifys(size):
     rng = random.Random(SEED + 13)
     pairs = [_group_set_pair(rng) for _ in range(size)]
-    decided = [(p, v) for p in pairs if (v := _decided(p)) is not None]
-    truth = math_verify_verdicts([p for p, _ in decided])
-    wrong = [(p, v) for (p, v), t in zip(decided, truth) if v != t]
-    assert not wrong, wrong[:5]
+    decided, truth = _checked(pairs)
     assert sum(truth) > 20 and len(decided) > 0.3 * len(pairs)
