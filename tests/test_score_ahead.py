@@ -203,9 +203,9 @@ def test_a_step_s_answers_go_to_the_llm_judge_in_one_batch_and_come_back_as_alon
 
 
 def test_math_tool_runs_a_step_s_code_side_by_side_with_the_outputs_of_one_by_one(monkeypatch):
-    import mathgym.envs.math_tool as math_tool
+    from mathgym.rewards.sandbox import CodeSandbox
 
-    runs = record_calls(monkeypatch, math_tool, "run_tool", lambda args: args[0])
+    runs = record_calls(monkeypatch, CodeSandbox, "run", lambda args: args[0])
     actions = ["<python>print(6 * 7)</python>", "<python>print(sum(range(5)))</python>", "So \\boxed{3}.",
                "<python>print(1/0)</python>", "<python>def (:</python>"]
 

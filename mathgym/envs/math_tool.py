@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mathgym.core import Judgement, Task
-from mathgym.envs.ahead import SideBySide, sandbox_width
+from mathgym.envs.ahead import SANDBOX_JOBS, sandbox_call
 from mathgym.envs.code_tasks import syntax_error
 from mathgym.envs.math_reason import MathReasonEnv
 from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls
@@ -32,15 +32,12 @@ TOOL_INSTRUCTION = "You may run Python in <python></python> and read its output.
 OUTPUT_CAP = 2000
 
 
-def run_tool(code: str, cpu_seconds: float, wall_seconds: float) -> Any:
-    """Run the model's code in the process's sandbox (an :class:`~mathgym.rewards.sandbox.ExecutionResult`)."""
-    from mathgym.rewards.sandbox import SandboxLimits, default_sandbox  # noqa: PLC0415 - starts workers lazily
+def tool_job(code: str, cpu_seconds: float, wall_seconds: float) -> tuple[str, tuple[Any, ...], tuple[tuple[str, Any], ...]]:
+    """The sandbox job of one tool run, as a request of :data:`~mathgym.envs.ahead.SANDBOX_JOBS`
+    (a vector-env step runs its envs' jobs side by side, with any other env's sandbox jobs)."""
+    from mathgym.rewards.sandbox import SandboxLimits  # noqa: PLC0415 - the sandbox module loads on first use
 
-    return default_sandbox().run(code, limits=SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds))
-
-
-#: Runs a vector-env step's tool calls side by side, as many at once as the sandbox has warm workers.
-TOOL_RUNS = SideBySide(lambda *request: run_tool(*request), sandbox_width)
+    return ("run", (code,), (("limits", SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds)),))
 
 
 def _code_blocks(action: str) -> list[tuple[int, int, str | None, str]]:
@@ -156,7 +153,7 @@ class MathToolEnv(MathReasonEnv):
             return []
         if syntax_error(code) is not None:
             return []
-        return [(TOOL_RUNS, (code, self.tool_cpu_seconds, self.tool_wall_seconds))]
+        return [(SANDBOX_JOBS, tool_job(code, self.tool_cpu_seconds, self.tool_wall_seconds))]
 
     def _judge(self, action: str) -> Judgement:
         code, prose, call_error = parse_tool_call(action)
@@ -187,8 +184,8 @@ class MathToolEnv(MathReasonEnv):
         error = syntax_error(code)
         if error is not None:
             return error, Status.WRONG
-        request = (code, self.tool_cpu_seconds, self.tool_wall_seconds)
-        result = self._scored(TOOL_RUNS, request, lambda: run_tool(*request))
+        request = tool_job(code, self.tool_cpu_seconds, self.tool_wall_seconds)
+        result = self._scored(SANDBOX_JOBS, request, lambda: sandbox_call(*request))
         if result.status is Status.SANDBOX_ERROR:
             return "The Python tool is unavailable right now (infrastructure error, not your fault).", result.status
         output = result.stdout[-OUTPUT_CAP:]
