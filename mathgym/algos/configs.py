@@ -249,10 +249,11 @@ POLICY_LOSS_HELP = (
 
 @dataclass
 class GRPOConfig(TrainConfig):
-    """GRPO options (on top of :class:`TrainConfig`; the defaults of ``steps``, ``learning_rate`` and
-    ``dynamic_sampling`` are GRPO's own, tuned on MathReason-v0's train split)."""
+    """GRPO options (on top of :class:`TrainConfig`; the defaults of ``learning_rate`` and
+    ``dynamic_sampling`` are GRPO's own, tuned on MathReason-v0's train split, and ``steps`` is
+    :class:`TrainConfig`'s: on that split the default run's greedy pass@1 is flat within a point
+    from step 40 to 240)."""
 
-    steps: int = option(240, "optimizer steps (one batch of rollouts each)")
     learning_rate: float = option(3e-4, "AdamW learning rate")
     dynamic_sampling: bool = option(
         True,
