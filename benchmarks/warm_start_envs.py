@@ -6,7 +6,8 @@ batch, the tokens a demonstration keeps, the demonstrations made) and its estima
 2-core CPU. Unless ``--plan-only``, it then runs the warm start in a fresh cache and prints its wall
 time; ``--first-step`` also runs ``mathgym train --env ID --steps 1 --eval-tasks 0`` in another
 fresh cache and times when its first RL step starts (the tiny model's build, the warm start and the
-trainer's setup done) and when it is done; ``--eval-tasks N`` adds the warm-started model's greedy pass@1. Run the
+trainer's setup done) and when it is done (``--first-step-only``: that run alone, without the
+separate warm start); ``--eval-tasks N`` adds the warm-started model's greedy pass@1. Run the
 timings on an idle machine::
 
     python benchmarks/warm_start_envs.py --all --plan-only            # every env's plan: no training
@@ -94,11 +95,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS))
     parser.add_argument("--all", action="store_true", help="every registered env (one ReasoningGym/<task>-v0 id)")
-    parser.add_argument("--steps", type=int, default=400, help="--warm-start-steps, the upper bound (mathgym train's default: 400)")
+    parser.add_argument("--steps", type=int, default=None, help="--warm-start-steps, the upper bound (default: mathgym train's)")
     parser.add_argument("--warm-start-budget", type=float, default=None, help="seconds (default: mathgym train's)")
     parser.add_argument("--difficulty", type=int, default=None, help="the envs' level (default: each env's own)")
     parser.add_argument("--plan-only", action="store_true", help="print the plans and estimates; train nothing")
     parser.add_argument("--first-step", action="store_true", help="also time mathgym train's first RL step in a fresh cache")
+    parser.add_argument("--first-step-only", action="store_true",
+                        help="time mathgym train's first RL step in a fresh cache (its own warm start included), without "
+                             "the separate warm start before it (half the time)")
     parser.add_argument("--eval-tasks", type=int, default=0, help="greedy pass@1 of the warm-started model on N held-out tasks")
     parser.add_argument("--record", default="", help="write benchmarks/results/NAME.json")
     args = parser.parse_args()
@@ -113,6 +117,8 @@ def main() -> None:
     from mathgym.registry import env_accepts
 
     budget = TrainConfig.warm_start_budget if args.warm_start_budget is None else args.warm_start_budget
+    if args.steps is None:
+        args.steps = TrainConfig.warm_start_steps
     counter, positions = chat_token_counter(tiny_model_path(0)), tiny_max_positions(0)
     envs = all_env_ids() if args.all else args.envs
     print(f"warm-start budget {budget:g} s, at most {args.steps} steps, {positions} positions")
@@ -132,18 +138,18 @@ def main() -> None:
         demos = demonstrations_to_make(plan, budget, seconds_each)
         row: dict[str, Any] = {"longest_tokens": longest, "steps": plan.steps, "batch": plan.batch_size, "tokens_kept": plan.row_tokens,
                                "demos": demos, "estimate_s": round(plan.estimated_s + demos * seconds_each, 1)}
-        if not args.plan_only:
+        if not args.plan_only and not args.first_step_only:
             start = time.perf_counter()
             path = tiny_warm_start(env_id, kwargs, args.steps, progress=False, budget_s=budget)
             row["warm_start_s"] = round(time.perf_counter() - start, 1)
-            if args.first_step:
-                extra = ["--warm-start-steps", str(args.steps), "--warm-start-budget", str(budget)]
-                if given:
-                    extra += ["--env-kwargs", f"{{difficulty: {args.difficulty}}}"]
-                reached, done = time_first_step(env_id, extra)
-                row["first_step_reached_s"], row["first_step_done_s"] = round(reached, 1), round(done, 1)
             if args.eval_tasks:
                 row["pass_at_1"] = round(greedy_pass_at_1(str(path), env_id, kwargs, args.eval_tasks), 4)
+        if not args.plan_only and (args.first_step or args.first_step_only):
+            extra = ["--warm-start-steps", str(args.steps), "--warm-start-budget", str(budget)]
+            if given:
+                extra += ["--env-kwargs", f"{{difficulty: {args.difficulty}}}"]
+            reached, done = time_first_step(env_id, extra)
+            row["first_step_reached_s"], row["first_step_done_s"] = round(reached, 1), round(done, 1)
         results["envs"][env_id] = row
         cells = [row.get(k, "—") for k in ("warm_start_s", "first_step_reached_s", "first_step_done_s")]
         accuracy = f"{row['pass_at_1']:.1%}" if "pass_at_1" in row else "—"
