@@ -14,7 +14,7 @@ For each env, at its easiest level (``difficulty=0`` or ``level=0``, whichever o
    as a hub model would be: ``--algo sft`` on the expert's demonstrations (the warm start), then
    GRPO from the SFT model.
 
-Each run prints its per-step curve (the rollouts' mean reward; the held-out greedy pass@1 every
+Each run prints its per-step curve (the rollouts' mean reward; the held-out greedy pass@1 and mean reward every
 ``--eval-every`` steps) and the script ends with a table: env, model, held-out pass@1 before →
 after, steps, wall time. Every run gets a fresh ``MATHGYM_CACHE``, so warm starts are built and
 timed too. Time it on an idle machine::
@@ -101,7 +101,8 @@ def train(args: list[str], run_dir: Path, cache: Path, label: str) -> dict[str, 
     curve = []
     for row in rows:
         point = {"step": row.get("step")}
-        for key, name in (("rollout/reward", "reward"), ("loss/sft", "sft_loss"), ("eval/pass@1", "pass_at_1")):
+        for key, name in (("rollout/reward", "reward"), ("loss/sft", "sft_loss"), ("eval/pass@1", "pass_at_1"),
+                          ("eval/reward", "eval_reward")):
             if key in row:
                 point[name] = round(float(row[key]), 4)
         if len(point) > 1:
@@ -113,6 +114,9 @@ def train(args: list[str], run_dir: Path, cache: Path, label: str) -> dict[str, 
         "wall_s": round(wall, 1),
         "pass_at_1_before": evals[0]["eval/pass@1"] if evals else None,
         "pass_at_1_after": evals[-1]["eval/pass@1"] if evals else None,
+        # the held-out greedy episodes' mean reward (partial credit, e.g. the share of hidden tests passed)
+        "eval_reward_before": round(evals[0]["eval/reward"], 4) if evals and "eval/reward" in evals[0] else None,
+        "eval_reward_after": round(evals[-1]["eval/reward"], 4) if evals and "eval/reward" in evals[-1] else None,
         "curve": curve,
     }
 
