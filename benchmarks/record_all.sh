@@ -16,7 +16,7 @@ python benchmarks/toolbox.py --only "GRPO, batch sampled ahead" --record toolbox
 python benchmarks/distill.py --steps 30 --record distill
 python benchmarks/bench_turns.py --record turn_cache
 python benchmarks/bench_score_ahead.py --record score_ahead
-python benchmarks/warm_start_envs.py --envs MathReason-v0 CodeSandbox-v0 RepoRepair-v0 --first-step-only --record warm_start_envs
+python benchmarks/warm_start_envs.py --envs MathReason-v0 CodeSandbox-v0 RepoRepair-v0 Game2048-v0 Wordle-v0 SQLQuery-v0 --first-step-only --record warm_start_envs
 python benchmarks/prm_loop.py --record prm_loop    # tens of minutes
 # env_learning takes hours on 2 cores (an env at a time, --keep-others; each env's command and budget
 # are in docs/benchmarks.md): python benchmarks/env_learning.py --env ID --eval-tasks 30 --eval-every 10 --record env_learning --keep-others
