@@ -106,6 +106,8 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=0, help="greedy pass@1 of the warm-started model on N held-out tasks")
     parser.add_argument("--record", default="", help="write benchmarks/results/NAME.json")
     args = parser.parse_args()
+    if args.first_step_only and (args.plan_only or args.first_step or args.eval_tasks):
+        parser.error("--first-step-only runs no separate warm start: it does not go with --plan-only, --first-step or --eval-tasks")
     os.environ["MATHGYM_CACHE"] = tempfile.mkdtemp(prefix="mathgym-warm-")  # a fresh cache: the warm start really runs
 
     from mathgym.agents.settings import run_env_kwargs
