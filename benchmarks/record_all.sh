@@ -7,10 +7,10 @@ set -euo pipefail
 python benchmarks/train_run.py --record train_default
 python benchmarks/train_run.py --record train_ppo -- --algo ppo --warm-start-steps 400 --steps 40 --num-tasks 16 --group-size 4 --learning-rate 1e-4 --value-learning-rate 3e-3
 python benchmarks/train_run.py --record train_dpo -- --algo dpo --warm-start-steps 400 --steps 60 --num-tasks 16 --group-size 8 --learning-rate 1e-4 --beta 0.1
-python benchmarks/bench_code.py --repeat 3 --record code
+python benchmarks/bench_code.py --repeat 3 --floor --ideal --record code
 python benchmarks/bench_math.py --record math
 python benchmarks/bench_scale.py --envs 8 --rounds 16 --record scale
-python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 0 1 2 3 4 --record grpo_vs_trl
+python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 0 1 2 --record grpo_vs_trl
 python benchmarks/toolbox.py --record toolbox
 python benchmarks/toolbox.py --only "GRPO, batch sampled ahead" --record toolbox_overlap
 python benchmarks/distill.py --steps 30 --record distill
