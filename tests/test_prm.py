@@ -275,6 +275,17 @@ def test_a_failing_prm_is_an_infrastructure_status_never_a_reward():
     assert Status(info["status"]).is_infra_failure
 
 
+def test_prm_training_says_when_held_out_problems_are_also_trained_on(step_tag_dir, tmp_path, capsys):
+    from mathgym.algos.prm import PRMConfig, PRMTrainer
+
+    data = _labelled(tmp_path / "train.jsonl", range(6))  # problems (i % 7 + 1) + (i % 5 + 2) of seeds 0..5
+    options = dict(model=str(step_tag_dir), data=str(data), steps=1, save_every=0, progress=False, device="cpu")
+    PRMTrainer(PRMConfig(eval_data=str(_labelled(tmp_path / "apart.jsonl", [30, 31])), run_dir=str(tmp_path / "a"), **options))
+    assert "also in" not in capsys.readouterr().out  # seeds 30, 31: 3 + 2 and 4 + 3, not trained on
+    PRMTrainer(PRMConfig(eval_data=str(_labelled(tmp_path / "seen.jsonl", [1, 30])), run_dir=str(tmp_path / "b"), **options))
+    assert f"1 of the 2 held-out problems in {tmp_path / 'seen.jsonl'} are also in {data}" in capsys.readouterr().out
+
+
 def test_a_trained_prm_is_saved_loaded_and_scores_held_out_steps_better(step_tag_dir, tmp_path):
     from mathgym.algos.prm import PRMConfig, PRMTrainer
 

@@ -120,12 +120,18 @@ class PRMTrainer(Trainer):
         # The live model as a PRM: the same encoding and scoring as the saved directory's (checks the tokens too).
         self.scorer = PRM(self.policy.model, self.policy.tokenizer, self.settings, batch_size=max(cfg.batch_size, 8), timeout_s=0)
         tokenizer = self.policy.tokenizer
-        self.rows = []
+        self.rows, problems = [], set()
         for row in load_labelled_steps(cfg.data):
             inputs = encode_steps(tokenizer, self.settings, row.problem, row.steps)
             kept = [(p, label) for p, label in zip(inputs.positions, row.labels) if p >= 0]  # steps cut off: no label
             self.rows.append((inputs.input_ids, kept))
+            problems.add(row.problem)
         self.held_out = load_labelled_steps(cfg.eval_data) if cfg.eval_data else []
+        held_problems = {row.problem for row in self.held_out}
+        if held_problems & problems:  # small task spaces repeat problems across seeds
+            print(f"mathgym: {len(held_problems & problems)} of the {len(held_problems)} held-out problems in {cfg.eval_data} "
+                  f"are also in {cfg.data}: the held-out measures then include what the PRM memorised; leave their "
+                  "solutions out of the training data to measure it on unseen problems")
         self.order = torch.randperm(len(self.rows), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
         self.prm_eval_before: PRMEvalResult | None = None
 
