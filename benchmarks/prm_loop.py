@@ -17,7 +17,8 @@ Stages (each is the command a user runs; the script prints them):
    and PRM-weighted vote (``--select prm-vote``), each rule on the same samples as the maj@8 beside
    it; PRM beam search (``--search beam``);
 5. GRPO on MathStep-v0 from the same warm start: outcome reward only, and outcome + the PRM's
-   process reward, after the same steps and within the same training time.
+   process reward, after the same steps and within the same training time; and outcome + PRM
+   again with dynamic sampling keeping only groups that hold a right and a wrong sample.
 
 The tiny model is warm-started on MathReason-v0 at the env's default level unless
 ``--difficulty`` says otherwise (its greedy pass@1 there is about 50%: see
@@ -230,14 +231,18 @@ def main() -> None:
 
         with_prm = json.dumps({**options, "process_reward": str(prm_dir)})
         results["process_weight"] = MathStepEnv(**options).process_weight
-        for name, kwargs in (("outcome", level), ("outcome+prm", with_prm)):
-            if name == "outcome+prm" and prm_dir is None:
+        # GRPO's dynamic sampling drops groups whose rewards all agree; the PRM's scores make every group's
+        # rewards differ, so the third run keeps only groups with a right and a wrong sample (the outcome's spread).
+        band = ["--keep-pass-rate-min", "0.1", "--keep-pass-rate-max", "0.9"]
+        for name, kwargs, extra in (("outcome", level, []), ("outcome+prm", with_prm, []),
+                                    ("outcome+prm, outcome-spread groups", with_prm, band)):
+            if name.startswith("outcome+prm") and prm_dir is None:
                 grpo[name] = f"skipped: {missing}"
                 continue
-            run_dir = work / f"grpo-{name}"
+            run_dir = work / ("grpo-" + name.replace(", ", "-").replace(" ", "-"))
             _, wall = run(["mathgym", "train", "--env", "MathStep-v0", "--env-kwargs", kwargs, "--steps", str(size["grpo_steps"]),
                            "--model", str(warm), "--eval-tasks", str(size["eval_tasks"]), "--eval-every", str(size["grpo_eval_every"]),
-                           "--run-dir", str(run_dir), "--progress", "false", "--seed", "0"], env)
+                           "--run-dir", str(run_dir), "--progress", "false", "--seed", "0", *extra], env)
             curve = evals(run_dir)
             grpo[name] = {"pass_at_1_before": curve[0][1] if curve else None, "pass_at_1_after": curve[-1][1] if curve else None,
                           "train_s": curve[-1][2] if curve else None, "wall_s": round(wall, 1),
