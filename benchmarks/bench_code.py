@@ -96,12 +96,17 @@ def _spans(box: CodeSandbox, problems) -> None:
         print(f"  {name:32} {statistics.median(row[name] for row in rows):8.0f} us")
 
 
+def _program(problem) -> str:
+    """A problem's canonical solution and its check, as one program."""
+    return f"{problem['prompt']}{problem['canonical_solution']}\n\n{problem['test']}\ncheck({problem['entry_point']})\n"
+
+
 def _run_floor(problems, workers: int) -> tuple[int, float]:
     """The floor of one job on this machine: a bare ``fork`` of this (warm) process that ``exec``s the
     program and exits, the parent reading the exit status; no limits, no namespaces, no uid drop,
     no pipes, no output comparison. Not a sandbox: it shows what containment costs on top."""
     def one(problem) -> bool:
-        program = f"{problem['prompt']}{problem['canonical_solution']}\n\n{problem['test']}\ncheck({problem['entry_point']})\n"
+        program = _program(problem)
         pid = os.fork()
         if pid == 0:  # child: run and report through the exit status only
             try:
@@ -124,7 +129,7 @@ def _program_times(problems, timeout: float) -> tuple[int, list[float]]:
     counts as failed at ``timeout`` seconds."""
     passed, times = 0, []
     for problem in problems:
-        program = f"{problem['prompt']}{problem['canonical_solution']}\n\n{problem['test']}\ncheck({problem['entry_point']})\n"
+        program = _program(problem)
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # child: time the program, report the seconds through the pipe

@@ -234,12 +234,12 @@ def main() -> None:
         # GRPO's dynamic sampling drops groups whose rewards all agree; the PRM's scores make every group's
         # rewards differ, so the third run keeps only groups with a right and a wrong sample (the outcome's spread).
         band = ["--keep-pass-rate-min", "0.1", "--keep-pass-rate-max", "0.9"]
-        for name, kwargs, extra in (("outcome", level, []), ("outcome+prm", with_prm, []),
-                                    ("outcome+prm, outcome-spread groups", with_prm, band)):
-            if name.startswith("outcome+prm") and prm_dir is None:
+        for name, folder, kwargs, extra in (("outcome", "grpo-outcome", level, []), ("outcome+prm", "grpo-outcome+prm", with_prm, []),
+                                            ("outcome+prm, outcome-spread groups", "grpo-outcome+prm-band", with_prm, band)):
+            if kwargs is with_prm and prm_dir is None:
                 grpo[name] = f"skipped: {missing}"
                 continue
-            run_dir = work / ("grpo-" + name.replace(", ", "-").replace(" ", "-"))
+            run_dir = work / folder
             _, wall = run(["mathgym", "train", "--env", "MathStep-v0", "--env-kwargs", kwargs, "--steps", str(size["grpo_steps"]),
                            "--model", str(warm), "--eval-tasks", str(size["eval_tasks"]), "--eval-every", str(size["grpo_eval_every"]),
                            "--run-dir", str(run_dir), "--progress", "false", "--seed", "0", *extra], env)

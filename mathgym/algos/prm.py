@@ -128,8 +128,8 @@ class PRMTrainer(Trainer):
             problems.add(row.problem)
         self.held_out = load_labelled_steps(cfg.eval_data) if cfg.eval_data else []
         held_problems = {row.problem for row in self.held_out}
-        if held_problems & problems:  # small task spaces repeat problems across seeds
-            print(f"mathgym: {len(held_problems & problems)} of the {len(held_problems)} held-out problems in {cfg.eval_data} "
+        if shared := held_problems & problems:  # small task spaces repeat problems across seeds
+            print(f"mathgym: {len(shared)} of the {len(held_problems)} held-out problems in {cfg.eval_data} "
                   f"are also in {cfg.data}: the held-out measures then include what the PRM memorised; leave their "
                   "solutions out of the training data to measure it on unseen problems")
         self.order = torch.randperm(len(self.rows), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
