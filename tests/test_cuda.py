@@ -81,6 +81,27 @@ def test_greedy_generation_on_cuda_in_fp32_equals_the_cpu(model_path):
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3), backend
 
 
+def test_multi_turn_episodes_on_cuda_in_fp32_equal_the_cpu(model_path):
+    """The collector on CUDA: each next turn runs only its new tokens (the turn cache's key/value
+    rows live on the GPU), greedy, and the episodes are the CPU's."""
+    from mathgym.algos.rollout import RolloutCollector, RolloutSettings
+
+    settings = RolloutSettings(group_size=2, sampling=SamplingParams(temperature=0, max_new_tokens=6))
+    episodes = {}
+    for device in ("cpu", "cuda"):
+        policy = LLMPolicy.from_pretrained(str(model_path), device=device, dtype="float32")
+        collector = RolloutCollector(register_guess_env(), {"high": 1000, "max_turns": 4}, policy, num_tasks=3,
+                                     settings=settings)
+        try:
+            episodes[device] = collector.collect_episodes([1, 2, 3], sampling_seed=7)
+        finally:
+            collector.close()
+    assert max(len(e.step_rewards) for e in episodes["cuda"]) > 1
+    for a, b in zip(episodes["cpu"], episodes["cuda"]):
+        assert a.token_ids == b.token_ids and a.step_rewards == b.step_rewards and a.status == b.status
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-3)
+
+
 def test_bf16_sampler_and_learner_log_probs_agree_on_cuda(model_path):
     policy = LLMPolicy.from_pretrained(str(model_path), device="cuda", dtype="bfloat16")
     assert _weights(policy.model) == {("cuda", torch.bfloat16)}

@@ -99,13 +99,14 @@ def micro_batches(
     chunks = [chunk for chunk in torch.tensor_split(items, max(1, parts)) if len(chunk)]
     if lengths is None or max_tokens <= 0:
         return chunks
+    lengths = lengths.to("cpu")  # the cut is decided on the CPU; the chunks stay on the items' device
     cut: list[torch.Tensor] = []
     for chunk in chunks:
-        sizes = lengths.to("cpu")[chunk]
+        sizes = lengths[chunk.to("cpu")]
         if len(chunk) * int(sizes.max()) <= max_tokens:  # within the limit as it is: kept whole, in its order
             cut.append(chunk)
             continue
-        order = torch.argsort(sizes, stable=True)
+        order = torch.argsort(sizes, stable=True).to(chunk.device)
         start = 0
         for end, size in enumerate(sizes[order].tolist(), start=1):  # ascending: the newest row is the longest
             if end - 1 > start and (end - start) * size > max_tokens:
