@@ -162,3 +162,64 @@ def test_a_model_whose_logits_are_more_than_its_head_keeps_the_whole_pass(model_
     expected = torch.log_softmax(capped(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
     expected = expected.gather(-1, ids[:, 1:, None]).squeeze(-1)
     assert torch.allclose(out.logprobs[:, 1:][mask[:, 1:].bool()], expected[mask[:, 1:].bool()], atol=1e-5)
+
+
+def _with_repeats(pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The 5 rows of :func:`_rows` and copies of three of them (a group's samples that agree), interleaved."""
+    ids, mask, groups = _rows(pad)
+    order = torch.tensor([0, 1, 0, 2, 3, 1, 4, 0])
+    return ids[order], mask[order], groups[order]
+
+
+def _rows_run(model, call) -> tuple[object, list[int]]:
+    """``call()`` and the number of rows of each pass of ``model``'s decoder it made."""
+    sizes: list[int] = []
+    hook = model.get_decoder().register_forward_pre_hook(lambda m, a, kw: sizes.append(len(kw["input_ids"])), with_kwargs=True)
+    try:
+        return call(), sizes
+    finally:
+        hook.remove()
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_repeated_rows_run_once_with_the_outputs_and_gradients_of_every_copy(model_path, lora, monkeypatch):
+    from mathgym.agents import forward
+    from mathgym.agents.forward import forward_pass
+
+    policy = LLMPolicy.from_pretrained(str(model_path), device="cpu", lora=LoraSettings(r=4, alpha=8, dropout=0.0) if lora else None)
+    policy.model.train()
+    ids, mask, groups = _with_repeats(policy.pad_token_id)
+    weights = torch.linspace(0.5, 2.0, len(ids))[:, None]  # each copy its own weight in the loss
+
+    def run(g):
+        policy.model.zero_grad()
+        out = forward_pass(policy.model, ids, mask, temperature=0.7, groups=g, positions=mask, entropy_grad=True)
+        (((out.logprobs + 0.1 * out.entropy) * mask) * weights).sum().backward()
+        return out, [p.grad.clone() for p in policy.trainable_parameters()]
+
+    for g in (None, groups):
+        (once, grads_once), sizes = _rows_run(policy.model, lambda: run(g))
+        assert max(sizes) == 5  # 8 rows, 5 distinct
+        with monkeypatch.context() as patch:
+            patch.setattr(forward, "repeated_rows", lambda *tensors: None)  # every row run, as before
+            (every, grads_every), all_sizes = _rows_run(policy.model, lambda: run(g))
+        assert max(all_sizes) == 8
+        assert torch.allclose(once.logprobs, every.logprobs, atol=1e-5) and torch.allclose(once.entropy, every.entropy, atol=1e-5)
+        for a, b in zip(grads_once, grads_every):  # the same sums, added in another order
+            assert float((a - b).abs().max()) <= 1e-5 * float(b.abs().max())
+
+
+def test_repeated_rows_each_run_where_the_pass_draws_dropout(tmp_path):
+    from mathgym.agents.forward import forward_pass
+    from tests.trainkit import build_dropout_model
+
+    policy = LLMPolicy.from_pretrained(str(build_dropout_model(tmp_path / "model")), device="cpu")
+    ids, mask, _ = _with_repeats(policy.pad_token_id)
+    policy.model.train()  # each copy draws its own dropout: none may stand in for another
+    assert policy.has_active_dropout and max(_rows_run(policy.model, lambda: forward_pass(policy.model, ids, mask))[1]) == 8
+    policy.model.eval()  # no draw: copies run once
+    assert max(_rows_run(policy.model, lambda: forward_pass(policy.model, ids, mask))[1]) == 5
+    # rows with the same tokens but other wanted positions are not copies
+    positions = mask.clone()
+    positions[2, :3] = 0
+    assert max(_rows_run(policy.model, lambda: forward_pass(policy.model, ids, mask, positions=positions))[1]) == 6

@@ -125,6 +125,45 @@ def logprobs_at(
     return shift_right(place(chosen)), shift_right(place(entropy))
 
 
+def has_dropout(module: torch.nn.Module) -> bool:
+    """Whether a train-mode forward pass of ``module`` draws dropout: a dropout module with ``p > 0``
+    (LoRA's included), or a config rate (``attention_dropout``, ``resid_pdrop``...) above 0."""
+    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in module.modules()):
+        return True
+    config = getattr(module, "config", None)
+    rates = (getattr(config, name, None) for name in dir(config) if "dropout" in name or name.endswith("pdrop")) if config else ()
+    return any(isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0 for rate in rates)
+
+
+def draws_dropout(*modules: Any) -> bool:
+    """Whether a forward pass of ``modules`` as they are now draws dropout (one in train mode
+    :func:`has_dropout`); entries that are not modules (``None``, a plain function) draw none."""
+    return any(isinstance(m, torch.nn.Module) and m.training and has_dropout(m) for m in modules)
+
+
+def repeated_rows(*tensors: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(kept, inverse)`` when some rows of ``tensors`` (each ``(B, ...)``, read together) repeat:
+    ``kept`` the first row of each distinct one, in batch order, and ``inverse`` each row's place
+    in ``kept``; ``None`` when every row is distinct.
+
+    Example:
+        >>> ids = torch.tensor([[5, 6], [7, 8], [5, 6], [5, 9]])
+        >>> [t.tolist() for t in repeated_rows(ids, torch.ones_like(ids))]
+        [[0, 1, 3], [0, 1, 0, 2]]
+    """
+    parts = [t.reshape(t.shape[0], -1).to(torch.long) for t in tensors if t is not None]
+    key = torch.cat(parts, dim=1)
+    distinct, inverse = torch.unique(key, dim=0, return_inverse=True)
+    if len(distinct) == len(key):
+        return None
+    rows = torch.arange(len(key), device=key.device)
+    first = torch.full((len(distinct),), len(key), device=key.device).scatter_reduce(0, inverse, rows, "amin")
+    order = torch.argsort(first)
+    place = torch.empty_like(order)
+    place[order] = torch.arange(len(order), device=key.device)
+    return first[order], place[inverse]
+
+
 def forward_pass(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -158,7 +197,10 @@ def forward_pass(
         :class:`ForwardOutput`; ``values`` is ``None`` without a ``value_model``.
 
     Columns after the last real token of every row (a micro-batch of short rows cut from a batch
-    padded to its longest) are not run: they hold 0, like position 0.
+    padded to its longest) are not run: they hold 0, like position 0. Rows that repeat (the same
+    tokens, mask and ``positions``: a group's samples that agree) run once and their outputs are
+    copied, so that the gradient of a copy adds to the one pass, unless the pass draws dropout
+    (:func:`draws_dropout`), which would give each copy its own draw.
     """
     width, used = input_ids.shape[1], real_width(attention_mask)
     if 0 < used < width:
@@ -166,6 +208,14 @@ def forward_pass(
                            value_model=value_model, entropy_grad=entropy_grad,
                            positions=None if positions is None else positions[:, :used])
         return ForwardOutput(*(None if part is None else F.pad(part, (0, width - used)) for part in out))
+    repeats = None if draws_dropout(model, value_model) else repeated_rows(input_ids, attention_mask, positions)
+    if repeats is not None:  # identical rows give identical outputs: each runs once, its gradient summed over its copies
+        kept, inverse = repeats
+        pick_rows = lambda t: None if t is None else t.index_select(0, kept.to(t.device))  # noqa: E731
+        out = forward_pass(model, pick_rows(input_ids), pick_rows(attention_mask), temperature=temperature,
+                           groups=pick_rows(groups), value_model=value_model, entropy_grad=entropy_grad,
+                           positions=pick_rows(positions))
+        return ForwardOutput(*(None if part is None else part.index_select(0, inverse.to(part.device)) for part in out))
     if value_model is not None:
         logits, hidden = logits_and_hidden(model, input_ids, attention_mask)
         values = shift_right(value_model(input_ids, attention_mask, hidden)[:, :-1])

@@ -24,7 +24,7 @@ from typing import Any, Literal, NamedTuple
 import torch
 
 from mathgym.agents.choices import Backend, DType
-from mathgym.agents.forward import ForwardOutput, forward_pass
+from mathgym.agents.forward import ForwardOutput, forward_pass, has_dropout
 from mathgym.errors import ConfigError
 from mathgym.options import pick
 
@@ -438,13 +438,8 @@ class LLMPolicy:
 
     @property
     def has_active_dropout(self) -> bool:
-        """Whether a train-mode forward pass draws dropout: a dropout module with ``p > 0`` (LoRA's
-        included), or a config rate (``attention_dropout``, ``resid_pdrop``...) above 0."""
-        if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in self.model.modules()):
-            return True
-        config = getattr(self.model, "config", None)
-        rates = (getattr(config, name) for name in dir(config) if "dropout" in name or name.endswith("pdrop")) if config else ()
-        return any(isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0 for rate in rates)
+        """Whether a train-mode forward pass draws dropout (:func:`~mathgym.agents.forward.has_dropout`)."""
+        return has_dropout(self.model)
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
