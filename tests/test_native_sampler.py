@@ -17,10 +17,14 @@ def policy(tmp_path_factory):
 
 
 def generate_recording(policy: LLMPolicy, prompts, params, seeds, read=lambda ids: len(ids)) -> tuple[list, list[int]]:
-    """The generations, and ``read(input_ids)`` of each forward call of the model (default: its rows;
-    the first call is the prompts' prefill)."""
+    """The generations, and ``read(input_ids)`` of each pass of the model (default: its rows; the
+    first is the prompts' prefill, each later one a decoding step)."""
+    from mathgym.agents.lean_decode import lean_step
+
+    lean_step(policy.model)  # its one-time check of the model runs outside the record
     seen: list[int] = []
-    hook = policy.model.register_forward_pre_hook(lambda m, args, kwargs: seen.append(read(kwargs["input_ids"])), with_kwargs=True)
+    # the token embedding sees every pass's input: the model's forward and a lean decoding step
+    hook = policy.model.get_input_embeddings().register_forward_pre_hook(lambda m, args: seen.append(read(args[0])))
     try:
         gens = policy.generate(prompts, params, seeds=seeds)
     finally:

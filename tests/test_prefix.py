@@ -75,7 +75,10 @@ def test_sampler_sharing_rows_draws_the_same_samples_as_the_plain_loop(model_pat
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
     # while samples agree they are computed once: the prefill sees 3 distinct prompts, not 6 samples
     sizes = []
-    hook = policy.model.register_forward_pre_hook(lambda _m, args, kwargs: sizes.append(len(kwargs["input_ids"])), with_kwargs=True)
+    from mathgym.agents.lean_decode import lean_step
+
+    lean_step(policy.model)  # its one-time check of the model runs outside the record
+    hook = policy.model.get_input_embeddings().register_forward_pre_hook(lambda _m, args: sizes.append(len(args[0])))
     try:
         NativeBackend(policy).generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=4), None)
     finally:
@@ -197,7 +200,9 @@ def test_repeated_rows_run_once_with_the_outputs_and_gradients_of_every_copy(mod
         (((out.logprobs + 0.1 * out.entropy) * mask) * weights).sum().backward()
         return out, [p.grad.clone() for p in policy.trainable_parameters()]
 
-    for g in (None, groups):
+    (_, _), sizes = _rows_run(policy.model, lambda: run(None))
+    assert max(sizes) == 8  # without groups every row runs (an SFT batch keeps its last bits)
+    for g in (groups, torch.zeros_like(groups)):  # groups that share a prefix, and one that shares none
         (once, grads_once), sizes = _rows_run(policy.model, lambda: run(g))
         assert max(sizes) == 5  # 8 rows, 5 distinct
         with monkeypatch.context() as patch:
@@ -214,12 +219,13 @@ def test_repeated_rows_each_run_where_the_pass_draws_dropout(tmp_path):
     from tests.trainkit import build_dropout_model
 
     policy = LLMPolicy.from_pretrained(str(build_dropout_model(tmp_path / "model")), device="cpu")
-    ids, mask, _ = _with_repeats(policy.pad_token_id)
+    ids, mask, groups = _with_repeats(policy.pad_token_id)
     policy.model.train()  # each copy draws its own dropout: none may stand in for another
-    assert policy.has_active_dropout and max(_rows_run(policy.model, lambda: forward_pass(policy.model, ids, mask))[1]) == 8
+    run = lambda **kw: max(_rows_run(policy.model, lambda: forward_pass(policy.model, ids, mask, groups=groups, **kw))[1])  # noqa: E731
+    assert policy.has_active_dropout and run() == 8
     policy.model.eval()  # no draw: copies run once
-    assert max(_rows_run(policy.model, lambda: forward_pass(policy.model, ids, mask))[1]) == 5
+    assert run() == 5
     # rows with the same tokens but other wanted positions are not copies
     positions = mask.clone()
     positions[2, :3] = 0
-    assert max(_rows_run(policy.model, lambda: forward_pass(policy.model, ids, mask, positions=positions))[1]) == 6
+    assert run(positions=positions) == 6

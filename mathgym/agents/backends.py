@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mathgym.agents.lean_decode import LeanCache, lean_step
 from mathgym.agents.prefix import cache_tensors, gather_cache, returned_cache, with_cache
 from mathgym.agents.choices import Backend
 from mathgym.agents.turn_cache import TurnCache, cache_from_tensors
@@ -193,6 +194,9 @@ class NativeBackend:
         logits, cache = out.logits[:, -1, :], returned_cache(out)
         if self.share and cache_tensors(cache) is None:  # a cache layout this loop cannot split
             return NativeBackend(policy, share=False).generate(prompts, params, generator, seeds)
+        lean = lean_step(policy.model) if cache_tensors(cache) is not None else None
+        if lean is not None:  # the decoding steps write into buffers, without the framework's per-layer work
+            cache = LeanCache(cache, params.max_new_tokens)
         width = mask.shape[1]
         full_mask = torch.ones((len(leaders), width + params.max_new_tokens), dtype=mask.dtype, device=device)
         full_mask[:, :width] = mask
@@ -221,13 +225,16 @@ class NativeBackend:
             distinct, row_of = torch.unique(pair, return_inverse=True)
             parent = torch.div(distinct, vocab, rounding_mode="floor")
             if len(distinct) != full_mask.shape[0] or not bool((parent == torch.arange(len(parent), device=device)).all()):
-                gather_cache(cache, parent)
+                cache.gather(parent) if lean is not None else gather_cache(cache, parent)
                 full_mask, next_pos = full_mask.index_select(0, parent), next_pos.index_select(0, parent)
-            out = policy.model(
-                input_ids=(distinct % vocab)[:, None], attention_mask=full_mask[:, : width + step + 1],
-                position_ids=next_pos, **with_cache(policy.model, cache), use_cache=True,
-            )
-            logits, cache = out.logits[:, -1, :], returned_cache(out)
+            if lean is not None:
+                logits = lean((distinct % vocab)[:, None], next_pos, full_mask[:, : width + step + 1], cache)
+            else:
+                out = policy.model(
+                    input_ids=(distinct % vocab)[:, None], attention_mask=full_mask[:, : width + step + 1],
+                    position_ids=next_pos, **with_cache(policy.model, cache), use_cache=True,
+                )
+                logits, cache = out.logits[:, -1, :], returned_cache(out)
             next_pos = next_pos + 1
         if self.turns is not None:
             self.turns.turn_over()

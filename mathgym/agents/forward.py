@@ -183,8 +183,9 @@ def forward_pass(
         attention_mask: ``(B, T)`` 1 on real tokens.
         temperature: Logits are divided by it (match the sampling temperature).
         groups: ``(B,)`` group of each row (the samples of one task): the prefix the rows of a
-            group share runs once per group (:mod:`mathgym.agents.prefix`), same result for less
-            compute. Ignored with a ``value_model``, which reads the whole pass's hidden states.
+            group share runs once per group (:mod:`mathgym.agents.prefix`), and rows that repeat
+            whole run once (below), same result for less compute. The prefix is not shared with a
+            ``value_model``, which reads the whole pass's hidden states.
         value_model: A value function (:class:`~mathgym.agents.value_head.ValueModel`); its
             shared head reads this pass's last hidden states.
         entropy_grad: Keep the entropy in the graph (an entropy bonus); otherwise it is a statistic.
@@ -197,10 +198,11 @@ def forward_pass(
         :class:`ForwardOutput`; ``values`` is ``None`` without a ``value_model``.
 
     Columns after the last real token of every row (a micro-batch of short rows cut from a batch
-    padded to its longest) are not run: they hold 0, like position 0. Rows that repeat (the same
-    tokens, mask and ``positions``: a group's samples that agree) run once and their outputs are
-    copied, so that the gradient of a copy adds to the one pass, unless the pass draws dropout
-    (:func:`draws_dropout`), which would give each copy its own draw.
+    padded to its longest) are not run: they hold 0, like position 0. With ``groups``, rows that
+    repeat (the same tokens, mask and ``positions``: samples that agree to the last token) run
+    once and their outputs are copied, so that the gradient of a copy adds to the one pass,
+    unless the pass draws dropout (:func:`draws_dropout`), which would give each copy its own
+    draw. The sums then run in another order: the last bits differ from the plain pass.
     """
     width, used = input_ids.shape[1], real_width(attention_mask)
     if 0 < used < width:
@@ -208,7 +210,9 @@ def forward_pass(
                            value_model=value_model, entropy_grad=entropy_grad,
                            positions=None if positions is None else positions[:, :used])
         return ForwardOutput(*(None if part is None else F.pad(part, (0, width - used)) for part in out))
-    repeats = None if draws_dropout(model, value_model) else repeated_rows(input_ids, attention_mask, positions)
+    repeats = None
+    if groups is not None and not draws_dropout(model, value_model):
+        repeats = repeated_rows(input_ids, attention_mask, positions)
     if repeats is not None:  # identical rows give identical outputs: each runs once, its gradient summed over its copies
         kept, inverse = repeats
         pick_rows = lambda t: None if t is None else t.index_select(0, kept.to(t.device))  # noqa: E731

@@ -1,0 +1,193 @@
+"""One decoding step of a Llama-style causal LM without the per-layer framework around it.
+
+A decoding step of a small model is mostly overhead: the transformers forward builds a 4-D mask,
+output records and keyword plumbing at every layer for one token per row. :class:`LeanStep` runs
+the same modules (embedding, norms, projections, MLP, rotary embedding, output head: LoRA layers
+included, since they are called, not read) with the attention written out: queries, keys and
+values, the rotary embedding, the step's keys and values appended to the cache, scaled
+dot-product attention over the row's real columns, the output projection.
+
+It serves a model only after two checks (:func:`lean_step`): its layers have exactly the
+Llama layout (the modules above and nothing else that could act: no query/key norms, no
+sliding window), and one decoding step on probe tokens gives the model's own logits. Anything
+else, or a model in train mode that draws dropout, keeps the model's own forward.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from mathgym.agents.prefix import cache_tensors, returned_cache, with_cache
+
+#: Submodules a layer's attention may hold: anything else (a query/key norm, a sink) could act.
+_ATTENTION_PARTS = {"q_proj", "k_proj", "v_proj", "o_proj"}
+#: Per model: its :class:`LeanStep`, or ``None`` where the model's own forward must run. Checked once.
+_STEPS: weakref.WeakKeyDictionary[torch.nn.Module, LeanStep | None] = weakref.WeakKeyDictionary()
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class _LayerRows:
+    """One layer's keys and values in a :class:`LeanCache`: ``keys``/``values`` read the columns
+    written so far (what a transformers cache layer holds, for :func:`~mathgym.agents.prefix.cache_tensors`)."""
+
+    __slots__ = ("key_buffer", "value_buffer", "owner")
+
+    def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, owner: LeanCache):
+        self.key_buffer, self.value_buffer, self.owner = key_buffer, value_buffer, owner
+
+    @property
+    def keys(self) -> torch.Tensor:
+        return self.key_buffer[:, :, : self.owner.length]
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self.value_buffer[:, :, : self.owner.length]
+
+
+class LeanCache:
+    """The key/value rows of a decoding loop in buffers with room for ``extra`` more columns:
+    a step writes its column in place (a transformers cache copies every row at every step)."""
+
+    def __init__(self, cache: Any, extra: int):
+        tensors = cache_tensors(cache)
+        if tensors is None:
+            raise ValueError("LeanCache: a cache layout without per-layer keys and values")
+        self.length = getattr(*tensors[0]).shape[-2]
+        self.layers: list[_LayerRows] = []
+        for index in range(0, len(tensors), 2):
+            buffers = []
+            for holder, name in tensors[index : index + 2]:
+                written = getattr(holder, name)
+                buffer = written.new_empty((*written.shape[:-2], self.length + extra, written.shape[-1]))
+                buffer[:, :, : self.length] = written
+                buffers.append(buffer)
+            self.layers.append(_LayerRows(*buffers, self))
+
+    def gather(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (in that order) of every buffer."""
+        for layer in self.layers:
+            layer.key_buffer = layer.key_buffer.index_select(0, index)
+            layer.value_buffer = layer.value_buffer.index_select(0, index)
+
+
+class LeanStep:
+    """A decoding step of ``model`` (a causal LM with the Llama layout, see :func:`lean_step`)."""
+
+    def __init__(self, model: torch.nn.Module, decoder: Any, head: torch.nn.Module):
+        self.model, self.decoder, self.head = model, decoder, head
+        self.layers = list(decoder.layers)
+        first = self.layers[0].self_attn
+        self.head_dim = int(first.head_dim)
+        self.scaling = float(first.scaling)
+        self.groups = int(getattr(first, "num_key_value_groups", 1))
+
+    def __call__(self, tokens: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor, cache: LeanCache) -> torch.Tensor:
+        """Logits ``(B, V)`` of one new token per row; ``tokens`` and ``position_ids`` ``(B, 1)``,
+        ``attention_mask`` ``(B, L + 1)`` over the ``L`` columns ``cache`` holds and the new one,
+        whose keys and values are written into ``cache``."""
+        column = cache.length
+        x = self.decoder.embed_tokens(tokens)
+        cos, sin = self.decoder.rotary_emb(x, position_ids)
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, 1, D): broadcast over heads
+        allowed = attention_mask[:, None, None, : column + 1].bool()
+        batch = tokens.shape[0]
+        for layer, rows in zip(self.layers, cache.layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = attn.q_proj(h).view(batch, 1, -1, self.head_dim).transpose(1, 2)
+            k = attn.k_proj(h).view(batch, 1, -1, self.head_dim).transpose(1, 2)
+            v = attn.v_proj(h).view(batch, 1, -1, self.head_dim).transpose(1, 2)
+            q = q * cos + _rotate_half(q) * sin
+            rows.key_buffer[:, :, column : column + 1] = k * cos + _rotate_half(k) * sin
+            rows.value_buffer[:, :, column : column + 1] = v
+            keys, values = rows.key_buffer[:, :, : column + 1], rows.value_buffer[:, :, : column + 1]
+            if self.groups > 1:
+                keys = keys.repeat_interleave(self.groups, dim=1)
+                values = values.repeat_interleave(self.groups, dim=1)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=self.scaling)
+            x = x + attn.o_proj(out.transpose(1, 2).reshape(batch, 1, -1))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        cache.length = column + 1
+        return self.head(self.decoder.norm(x))[:, -1, :]
+
+
+def _llama_layout(decoder: Any) -> bool:
+    """Whether ``decoder``'s layers are Llama's: attention of q/k/v/o projections only, two norms,
+    an MLP, a shared rotary embedding, full attention on every layer."""
+    needed = ("embed_tokens", "layers", "norm", "rotary_emb")
+    if not all(hasattr(decoder, name) for name in needed) or not len(decoder.layers):
+        return False
+    config = getattr(decoder, "config", None)
+    if any(kind != "full_attention" for kind in (getattr(config, "layer_types", None) or ())):
+        return False
+    if getattr(config, "use_sliding_window", False):
+        return False
+    for layer in decoder.layers:
+        attn = getattr(layer, "self_attn", None)
+        if attn is None or not all(hasattr(layer, n) for n in ("mlp", "input_layernorm", "post_attention_layernorm")):
+            return False
+        if {name for name, _ in attn.named_children()} != _ATTENTION_PARTS:
+            return False
+        if not all(hasattr(attn, n) for n in ("head_dim", "scaling")):
+            return False
+        extra = {name for name, _ in layer.named_children()} - {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}
+        if extra:
+            return False
+    return True
+
+
+def _agrees(step: LeanStep, model: torch.nn.Module) -> bool:
+    """One decoding step on probe tokens (a left-padded row and a full one) gives the model's logits."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([[0, 5, 6, 7], [4, 5, 6, 7]], device=device)
+    mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]], device=device)
+    position = (mask.cumsum(-1) - 1).clamp(min=0)
+    nxt = torch.tensor([[3], [2]], device=device)
+    full_mask = torch.cat([mask, torch.ones_like(nxt)], dim=1)
+    with torch.no_grad():
+        first = model(input_ids=ids, attention_mask=mask, position_ids=position, use_cache=True)
+        theirs_cache = returned_cache(first)
+        if cache_tensors(theirs_cache) is None:
+            return False
+        lean = LeanCache(theirs_cache, 1)
+        theirs = model(input_ids=nxt, attention_mask=full_mask, position_ids=position[:, -1:] + 1,
+                       **with_cache(model, theirs_cache), use_cache=True).logits[:, -1, :].float()
+        ours = step(nxt, position[:, -1:] + 1, full_mask, lean).float()
+    scale = float(theirs.abs().max()) + 1e-6
+    tolerance = 1e-4 if theirs.dtype == torch.float32 and next(model.parameters()).dtype == torch.float32 else 2e-2
+    return ours.shape == theirs.shape and float((ours - theirs).abs().max()) <= tolerance * scale
+
+
+def lean_step(model: torch.nn.Module) -> LeanStep | None:
+    """The :class:`LeanStep` of ``model``, or ``None`` where its own forward must run: a layout
+    other than Llama's, a probe step that disagrees with the model, or dropout in train mode."""
+    from mathgym.agents.forward import draws_dropout
+
+    if draws_dropout(model):
+        return None
+    if model in _STEPS:
+        return _STEPS[model]
+    found = None
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if decoder is not None and head is not None and _llama_layout(decoder):
+        candidate = LeanStep(model, decoder, head)
+        was_training = model.training
+        model.eval()
+        try:
+            if _agrees(candidate, model):
+                found = candidate
+        except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):  # the probe failed: the model's own forward
+            found = None
+        finally:
+            model.train(was_training)
+    _STEPS[model] = found
+    return found

@@ -1,0 +1,101 @@
+"""The lean decoding step: taken for Llama-layout models (Llama, Qwen2 with GQA and biases, LoRA),
+it samples what the model's own forward samples; anything else keeps the model's forward."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mathgym.agents import backends  # noqa: E402
+from mathgym.agents.lean_decode import lean_step  # noqa: E402
+from mathgym.agents.policy import LLMPolicy, LoraSettings, SamplingParams  # noqa: E402
+from tests.chat_fixtures import build_model, build_tokenizer, cached_chat_model  # noqa: E402
+from tests.trainkit import build_dropout_model, build_small_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def llama_path(tmp_path_factory):
+    return build_small_model(tmp_path_factory.mktemp("llama"))
+
+
+def _prompts(policy):
+    questions = ("What is 2 + 3?", "Name a prime.", "Count to four.")
+    return [policy.encode_chat([{"role": "user", "content": q}]) for q in questions for _ in range(4)]
+
+
+def _generate(policy, monkeypatch, lean: bool):
+    with monkeypatch.context() as patch:
+        if not lean:
+            patch.setattr(backends, "lean_step", lambda model: None)
+        steps: list[int] = []
+        hook = policy.model.get_input_embeddings().register_forward_pre_hook(lambda m, args: steps.append(len(args[0])))
+        try:
+            out = policy.generate(_prompts(policy), SamplingParams(max_new_tokens=24), seeds=list(range(12)))
+        finally:
+            hook.remove()
+    return out, steps
+
+
+def _same_samples(policy, monkeypatch):
+    assert lean_step(policy.model) is not None
+    model_forward = policy.model.forward
+    calls: list[int] = []
+    policy.model.forward = lambda *a, **k: calls.append(1) or model_forward(*a, **k)
+    try:
+        lean, steps = _generate(policy, monkeypatch, lean=True)
+    finally:
+        del policy.model.forward
+    plain, _ = _generate(policy, monkeypatch, lean=False)
+    assert len(calls) == 1 and len(steps) > 2  # the prefill is the model's forward, every decoding step is lean
+    assert {g.finish_reason for g in plain} == {"stop", "length"}
+    for a, b in zip(lean, plain):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_llama_samples_what_its_own_forward_samples(llama_path, lora, monkeypatch):
+    policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu", lora=LoraSettings(r=4, alpha=8, dropout=0.0) if lora else None)
+    if lora:  # a trained adapter: its update must reach the lean step (the modules are called, not read)
+        for name, param in policy.model.named_parameters():
+            if "lora_B" in name:
+                torch.nn.init.normal_(param, std=0.5)
+    _same_samples(policy, monkeypatch)
+
+
+def test_qwen2_with_grouped_query_attention_and_biases_samples_what_its_own_forward_samples(tmp_path_factory, monkeypatch):
+    policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "chatml")), device="cpu")
+    attn = policy.model.get_decoder().layers[0].self_attn
+    assert attn.q_proj.bias is not None and attn.num_key_value_groups == 2
+    _same_samples(policy, monkeypatch)
+
+
+def test_other_layouts_keep_the_models_own_forward(tmp_path, llama_path, monkeypatch):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = build_tokenizer("chatml")
+    base = build_model(tokenizer, "chatml", "qwen2")
+    config = Qwen3Config(**{k: getattr(base.config, k) for k in (
+        "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id")})
+    qwen3 = Qwen3ForCausalLM(config)  # a norm of the queries and keys: not Llama's attention
+    assert lean_step(qwen3) is None
+
+    policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
+    model_forward = policy.model.forward
+    policy.model.forward = lambda *a, **k: _soft_capped(model_forward(*a, **k))  # more than its head's logits
+    assert lean_step(policy.model) is None  # the probe step disagrees with the model's own logits
+    gens = policy.generate(_prompts(policy)[:2], SamplingParams(max_new_tokens=4), seeds=[0, 1])
+    assert all(len(g.token_ids) for g in gens)
+
+    dropout = LLMPolicy.from_pretrained(str(build_dropout_model(tmp_path / "dropout")), device="cpu")
+    dropout.model.train()
+    assert lean_step(dropout.model) is None  # each row would draw its own dropout in the model's forward
+    dropout.model.eval()
+    assert lean_step(dropout.model) is not None
+
+
+def _soft_capped(out):
+    out.logits = 3.0 * torch.tanh(out.logits / 3.0)
+    return out
