@@ -92,6 +92,23 @@ class ScoresAhead:
         return score()
 
 
+
+def copy_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of a chat the caller may change freely: each message's dict copied, and anything
+    in it that is not a string (a tool call, a list of parts) copied deeply.
+
+    Example:
+        >>> chat = [{"role": "user", "content": "hi"}]
+        >>> copied = copy_messages(chat)
+        >>> copied[0]["content"] = "changed"
+        >>> chat[0]["content"]
+        'hi'
+    """
+    return [
+        dict(message) if all(type(v) is str for v in message.values()) else copy.deepcopy(message)
+        for message in messages
+    ]
+
 class TextEnv(ScoresAhead, gym.Env[str, str]):
     """Base class of mathgym's text environments (``gymnasium.Env[str, str]``).
 
@@ -205,7 +222,7 @@ class TextEnv(ScoresAhead, gym.Env[str, str]):
             self._messages.append({"role": "system", "content": self.system_prompt})
         prompt = clean_text(self._task.prompt)
         self._messages.append({"role": "user", "content": prompt})
-        info = {"task_id": self._task.task_id, "messages": copy.deepcopy(self._messages), "max_turns": self.max_turns, "turn": 0}
+        info = {"task_id": self._task.task_id, "messages": copy_messages(self._messages), "max_turns": self.max_turns, "turn": 0}
         return prompt, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -238,7 +255,7 @@ class TextEnv(ScoresAhead, gym.Env[str, str]):
             "max_turns": self.max_turns,
             "status": judgement.status,
             "reward_breakdown": dict(judgement.reward_breakdown) or {"reward": float(judgement.reward)},
-            "messages": copy.deepcopy(self._messages),
+            "messages": copy_messages(self._messages),
             **judgement.info,
         }
         if self._finished:

@@ -152,6 +152,10 @@ class NativeBackend:
     sample still draws its own token from the shared distribution, so the samples and log-probs
     are those of the plain loop (``share=False``), with less compute.
 
+    The prefill is the model's forward; for a model with Llama's layout each decoding step is a
+    :class:`~mathgym.agents.lean_decode.LeanStep` (the same modules, without the framework's
+    per-layer work), checked once against the model's own logits.
+
     Inside :meth:`~mathgym.agents.policy.LLMPolicy.reusing_turns` (:attr:`turns` set), the
     key/value rows of every sequence a call ran are kept, and the next call runs each prompt
     from the end of its longest kept prefix (:mod:`mathgym.agents.turn_cache`): a multi-turn
