@@ -99,3 +99,18 @@ def test_other_layouts_keep_the_models_own_forward(tmp_path, llama_path, monkeyp
 def _soft_capped(out):
     out.logits = 3.0 * torch.tanh(out.logits / 3.0)
     return out
+
+
+def test_half_precision_autocast_is_checked_at_its_own_precision_and_nothing_keeps_the_model(llama_path):
+    import gc
+    import weakref
+
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(llama_path))  # fp32 weights, bf16 computation
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        assert lean_step(model) is not None
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None  # the step the model was checked for does not hold it
