@@ -286,6 +286,17 @@ def test_prm_training_says_when_held_out_problems_are_also_trained_on(step_tag_d
     assert f"1 of the 2 held-out problems in {tmp_path / 'seen.jsonl'} are also in {data}" in capsys.readouterr().out
 
 
+def test_prm_training_says_n_a_where_held_out_steps_leave_the_auc_undefined(step_tag_dir, tmp_path, capsys):
+    from mathgym.algos.prm import PRMConfig, PRMTrainer
+
+    held_out = _labelled(tmp_path / "right.jsonl", [30, 33])  # seeds divisible by 3: every step right
+    config = PRMConfig(model=str(step_tag_dir), data=str(_labelled(tmp_path / "train.jsonl", range(6))), eval_data=str(held_out),
+                       steps=1, save_every=0, log_samples=0, progress=False, device="cpu", run_dir=str(tmp_path / "run"))
+    PRMTrainer(config).train()
+    out = capsys.readouterr().out
+    assert "step AUC before -> after: n/a (every held-out step has the same label) -> n/a" in out and "nan" not in out
+
+
 def test_a_trained_prm_is_saved_loaded_and_scores_held_out_steps_better(step_tag_dir, tmp_path):
     from mathgym.algos.prm import PRMConfig, PRMTrainer
 

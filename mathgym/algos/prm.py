@@ -27,6 +27,7 @@ after (:mod:`mathgym.algos.prm_eval`: step AUC, first-error accuracy), into ``pr
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -80,6 +81,20 @@ def step_bce_loss(margins: torch.Tensor, labels: torch.Tensor, mask: torch.Tenso
     right = ((margins > 0) == (labels >= 0.5)).float()
     return (bce * mask).sum() / count, {"step_accuracy": float((right * mask).sum() / count)}
 
+
+
+#: Why a first-error accuracy is undefined: no held-out solution had steps to judge.
+NO_SOLUTIONS = "no held-out solution with steps to judge"
+
+
+def _shown(value: float, undefined: str = "every held-out step has the same label") -> str:
+    """A held-out figure as printed: three decimals, or ``n/a`` and why where it is undefined.
+
+    Example:
+        >>> _shown(0.97712), _shown(float("nan"))
+        ('0.977', 'n/a (every held-out step has the same label)')
+    """
+    return f"n/a ({undefined})" if math.isnan(value) else f"{value:.3f}"
 
 class StepBatch(NamedTuple):
     """Labelled solutions as tensors: ``(B, T)`` tokens, attention mask, step positions and labels there."""
@@ -198,15 +213,15 @@ class PRMTrainer(Trainer):
         if self.held_out and self.prm_eval_before is None:
             self.prm_eval_before = self.evaluate_prm()
             self.logger.log(self.step, self.prm_eval_before.as_metrics())
-            print(f"held-out step AUC before training: {self.prm_eval_before.step_auc:.3f}")
+            print(f"held-out step AUC before training: {_shown(self.prm_eval_before.step_auc)}")
         result = super().train()
         if self.held_out and result.final_model is not None:
             after = self.evaluate_prm(load_prm(result.final_model, device=str(self.policy.device)))
             before = self.prm_eval_before
             (self.run_dir / "prm_eval.json").write_text(json.dumps({"before": asdict(before), "after": asdict(after)}, indent=2))
-            print(f"held-out step AUC before -> after: {before.step_auc:.3f} -> {after.step_auc:.3f}; "
-                  f"first-error accuracy {before.first_error_accuracy:.3f} -> {after.first_error_accuracy:.3f}"
-                  + (f"; right-over-wrong on one problem {before.pairwise_accuracy:.3f} -> {after.pairwise_accuracy:.3f} "
+            print(f"held-out step AUC before -> after: {_shown(before.step_auc)} -> {_shown(after.step_auc)}; "
+                  f"first-error accuracy {_shown(before.first_error_accuracy, NO_SOLUTIONS)} -> {_shown(after.first_error_accuracy, NO_SOLUTIONS)}"
+                  + (f"; right-over-wrong on one problem {_shown(before.pairwise_accuracy)} -> {_shown(after.pairwise_accuracy)} "
                      f"({after.num_pairs} pairs)" if after.num_pairs else ""))
         return result
 
