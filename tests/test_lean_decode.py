@@ -39,13 +39,12 @@ def _generate(policy, monkeypatch, lean: bool):
 
 def _same_samples(policy, monkeypatch):
     assert lean_step(policy.model) is not None
-    model_forward = policy.model.forward
     calls: list[int] = []
-    policy.model.forward = lambda *a, **k: calls.append(1) or model_forward(*a, **k)
+    hook = policy.model.register_forward_pre_hook(lambda m, a, kw: calls.append(1), with_kwargs=True)
     try:
         lean, steps = _generate(policy, monkeypatch, lean=True)
     finally:
-        del policy.model.forward
+        hook.remove()
     plain, _ = _generate(policy, monkeypatch, lean=False)
     assert len(calls) == 1 and len(steps) > 2  # the prefill is the model's forward, every decoding step is lean
     assert {g.finish_reason for g in plain} == {"stop", "length"}
@@ -114,3 +113,16 @@ def test_half_precision_autocast_is_checked_at_its_own_precision_and_nothing_kee
     del model
     gc.collect()
     assert alive() is None  # the step the model was checked for does not hold it
+
+
+def test_a_forward_wrapped_after_the_check_is_checked_again(llama_path, monkeypatch):
+    """accelerate wraps a trained model's forward in autocast (TRL's bf16 default on a CPU): the
+    prefill then runs in bf16 while the modules called alone would not. The step is checked again
+    for the new forward and the sampler follows the model's own forward."""
+    policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
+    assert lean_step(policy.model) is not None
+    policy.model.forward = torch.autocast("cpu", dtype=torch.bfloat16)(policy.model.forward)
+    lean, _ = _generate(policy, monkeypatch, lean=True)
+    plain, _ = _generate(policy, monkeypatch, lean=False)
+    for a, b in zip(lean, plain):
+        assert a.token_ids == b.token_ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)

@@ -25,8 +25,10 @@ from mathgym.agents.prefix import cache_tensors, returned_cache, with_cache
 
 #: Submodules a layer's attention may hold: anything else (a query/key norm, a sink) could act.
 _ATTENTION_PARTS = {"q_proj", "k_proj", "v_proj", "o_proj"}
-#: Per model: its :class:`LeanStep`, or ``None`` where the model's own forward must run. Checked once.
-_STEPS: weakref.WeakKeyDictionary[torch.nn.Module, LeanStep | None] = weakref.WeakKeyDictionary()
+#: Per model: a weak reference to the forward set on its instance when it was checked (``None``: its
+#: class's) and its :class:`LeanStep`, or ``None`` where the model's own forward must run. Checked
+#: once per forward.
+_STEPS: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, LeanStep | None]] = weakref.WeakKeyDictionary()
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -176,8 +178,13 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
 
     if draws_dropout(model):
         return None
+    # A forward set on the instance (accelerate wraps a trained model's forward in autocast, for
+    # one) changes what the model computes: the check is redone for it.
+    wrapper = model.__dict__.get("forward")
     if model in _STEPS:
-        return _STEPS[model]
+        checked_with, step = _STEPS[model]
+        if (checked_with() if checked_with is not None else None) is wrapper:
+            return step
     found = None
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
@@ -192,5 +199,19 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
             found = None
         finally:
             model.train(was_training)
-    _STEPS[model] = found
+    _STEPS[model] = (_weak(wrapper), found)
     return found
+
+
+def _weak(wrapper: Any) -> Any:
+    """A weak reference to ``wrapper`` (``None`` for none): a wrapper bound to the model must not keep it alive.
+    One that takes no weak reference is held by a reference that never matches again (the check is redone)."""
+    if wrapper is None:
+        return None
+    try:
+        return weakref.ref(wrapper)
+    except TypeError:
+        return lambda: _NEVER
+
+
+_NEVER = object()
