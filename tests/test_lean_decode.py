@@ -80,6 +80,12 @@ def test_other_layouts_keep_the_models_own_forward(tmp_path, llama_path, monkeyp
         "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id")})
     qwen3 = Qwen3ForCausalLM(config)  # a norm of the queries and keys: not Llama's attention
     assert lean_step(qwen3) is None
+    from transformers import MistralConfig, MistralForCausalLM
+
+    windowed = MistralForCausalLM(MistralConfig(vocab_size=config.vocab_size, hidden_size=32, intermediate_size=64,
+                                                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                                 sliding_window=16))
+    assert lean_step(windowed) is None  # a sliding window the probe's few tokens would never reach
 
     policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
     model_forward = policy.model.forward

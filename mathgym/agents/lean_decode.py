@@ -129,9 +129,11 @@ def _llama_layout(decoder: Any) -> bool:
     if not all(hasattr(decoder, name) for name in needed) or not len(decoder.layers):
         return False
     config = getattr(decoder, "config", None)
-    if any(kind != "full_attention" for kind in (getattr(config, "layer_types", None) or ())):
-        return False
-    if getattr(config, "use_sliding_window", False):
+    kinds = getattr(config, "layer_types", None)
+    if kinds:  # the layers say which attention each has (Qwen2 and newer models)
+        if any(kind != "full_attention" for kind in kinds):
+            return False
+    elif getattr(config, "sliding_window", None):  # a window for every layer (Mistral's), beyond the probe's reach
         return False
     for layer in decoder.layers:
         attn = getattr(layer, "self_attn", None)
