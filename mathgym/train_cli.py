@@ -24,7 +24,7 @@ from typing import Any
 
 from mathgym.agents.settings import model_generation_defaults
 from mathgym.agents.tiny import TINY_MODEL
-from mathgym.errors import ConfigError, MathgymError
+from mathgym.errors import ConfigError, DatasetError, MathgymError
 from mathgym.install import extra_hint
 from mathgym.options import build_config, config_help, read_yaml_mapping, split_overrides
 from mathgym.registry import check_env_kwargs
@@ -442,6 +442,10 @@ def _label_parser() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature [default: 1.0]")
     parser.add_argument("--max-new-tokens", type=int, default=None,
                         help="longest completion [default: the model's mathgym.json, else the training default]")
+    parser.add_argument("--exclude-problems", default=None, metavar="FILE",
+                        help="labelled-steps JSONL (your held-out labels, say) whose problems are skipped: small task "
+                        "spaces repeat problems across seeds, and a PRM measured on problems it was trained on is "
+                        "measured on what it memorised; --tasks seeds are still read, fewer are labelled")
     parser.add_argument("--out", required=True, metavar="FILE", help="JSONL file to write")
     parser.add_argument("--convert", default=None, metavar="FILE", help="read this Math-Shepherd / PRM800K / mathgym JSONL instead")
     parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda' [default: auto]")
@@ -467,6 +471,16 @@ def run_label_steps(argv: Sequence[str]) -> int:
         return 0
     if args.tasks < 1 or args.k < 1 or args.samples < 1:
         raise ConfigError(f"--tasks {args.tasks} --k {args.k} --samples {args.samples}: each must be at least 1.")
+    excluded: set[str] = set()
+    if args.exclude_problems:
+        from mathgym.algos.prm_eval import load_labelled_steps
+
+        if not Path(args.exclude_problems).is_file():
+            raise ConfigError(f"--exclude-problems {args.exclude_problems}: no such file.")
+        try:
+            excluded = {row.problem for row in load_labelled_steps(args.exclude_problems)}
+        except DatasetError as err:
+            raise ConfigError(f"--exclude-problems {err}") from None
     from mathgym.agents.settings import read_model_settings
     from mathgym.algos.configs import TrainConfig, resolved_env_kwargs
     from mathgym.cli import _parse_env_kwargs
@@ -498,6 +512,12 @@ def run_label_steps(argv: Sequence[str]) -> int:
     start = time.perf_counter()
     try:
         tasks = [steps.task(args.seed + i) for i in range(args.tasks)]
+        if excluded:
+            kept = [task for task in tasks if task.problem not in excluded]
+            print(f"mathgym label-steps: {len(tasks) - len(kept)} of the {len(tasks)} problems are in "
+                  f"{args.exclude_problems}: skipped")
+            tasks = kept
+            bar.total = len(tasks)
         rows = label_steps(tasks, writer, steps.check, k=args.k, kind=args.kind, on_task=lambda: bar.update(1),
                            samples=args.samples)
     finally:

@@ -105,6 +105,22 @@ def test_label_steps_samples_several_solutions_per_problem(model_path, tmp_path)
     assert train_cli.main("label-steps", [*argv[:4], "--samples", "0", *argv[6:]]) == 2
 
 
+def test_label_steps_skips_the_problems_of_an_excluded_file(model_path, tmp_path, capsys):
+    first, second = tmp_path / "held.jsonl", tmp_path / "rest.jsonl"
+    argv = ["--model", str(model_path), "--k", "1", "--max-new-tokens", "8", "--progress", "false"]
+    assert train_cli.main("label-steps", [*argv, "--tasks", "2", "--out", str(first)]) == 0
+    held = {json.loads(line)["problem"] for line in first.read_text().splitlines()}
+    capsys.readouterr()
+    assert train_cli.main("label-steps", [*argv, "--tasks", "4", "--exclude-problems", str(first), "--out", str(second)]) == 0
+    rows = [json.loads(line) for line in second.read_text().splitlines()]
+    assert rows and not held & {row["problem"] for row in rows}  # seeds 2 and 3 only
+    assert f"2 of the 4 problems are in {first}: skipped" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    assert train_cli.main("label-steps", [*argv, "--exclude-problems", str(bad), "--out", str(second)]) == 2
+    assert f"{bad}:1" in capsys.readouterr().err
+
+
 def test_label_steps_uses_the_env_options_saved_with_the_model(model_path, tmp_path):
     import shutil
 
