@@ -4,13 +4,16 @@ A decoding step of a small model is mostly overhead: the transformers forward bu
 output records and keyword plumbing at every layer for one token per row. :class:`LeanStep` runs
 the same modules (embedding, norms, projections, MLP, rotary embedding, output head: LoRA layers
 included, since they are called, not read) with the attention written out: queries, keys and
-values, the rotary embedding, the step's keys and values appended to the cache, scaled
-dot-product attention over the row's real columns, the output projection.
+values, the rotary embedding, the step's keys and values written into buffers with room for the
+whole generation (:class:`LeanCache`), scaled dot-product attention over the row's real
+columns, the output projection.
 
 It serves a model only after two checks (:func:`lean_step`): its layers have exactly the
 Llama layout (the modules above and nothing else that could act: no query/key norms, no
-sliding window), and one decoding step on probe tokens gives the model's own logits. Anything
-else, or a model in train mode that draws dropout, keeps the model's own forward.
+sliding window), and one decoding step on probe tokens gives the model's own logits. The check
+is redone when a forward is set on the model's instance (accelerate's autocast wrapper, for
+one). Anything else, or a model in train mode that draws dropout, keeps the model's own forward.
+Hooks registered on the model itself after the check do not run in a lean step.
 """
 
 from __future__ import annotations
