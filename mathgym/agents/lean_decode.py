@@ -13,7 +13,8 @@ Llama layout (the modules above and nothing else that could act: no query/key no
 sliding window), and one decoding step on probe tokens gives the model's own logits. The check
 is redone when a forward is set on the model's instance (accelerate's autocast wrapper, for
 one). Anything else, or a model in train mode that draws dropout, keeps the model's own forward.
-Hooks on the model's own forward run for the prefill only; hooks on its modules run at every step.
+Hooks on the forwards of the model, its decoder, its layers and their attention run for the
+prefill only; hooks on the embedding, norms, projections and MLPs run at every step too.
 """
 
 from __future__ import annotations
