@@ -92,7 +92,6 @@ class ScoresAhead:
         return score()
 
 
-
 def copy_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A copy of a chat the caller may change freely: each message's dict copied, and anything
     in it that is not a string (a tool call, a list of parts) copied deeply.
@@ -108,6 +107,7 @@ def copy_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         dict(message) if all(type(v) is str for v in message.values()) else copy.deepcopy(message)
         for message in messages
     ]
+
 
 class TextEnv(ScoresAhead, gym.Env[str, str]):
     """Base class of mathgym's text environments (``gymnasium.Env[str, str]``).

@@ -229,7 +229,10 @@ class NativeBackend:
             distinct, row_of = torch.unique(pair, return_inverse=True)
             parent = torch.div(distinct, vocab, rounding_mode="floor")
             if len(distinct) != full_mask.shape[0] or not bool((parent == torch.arange(len(parent), device=device)).all()):
-                cache.gather(parent) if lean is not None else gather_cache(cache, parent)
+                if lean is not None:
+                    cache.gather(parent)
+                else:
+                    gather_cache(cache, parent)
                 full_mask, next_pos = full_mask.index_select(0, parent), next_pos.index_select(0, parent)
             if lean is not None:
                 logits = lean((distinct % vocab)[:, None], next_pos, full_mask[:, : width + step + 1], cache)
