@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from mathgym.agents.forward import draws_dropout
 from mathgym.agents.prefix import cache_tensors, returned_cache, with_cache
 
 #: Submodules a layer's attention may hold: anything else (a query/key norm, a sink) could act.
@@ -180,8 +181,6 @@ def _agrees(step: LeanStep, model: torch.nn.Module) -> bool:
 def lean_step(model: torch.nn.Module) -> LeanStep | None:
     """The :class:`LeanStep` of ``model``, or ``None`` where its own forward must run: a layout
     other than Llama's, a probe step that disagrees with the model, or dropout in train mode."""
-    from mathgym.agents.forward import draws_dropout
-
     if draws_dropout(model):
         return None
     # A forward set on the instance (accelerate wraps a trained model's forward in autocast, for

@@ -82,7 +82,6 @@ def step_bce_loss(margins: torch.Tensor, labels: torch.Tensor, mask: torch.Tenso
     return (bce * mask).sum() / count, {"step_accuracy": float((right * mask).sum() / count)}
 
 
-
 #: Why a first-error accuracy is undefined: no held-out solution had steps to judge.
 NO_SOLUTIONS = "no held-out solution with steps to judge"
 
@@ -95,6 +94,7 @@ def _shown(value: float, undefined: str = "every held-out step has the same labe
         ('0.977', 'n/a (every held-out step has the same label)')
     """
     return f"n/a ({undefined})" if math.isnan(value) else f"{value:.3f}"
+
 
 class StepBatch(NamedTuple):
     """Labelled solutions as tensors: ``(B, T)`` tokens, attention mask, step positions and labels there."""
