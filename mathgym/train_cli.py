@@ -514,6 +514,9 @@ def run_label_steps(argv: Sequence[str]) -> int:
         tasks = [steps.task(args.seed + i) for i in range(args.tasks)]
         if excluded:
             kept = [task for task in tasks if task.problem not in excluded]
+            if not kept:
+                raise ConfigError(f"--exclude-problems {args.exclude_problems} holds every problem of seeds {args.seed}.."
+                                  f"{args.seed + args.tasks - 1}: nothing to label; raise --tasks or choose another --seed.")
             print(f"mathgym label-steps: {len(tasks) - len(kept)} of the {len(tasks)} problems are in "
                   f"{args.exclude_problems}: skipped")
             tasks = kept

@@ -115,6 +115,8 @@ def test_label_steps_skips_the_problems_of_an_excluded_file(model_path, tmp_path
     rows = [json.loads(line) for line in second.read_text().splitlines()]
     assert rows and not held & {row["problem"] for row in rows}  # seeds 2 and 3 only
     assert f"2 of the 4 problems are in {first}: skipped" in capsys.readouterr().out
+    assert train_cli.main("label-steps", [*argv, "--tasks", "2", "--exclude-problems", str(first), "--out", str(second)]) == 2
+    assert "nothing to label" in capsys.readouterr().err and rows == [json.loads(x) for x in second.read_text().splitlines()]
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
     assert train_cli.main("label-steps", [*argv, "--exclude-problems", str(bad), "--out", str(second)]) == 2
