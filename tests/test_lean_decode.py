@@ -132,3 +132,21 @@ def test_a_forward_wrapped_after_the_check_is_checked_again(llama_path, monkeypa
     plain, _ = _generate(policy, monkeypatch, lean=False)
     for a, b in zip(lean, plain):
         assert a.token_ids == b.token_ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+
+def test_the_buffers_grow_as_rows_go_on_and_the_samples_stay_the_models(llama_path, monkeypatch):
+    from mathgym.agents import lean_decode
+
+    policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
+    widths: list[int] = []
+    reserve = lean_decode.LeanCache.reserve
+
+    def recording(self, column):
+        reserve(self, column)
+        widths.append(self.layers[0].key_buffer.shape[-2])
+        assert widths[-1] <= self.limit  # never more room than the longest generation needs
+
+    monkeypatch.setattr(lean_decode, "GROWTH", 2)  # grow every few columns
+    monkeypatch.setattr(lean_decode.LeanCache, "reserve", recording)
+    _same_samples(policy, monkeypatch)
+    assert len(set(widths)) > 3  # the room grew several times within one generation

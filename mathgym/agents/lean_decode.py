@@ -4,8 +4,8 @@ A decoding step of a small model is mostly overhead: the transformers forward bu
 output records and keyword plumbing at every layer for one token per row. :class:`LeanStep` runs
 the same modules (embedding, norms, projections, MLP, rotary embedding, output head: LoRA layers
 included, since they are called, not read) with the attention written out: queries, keys and
-values, the rotary embedding, the step's keys and values written into buffers with room for the
-whole generation (:class:`LeanCache`), scaled dot-product attention over the row's real
+values, the rotary embedding, the step's keys and values written in place into buffers that
+grow with the generation (:class:`LeanCache`), scaled dot-product attention over the row's real
 columns, the output projection.
 
 It serves a model only after two checks (:func:`lean_step`): its layers have exactly the
@@ -60,29 +60,45 @@ class _LayerRows:
 
 
 class LeanCache:
-    """The key/value rows of a decoding loop in buffers with room for ``extra`` more columns:
-    a step writes its column in place (a transformers cache copies every row at every step)."""
+    """The key/value rows of a decoding loop in buffers with room for more columns: a step writes
+    its column in place (a transformers cache copies every row at every step). Room grows by half
+    again when it runs out (at least :data:`GROWTH` columns, at most up to ``extra`` beyond the
+    prompt), so a loop whose rows stop early never holds the longest generation's memory."""
 
     def __init__(self, cache: Any, extra: int):
         tensors = cache_tensors(cache)
         if tensors is None:
             raise ValueError("LeanCache: a cache layout without per-layer keys and values")
         self.length = getattr(*tensors[0]).shape[-2]
-        self.layers: list[_LayerRows] = []
-        for index in range(0, len(tensors), 2):
-            buffers = []
-            for holder, name in tensors[index : index + 2]:
-                written = getattr(holder, name)
-                buffer = written.new_empty((*written.shape[:-2], self.length + extra, written.shape[-1]))
-                buffer[:, :, : self.length] = written
-                buffers.append(buffer)
-            self.layers.append(_LayerRows(*buffers, self))
+        self.limit = self.length + extra
+        self.layers = [_LayerRows(getattr(*tensors[i]), getattr(*tensors[i + 1]), self) for i in range(0, len(tensors), 2)]
+        self.reserve(self.length)
+
+    def reserve(self, column: int) -> None:
+        """Make sure column ``column`` (0-based) can be written."""
+        room = self.layers[0].key_buffer.shape[-2]
+        if column < room:
+            return
+        room = min(self.limit, max(column + 1, room + max(GROWTH, room // 2)))
+        for layer in self.layers:
+            layer.key_buffer, layer.value_buffer = (_widened(t, self.length, room) for t in (layer.key_buffer, layer.value_buffer))
 
     def gather(self, index: torch.Tensor) -> None:
         """Keep rows ``index`` (in that order) of every buffer."""
         for layer in self.layers:
             layer.key_buffer = layer.key_buffer.index_select(0, index)
             layer.value_buffer = layer.value_buffer.index_select(0, index)
+
+
+#: Columns a :class:`LeanCache` adds at least when it runs out of room.
+GROWTH = 64
+
+
+def _widened(buffer: torch.Tensor, written: int, room: int) -> torch.Tensor:
+    """A ``(B, H, room, D)`` copy of ``buffer`` holding its first ``written`` columns."""
+    wider = buffer.new_empty((*buffer.shape[:-2], room, buffer.shape[-1]))
+    wider[:, :, :written] = buffer[:, :, :written]
+    return wider
 
 
 class LeanStep:
@@ -102,6 +118,7 @@ class LeanStep:
         ``attention_mask`` ``(B, L + 1)`` over the ``L`` columns ``cache`` holds and the new one,
         whose keys and values are written into ``cache``."""
         column = cache.length
+        cache.reserve(column)
         x = self.decoder.embed_tokens(tokens)
         cos, sin = self.decoder.rotary_emb(x, position_ids)
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, 1, D): broadcast over heads
