@@ -1,6 +1,10 @@
 """The native sampler's decoding step: the lean step (mathgym/agents/lean_decode.py) vs the
 model's own forward, on the same prompts, seeds and weights, alternating, in one run.
 
+Three ways: the lean step as the sampler takes it (a small model's weights joined, see
+``LeanStep.joined_weights``), the lean step calling every module (``unjoined``), and the model's
+own forward.
+
     python benchmarks/bench_decode.py --device cpu --record decode_cpu
     python benchmarks/bench_decode.py --device cuda --dtype bfloat16 float32 --record decode_cuda
 
@@ -22,7 +26,7 @@ from pathlib import Path
 import torch
 
 from mathgym.agents import backends
-from mathgym.agents.lean_decode import lean_step
+from mathgym.agents.lean_decode import LeanStep, lean_step
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.agents.tiny import build_tiny_model
 
@@ -49,8 +53,13 @@ def build(shape: str, path: Path) -> Path:
     return path
 
 
-def timed(policy: LLMPolicy, prompts: list[list[int]], tokens: int, lean: bool) -> tuple[float, list]:
-    backends.lean_step = lean_step if lean else (lambda model: None)
+WAYS = ("lean", "unjoined", "forward")
+_JOINED_WEIGHTS = LeanStep.joined_weights
+
+
+def timed(policy: LLMPolicy, prompts: list[list[int]], tokens: int, way: str) -> tuple[float, list]:
+    backends.lean_step = (lambda model: None) if way == "forward" else lean_step
+    LeanStep.joined_weights = (lambda self: None) if way == "unjoined" else _JOINED_WEIGHTS
     sync = torch.cuda.synchronize if policy.device.type == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()
@@ -81,27 +90,31 @@ def main() -> None:
                 if lean_step(policy.model) is None:
                     raise SystemExit(f"{shape} {dtype}: the lean step refused the model")
                 prompts = [policy.encode_text(t) for t in TEXTS for _ in range(args.samples)]
-                times: dict[bool, list[float]] = {True: [], False: []}
+                times: dict[str, list[float]] = {way: [] for way in WAYS}
                 outs = {}
                 for _ in range(args.repeat):
-                    for lean in (True, False):
-                        seconds, outs[lean] = timed(policy, prompts, args.max_new_tokens, lean)
-                        times[lean].append(seconds)
-                ours, theirs = statistics.median(times[True]), statistics.median(times[False])
-                same = sum(a.token_ids == b.token_ids for a, b in zip(outs[True], outs[False]))
-                mean_tokens = statistics.mean(len(g.token_ids) for g in outs[False])
-                rows.append((shape, dtype, ours, theirs, same, len(prompts), mean_tokens))
+                    for way in WAYS:
+                        seconds, outs[way] = timed(policy, prompts, args.max_new_tokens, way)
+                        times[way].append(seconds)
+                ours, unjoined, theirs = (statistics.median(times[way]) for way in WAYS)
+                same = sum(a.token_ids == b.token_ids for a, b in zip(outs["lean"], outs["forward"]))
+                mean_tokens = statistics.mean(len(g.token_ids) for g in outs["forward"])
+                joined = lean_step(policy.model).joined_weights() is not None
+                rows.append((shape, dtype, joined, ours, unjoined, theirs, same, len(prompts), mean_tokens))
                 key = f"{shape}_{dtype}"
                 recorded[f"{key}_lean_s"], recorded[f"{key}_model_forward_s"] = round(ours, 3), round(theirs, 3)
+                recorded[f"{key}_unjoined_s"], recorded[f"{key}_joined"] = round(unjoined, 3), joined
                 recorded[f"{key}_ratio"] = round(theirs / ours, 2)
+                recorded[f"{key}_unjoined_ratio"] = round(theirs / unjoined, 2)
                 recorded[f"{key}_same_samples"] = same
                 recorded[f"{key}_mean_tokens"] = round(mean_tokens, 1)
-    backends.lean_step = lean_step
+    backends.lean_step, LeanStep.joined_weights = lean_step, _JOINED_WEIGHTS
     print(f"\n{4 * args.samples} samples, up to {args.max_new_tokens} tokens, on {args.device}, median of {args.repeat}\n")
-    print("| model | dtype | lean step s | model's forward s | forward / lean | same samples | mean tokens |")
-    print("|---|---|---|---|---|---|---|")
-    for shape, dtype, ours, theirs, same, count, mean_tokens in rows:
-        print(f"| {shape} | {dtype} | {ours:.3f} | {theirs:.3f} | {theirs / ours:.2f}x | {same}/{count} | {mean_tokens:.1f} |")
+    print("| model | dtype | weights joined | lean step s | unjoined s | model's forward s | forward / lean | forward / unjoined | same samples | mean tokens |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for shape, dtype, joined, ours, unjoined, theirs, same, count, mean_tokens in rows:
+        print(f"| {shape} | {dtype} | {'yes' if joined else 'no'} | {ours:.3f} | {unjoined:.3f} | {theirs:.3f} | {theirs / ours:.2f}x | "
+              f"{theirs / unjoined:.2f}x | {same}/{count} | {mean_tokens:.1f} |")
     if args.record:
         write_record(args.record, recorded)
 

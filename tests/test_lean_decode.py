@@ -37,8 +37,12 @@ def _generate(policy, monkeypatch, lean: bool):
     return out, steps
 
 
-def _same_samples(policy, monkeypatch):
-    assert lean_step(policy.model) is not None
+def _same_samples(policy, monkeypatch, joined: bool | None = None):
+    """The lean step's samples are the model's own; ``joined``: whether its decoding steps must (not) join weights."""
+    step = lean_step(policy.model)
+    assert step is not None
+    if joined is not None:
+        assert (step.joined_weights() is not None) == joined
     calls: list[int] = []
     hook = policy.model.register_forward_pre_hook(lambda m, a, kw: calls.append(1), with_kwargs=True)
     try:
@@ -60,14 +64,14 @@ def test_llama_samples_what_its_own_forward_samples(llama_path, lora, monkeypatc
         for name, param in policy.model.named_parameters():
             if "lora_B" in name:
                 torch.nn.init.normal_(param, std=0.5)
-    _same_samples(policy, monkeypatch)
+    _same_samples(policy, monkeypatch, joined=not lora)  # a LoRA layer is called, never joined
 
 
 def test_qwen2_with_grouped_query_attention_and_biases_samples_what_its_own_forward_samples(tmp_path_factory, monkeypatch):
     policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "chatml")), device="cpu")
     attn = policy.model.get_decoder().layers[0].self_attn
     assert attn.q_proj.bias is not None and attn.num_key_value_groups == 2
-    _same_samples(policy, monkeypatch)
+    _same_samples(policy, monkeypatch, joined=True)
 
 
 def test_other_layouts_keep_the_models_own_forward(tmp_path, llama_path, monkeypatch):
@@ -150,3 +154,41 @@ def test_the_buffers_grow_as_rows_go_on_and_the_samples_stay_the_models(llama_pa
     monkeypatch.setattr(lean_decode.LeanCache, "reserve", recording)
     _same_samples(policy, monkeypatch)
     assert len(set(widths)) > 3  # the room grew several times within one generation
+
+
+def test_joined_weights_are_taken_anew_for_each_generation(llama_path, monkeypatch):
+    """A plain model's decoding steps use its q/k/v and gate/up weights joined when a generation
+    starts: after an update the next generation joins the new weights."""
+    from mathgym.agents import lean_decode
+
+    policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
+    runs: list[int] = []
+    joined_step = lean_decode.LeanStep._joined_step
+    monkeypatch.setattr(lean_decode.LeanStep, "_joined_step", lambda self, *a: runs.append(1) or joined_step(self, *a))
+    _same_samples(policy, monkeypatch, joined=True)
+    assert runs
+    with torch.no_grad():  # an optimizer step between two generations
+        for layer in policy.model.get_decoder().layers:
+            layer.self_attn.k_proj.weight.mul_(1.7)
+            layer.mlp.up_proj.weight.add_(0.05)
+    _same_samples(policy, monkeypatch, joined=True)
+
+
+def test_a_hook_or_another_norm_keeps_the_modules_called(llama_path, monkeypatch):
+    policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
+    layer = policy.model.get_decoder().layers[0]
+    seen: list[int] = []
+    hook = layer.self_attn.v_proj.register_forward_hook(lambda m, a, out: seen.append(1))
+    try:
+        _same_samples(policy, monkeypatch, joined=False)  # the hook runs at every step
+        assert len(seen) > 3
+    finally:
+        hook.remove()
+
+    other = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
+    norm = other.model.get_decoder().layers[1].post_attention_layernorm
+    rms = norm.forward
+    norm.forward = lambda x: rms(x) * 0.5 + x * 0.1  # not an RMS norm of its weight: the probe finds the joined step differs
+    step = lean_step(other.model)
+    assert step is not None and not step.joins
+    _same_samples(other, monkeypatch, joined=False)

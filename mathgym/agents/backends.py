@@ -200,7 +200,7 @@ class NativeBackend:
             return NativeBackend(policy, share=False).generate(prompts, params, generator, seeds)
         lean = lean_step(policy.model) if cache_tensors(cache) is not None else None
         if lean is not None:  # the decoding steps write into buffers, without the framework's per-layer work
-            cache = LeanCache(cache, params.max_new_tokens)
+            cache, joined = LeanCache(cache, params.max_new_tokens), lean.joined_weights()
         width = mask.shape[1]
         full_mask = torch.ones((len(leaders), width + params.max_new_tokens), dtype=mask.dtype, device=device)
         full_mask[:, :width] = mask
@@ -235,7 +235,7 @@ class NativeBackend:
                     gather_cache(cache, parent)
                 full_mask, next_pos = full_mask.index_select(0, parent), next_pos.index_select(0, parent)
             if lean is not None:
-                logits = lean((distinct % vocab)[:, None], next_pos, full_mask[:, : width + step + 1], cache)
+                logits = lean((distinct % vocab)[:, None], next_pos, full_mask[:, : width + step + 1], cache, joined)
             else:
                 out = policy.model(
                     input_ids=(distinct % vocab)[:, None], attention_mask=full_mask[:, : width + step + 1],

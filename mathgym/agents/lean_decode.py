@@ -112,11 +112,29 @@ class LeanStep:
         self.head_dim = int(first.head_dim)
         self.scaling = float(first.scaling)
         self.groups = int(getattr(first, "num_key_value_groups", 1))
+        #: Whether :meth:`joined_weights` may join this model's weights (its layout allows it and the probe agreed).
+        self.joins = _joinable(self.layers)
 
-    def __call__(self, tokens: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor, cache: LeanCache) -> torch.Tensor:
+    def joined_weights(self) -> list[_Joined] | None:
+        """Each layer's query, key and value weights as one matrix, and its gate and up weights as
+        another, copied from the model now (take them again after an update), or ``None`` where
+        the step must call the modules: a projection that is not a plain ``Linear`` (a LoRA layer),
+        a hook that would not run, or a model too large for the copy to pay (:data:`JOIN_LIMIT`)."""
+        if not self.joins or _hooked(self.layers):
+            return None
+        with torch.no_grad():
+            return [_Joined(layer) for layer in self.layers]
+
+    def __call__(
+        self, tokens: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor, cache: LeanCache,
+        joined: list[_Joined] | None = None,
+    ) -> torch.Tensor:
         """Logits ``(B, V)`` of one new token per row; ``tokens`` and ``position_ids`` ``(B, 1)``,
         ``attention_mask`` ``(B, L + 1)`` over the ``L`` columns ``cache`` holds and the new one,
-        whose keys and values are written into ``cache``."""
+        whose keys and values are written into ``cache``. ``joined``: :meth:`joined_weights`, taken
+        since the model's last update (fewer, larger operations: the same sums, differently rounded)."""
+        if joined is not None:
+            return self._joined_step(tokens, position_ids, attention_mask, cache, joined)
         column = cache.length
         cache.reserve(column)
         x = self.decoder.embed_tokens(tokens)
@@ -142,6 +160,103 @@ class LeanStep:
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         cache.length = column + 1
         return self.head(self.decoder.norm(x))[:, -1, :]
+
+    def _joined_step(self, tokens, position_ids, attention_mask, cache, joined) -> torch.Tensor:
+        column = cache.length
+        cache.reserve(column)
+        x = self.decoder.embed_tokens(tokens)[:, 0]  # (B, hidden): one position per row
+        cos, sin = self.decoder.rotary_emb(x, position_ids)  # (B, 1, D): broadcast over heads
+        allowed = attention_mask[:, None, None, : column + 1].bool()
+        batch, dim = tokens.shape[0], self.head_dim
+        for layer, rows, w in zip(self.layers, cache.layers, joined):
+            h = F.rms_norm(x, x.shape[-1:], w.input_norm, w.input_eps)
+            qkv = F.linear(h, w.qkv, w.qkv_bias).view(batch, -1, dim)  # (B, Hq + 2 Hk, D)
+            turned = qkv[:, : w.rotated]
+            turned = turned * cos + _rotate_half(turned) * sin
+            q = turned[:, : w.heads, None]  # (B, Hq, 1, D)
+            rows.key_buffer[:, :, column] = turned[:, w.heads :]
+            rows.value_buffer[:, :, column] = qkv[:, w.rotated :]
+            keys, values = rows.key_buffer[:, :, : column + 1], rows.value_buffer[:, :, : column + 1]
+            if self.groups > 1:
+                keys = keys.repeat_interleave(self.groups, dim=1)
+                values = values.repeat_interleave(self.groups, dim=1)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=self.scaling)
+            x = x + F.linear(out.reshape(batch, -1), w.o, w.o_bias)
+            h = F.rms_norm(x, x.shape[-1:], w.post_norm, w.post_eps)
+            gate, up = F.linear(h, w.gate_up, w.gate_up_bias).chunk(2, dim=-1)
+            x = x + F.linear(w.act(gate) * up, w.down, w.down_bias)
+        cache.length = column + 1
+        return self.head(self.decoder.norm(x))
+
+
+#: Join a model's weights (:meth:`LeanStep.joined_weights`) only when its query, key, value, gate and
+#: up weights hold at most this many numbers: a small model's step is mostly the cost of launching
+#: each operation, a large one's is its matrix products, where the copy would only add memory.
+JOIN_LIMIT = 16_000_000
+
+
+class _Joined:
+    """One layer's weights for :meth:`LeanStep._joined_step` (copies, except the norms and the output projections)."""
+
+    def __init__(self, layer: torch.nn.Module):
+        attn, mlp = layer.self_attn, layer.mlp
+        projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+        self.heads = attn.q_proj.out_features // int(attn.head_dim)
+        self.rotated = self.heads + attn.k_proj.out_features // int(attn.head_dim)
+        self.qkv = torch.cat([p.weight for p in projections])
+        self.qkv_bias = _joined_bias(projections)
+        self.o, self.o_bias = attn.o_proj.weight, attn.o_proj.bias
+        self.gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
+        self.gate_up_bias = _joined_bias((mlp.gate_proj, mlp.up_proj))
+        self.down, self.down_bias, self.act = mlp.down_proj.weight, mlp.down_proj.bias, mlp.act_fn
+        self.input_norm, self.input_eps = layer.input_layernorm.weight, _norm_eps(layer.input_layernorm)
+        self.post_norm, self.post_eps = layer.post_attention_layernorm.weight, _norm_eps(layer.post_attention_layernorm)
+
+
+def _joined_bias(projections) -> torch.Tensor | None:
+    biases = [p.bias for p in projections]
+    if all(b is None for b in biases):
+        return None
+    return torch.cat([b if b is not None else p.weight.new_zeros(p.out_features) for p, b in zip(projections, biases)])
+
+
+def _norm_eps(norm: torch.nn.Module) -> float | None:
+    eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
+    return float(eps) if isinstance(eps, (int, float)) else None
+
+
+def _joinable(layers: list[torch.nn.Module]) -> bool:
+    """Whether the layers' weights can be joined: plain ``Linear`` projections, an MLP of gate, up
+    and down projections and an activation, norms of one weight and an epsilon (the probe then
+    checks that they compute what the modules do), and no more than :data:`JOIN_LIMIT` numbers."""
+    size = 0
+    for layer in layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        if {name for name, _ in mlp.named_children()} != {"gate_proj", "up_proj", "down_proj", "act_fn"}:
+            return False
+        linears = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+        if any(type(m) is not torch.nn.Linear for m in linears):
+            return False
+        for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+            if _norm_eps(norm) is None or list(norm.children()) or getattr(norm, "bias", None) is not None:
+                return False
+            if not isinstance(getattr(norm, "weight", None), torch.Tensor):
+                return False
+        size += sum(m.weight.numel() for m in linears[:3] + linears[4:6])
+    return size <= JOIN_LIMIT
+
+
+def _hooked(layers: list[torch.nn.Module]) -> bool:
+    """Whether a hook is set that the joined step would skip: on a projection, a norm or an MLP, or a global one."""
+    from torch.nn.modules import module as torch_module
+
+    if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
+        return True
+    for layer in layers:
+        parts = [layer.input_layernorm, layer.post_attention_layernorm, layer.mlp, *layer.mlp.children(), *layer.self_attn.children()]
+        if any(m._forward_hooks or m._forward_pre_hooks for m in parts):
+            return True
+    return False
 
 
 def _llama_layout(decoder: Any) -> bool:
@@ -184,11 +299,21 @@ def _agrees(step: LeanStep, model: torch.nn.Module) -> bool:
         theirs_cache = returned_cache(first)
         if cache_tensors(theirs_cache) is None:
             return False
-        lean = LeanCache(theirs_cache, 1)
+        lean, joined_lean = LeanCache(theirs_cache, 1), LeanCache(theirs_cache, 1)
         theirs = model(input_ids=nxt, attention_mask=full_mask, position_ids=position[:, -1:] + 1,
                        **with_cache(model, theirs_cache), use_cache=True).logits[:, -1, :]
         ours = step(nxt, position[:, -1:] + 1, full_mask, lean)
-    # logits computed in fp32 agree to rounding; in a half precision (weights or autocast) to its 8 bits
+        joined = step.joined_weights()
+        if joined is not None:  # the joined step too: a norm or an activation it computes otherwise stays unjoined
+            try:
+                step.joins = _close(step(nxt, position[:, -1:] + 1, full_mask, joined_lean, joined), theirs)
+            except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):
+                step.joins = False
+    return _close(ours, theirs)
+
+
+def _close(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
+    """Whether logits agree: to rounding in fp32, to the 8 bits of a half precision (weights or autocast)."""
     tolerance = 1e-4 if theirs.dtype == torch.float32 else 2e-2
     theirs, ours = theirs.float(), ours.float()
     scale = float(theirs.abs().max()) + 1e-6
