@@ -40,7 +40,13 @@ def main() -> None:
     from mathgym.algos.configs import TrainConfig, resolved_env_kwargs
     from mathgym.algos.evaluate import evaluate_policy
     from mathgym.algos.sft import SFTTrainer
-    from mathgym.algos.warm_start import WARM_START_BATCH, WarmStartPlan, demonstration_kwargs, demonstrations_to_make, warm_start_config
+    from mathgym.algos.warm_start import (
+        WARM_START_BATCH,
+        WarmStartPlan,
+        demonstration_kwargs,
+        demonstrations_to_make,
+        warm_start_config,
+    )
 
     config = TrainConfig()
     env_kwargs = demonstration_kwargs(ENV, resolved_env_kwargs(config, model_dir=tiny_model_path()))
