@@ -6,7 +6,9 @@ the same modules (embedding, norms, projections, MLP, rotary embedding, output h
 included, since they are called, not read) with the attention written out: queries, keys and
 values, the rotary embedding, the step's keys and values written in place into buffers that
 grow with the generation (:class:`LeanCache`), scaled dot-product attention over the row's real
-columns, the output projection.
+columns, the output projection. A small model whose projections are plain ``Linear`` layers
+decodes with its weights joined (:meth:`LeanStep.joined_weights`: q/k/v as one matrix, gate/up as
+another, copied at each generation's start): a step then launches about half the operations.
 
 It serves a model only after two checks (:func:`lean_step`): its layers have exactly the
 Llama layout (the modules above and nothing else that could act: no query/key norms, no
