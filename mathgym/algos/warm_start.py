@@ -78,11 +78,12 @@ _ATTENTION_LENGTH = 600
 #: Hangman-v0's at 1130, 22 s; the cost follows them within 20%), and a speed-up of 1.6 on two cores.
 WARM_START_SECONDS_PER_MILLION_2_CORES = 67.0
 #: The warm start's learning rate: constant after 20 warmup steps. Where the constant rate leaves the
-#: model depends on its last steps (on MathReason-v0, 800 steps, another order of the same sums moved
-#: the train-split accuracy from 88% to 67%). A rate decayed linearly to zero ends steadier (92% and
-#: 97% in two data orders) but leaves a model that GRPO's default steps then lower: from 400 decayed
-#: steps the learning check's 25 GRPO steps went from 58.5% to 24.5% held-out, where from 400
-#: constant ones they go from 45.5% to 57.0%. The constant rate stays until GRPO's defaults suit both.
+#: model depends on its last steps: on MathReason-v0, 800 steps ended at 87.8% and 76.8% train-split
+#: accuracy in two orders of the same demonstrations. A rate decayed linearly to zero ends higher and
+#: steadier (94.5% and 98.2%; record ``warm_start_tune``, ``benchmarks/warm_start_tune.py``) but
+#: leaves a model that GRPO's default steps then lower: from 400 decayed steps the learning check's
+#: 25 GRPO steps went from 58.5% to 24.5% held-out, where from 400 constant ones they go from 45.5%
+#: to 57.0%. The constant rate stays until GRPO's defaults suit both.
 WARM_START_LR = 3e-3
 #: Older ``.tmp-*`` directories in the warm-start cache whose owner cannot be checked are stale.
 STALE_AFTER_S = 3600
