@@ -45,6 +45,7 @@ def main() -> None:
         WarmStartPlan,
         demonstration_kwargs,
         demonstrations_to_make,
+        tiny_max_positions,
         warm_start_config,
     )
 
@@ -55,7 +56,7 @@ def main() -> None:
     print(f"load average {__import__('os').getloadavg()[0]:.2f}; greedy pass@1 on {args.eval_tasks} train-split tasks from seed {args.eval_seed}")
     print("| SFT steps | schedule | order seed | last loss | SFT seconds | train-split pass@1 |\n|---|---|---|---|---|---|")
     for steps in args.steps:
-        plan = WarmStartPlan(steps, WARM_START_BATCH, 512, 28)
+        plan = WarmStartPlan(steps, WARM_START_BATCH, tiny_max_positions(), 28)  # MathReason-v0's level 0: 28 tokens
         for schedule in args.schedule:
             for seed in args.order_seed:
                 with tempfile.TemporaryDirectory(prefix="mathgym-warm-start-tune-") as tmp:

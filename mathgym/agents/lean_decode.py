@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.modules import module as torch_module
 
 from mathgym.agents.forward import draws_dropout
 from mathgym.agents.prefix import cache_tensors, returned_cache, with_cache
@@ -151,17 +152,22 @@ class LeanStep:
             k = attn.k_proj(h).view(batch, 1, -1, self.head_dim).transpose(1, 2)
             v = attn.v_proj(h).view(batch, 1, -1, self.head_dim).transpose(1, 2)
             q = q * cos + _rotate_half(q) * sin
-            rows.key_buffer[:, :, column : column + 1] = k * cos + _rotate_half(k) * sin
-            rows.value_buffer[:, :, column : column + 1] = v
-            keys, values = rows.key_buffer[:, :, : column + 1], rows.value_buffer[:, :, : column + 1]
-            if self.groups > 1:
-                keys = keys.repeat_interleave(self.groups, dim=1)
-                values = values.repeat_interleave(self.groups, dim=1)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=self.scaling)
+            out = self._attend(rows, column, q, k * cos + _rotate_half(k) * sin, v, allowed)
             x = x + attn.o_proj(out.transpose(1, 2).reshape(batch, 1, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         cache.length = column + 1
         return self.head(self.decoder.norm(x))[:, -1, :]
+
+    def _attend(self, rows: _LayerRows, column: int, q, k, v, allowed: torch.Tensor) -> torch.Tensor:
+        """Write the step's keys and values ``(B, Hk, 1, D)`` into column ``column`` of ``rows`` and
+        attend from ``q`` ``(B, Hq, 1, D)`` over the columns written so far that ``allowed`` keeps."""
+        rows.key_buffer[:, :, column : column + 1] = k
+        rows.value_buffer[:, :, column : column + 1] = v
+        keys, values = rows.key_buffer[:, :, : column + 1], rows.value_buffer[:, :, : column + 1]
+        if self.groups > 1:
+            keys = keys.repeat_interleave(self.groups, dim=1)
+            values = values.repeat_interleave(self.groups, dim=1)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=self.scaling)
 
     def _joined_step(self, tokens, position_ids, attention_mask, cache, joined) -> torch.Tensor:
         column = cache.length
@@ -175,14 +181,8 @@ class LeanStep:
             qkv = F.linear(h, w.qkv, w.qkv_bias).view(batch, -1, dim)  # (B, Hq + 2 Hk, D)
             turned = qkv[:, : w.rotated]
             turned = turned * cos + _rotate_half(turned) * sin
-            q = turned[:, : w.heads, None]  # (B, Hq, 1, D)
-            rows.key_buffer[:, :, column] = turned[:, w.heads :]
-            rows.value_buffer[:, :, column] = qkv[:, w.rotated :]
-            keys, values = rows.key_buffer[:, :, : column + 1], rows.value_buffer[:, :, : column + 1]
-            if self.groups > 1:
-                keys = keys.repeat_interleave(self.groups, dim=1)
-                values = values.repeat_interleave(self.groups, dim=1)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=self.scaling)
+            q, k, v = turned[:, : w.heads, None], turned[:, w.heads :, None], qkv[:, w.rotated :, None]  # (B, H, 1, D)
+            out = self._attend(rows, column, q, k, v, allowed)
             x = x + F.linear(out.reshape(batch, -1), w.o, w.o_bias)
             h = F.rms_norm(x, x.shape[-1:], w.post_norm, w.post_eps)
             gate, up = F.linear(h, w.gate_up, w.gate_up_bias).chunk(2, dim=-1)
@@ -250,8 +250,6 @@ def _joinable(layers: list[torch.nn.Module]) -> bool:
 
 def _hooked(layers: list[torch.nn.Module]) -> bool:
     """Whether a hook is set that the joined step would skip: on a projection, a norm or an MLP, or a global one."""
-    from torch.nn.modules import module as torch_module
-
     if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
         return True
     for layer in layers:
