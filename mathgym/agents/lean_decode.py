@@ -16,7 +16,9 @@ sliding window), and one decoding step on probe tokens gives the model's own log
 is redone when a forward is set on the model's instance (accelerate's autocast wrapper, for
 one). Anything else, or a model in train mode that draws dropout, keeps the model's own forward.
 Hooks on the forwards of the model, its decoder, its layers and their attention run for the
-prefill only; hooks on the embedding, norms, projections and MLPs run at every step too.
+prefill only; hooks on the embedding, norms, projections and MLPs run at every step too (a
+generation that starts with such a hook calls the modules; one set during a generation is seen
+from the next, when the weights would be joined again).
 """
 
 from __future__ import annotations
