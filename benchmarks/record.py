@@ -20,14 +20,28 @@ import os
 import platform
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def python_loop_s() -> float:
+    """Seconds of ``sum(range(10**7))``, the best of three: how fast this machine runs Python right
+    now. The machines these run on vary from day to day (a shared host); the probe tells a reader
+    whether two records were taken at the same speed."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        sum(range(10**7))
+        best = min(best, time.perf_counter() - start)
+    return round(best, 3)
+
+
 def machine() -> dict[str, Any]:
-    """The machine a result was measured on: CPU model and count, memory, load, Python, GPU."""
+    """The machine a result was measured on: CPU model and count, memory, load, Python's speed
+    (:func:`python_loop_s`), GPU."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as handle:
@@ -54,6 +68,7 @@ def machine() -> dict[str, Any]:
         "memory_gib": memory_gib,
         "load_average": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
+        "python_loop_s": python_loop_s(),
         "gpu": gpu,
     }
 

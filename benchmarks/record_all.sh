@@ -16,7 +16,7 @@ python benchmarks/toolbox.py --only "GRPO, batch sampled ahead" --record toolbox
 python benchmarks/distill.py --steps 30 --record distill
 python benchmarks/bench_turns.py --record turn_cache
 python benchmarks/bench_score_ahead.py --record score_ahead
-python benchmarks/warm_start_envs.py --envs MathReason-v0 CodeSandbox-v0 RepoRepair-v0 Game2048-v0 Wordle-v0 SQLQuery-v0 --first-step-only --record warm_start_envs
+python benchmarks/warm_start_envs.py --all --first-step-only --record warm_start_envs
 python benchmarks/prm_loop.py --record prm_loop    # tens of minutes
 python benchmarks/bench_decode.py --device cpu --shapes tiny --repeat 5 --threads 2 --record decode_cpu
 python benchmarks/warm_start_tune.py --steps 800 --schedule linear constant --order-seed 0 1 --eval-tasks 400 --record warm_start_tune    # ~20 min

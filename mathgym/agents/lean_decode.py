@@ -50,7 +50,7 @@ class _LayerRows:
     """One layer's keys and values in a :class:`LeanCache`: ``keys``/``values`` read the columns
     written so far (what a transformers cache layer holds, for :func:`~mathgym.agents.prefix.cache_tensors`)."""
 
-    __slots__ = ("key_buffer", "value_buffer", "owner")
+    __slots__ = ("key_buffer", "owner", "value_buffer")
 
     def __init__(self, key_buffer: torch.Tensor, value_buffer: torch.Tensor, owner: LeanCache):
         self.key_buffer, self.value_buffer, self.owner = key_buffer, value_buffer, owner
@@ -288,8 +288,11 @@ def _llama_layout(decoder: Any) -> bool:
     return True
 
 
-def _agrees(step: LeanStep, model: torch.nn.Module) -> bool:
-    """One decoding step on probe tokens (a left-padded row and a full one) gives the model's logits."""
+def _agrees(step: LeanStep, model: torch.nn.Module) -> tuple[bool, bool]:
+    """``(step agrees, joined step agrees)``: whether one decoding step on probe tokens (a left-padded
+    row and a full one) gives the model's logits, calling the modules and with the weights joined
+    (False where the layout cannot join, or a norm or an activation the joined step computes otherwise).
+    The joined step is probed even while a hook is set (which keeps it from being used until removed)."""
     device = next(model.parameters()).device
     ids = torch.tensor([[0, 5, 6, 7], [4, 5, 6, 7]], device=device)
     mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]], device=device)
@@ -300,18 +303,19 @@ def _agrees(step: LeanStep, model: torch.nn.Module) -> bool:
         first = model(input_ids=ids, attention_mask=mask, position_ids=position, use_cache=True)
         theirs_cache = returned_cache(first)
         if cache_tensors(theirs_cache) is None:
-            return False
+            return False, False
         lean, joined_lean = LeanCache(theirs_cache, 1), LeanCache(theirs_cache, 1)
         theirs = model(input_ids=nxt, attention_mask=full_mask, position_ids=position[:, -1:] + 1,
                        **with_cache(model, theirs_cache), use_cache=True).logits[:, -1, :]
         ours = step(nxt, position[:, -1:] + 1, full_mask, lean)
-        joined = step.joined_weights()
-        if joined is not None:  # the joined step too: a norm or an activation it computes otherwise stays unjoined
+        joins = False
+        if step.joins:
             try:
-                step.joins = _close(step(nxt, position[:, -1:] + 1, full_mask, joined_lean, joined), theirs)
+                joined = [_Joined(layer) for layer in step.layers]
+                joins = _close(step(nxt, position[:, -1:] + 1, full_mask, joined_lean, joined), theirs)
             except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):
-                step.joins = False
-    return _close(ours, theirs)
+                joins = False
+    return _close(ours, theirs), joins
 
 
 def _close(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
@@ -342,7 +346,8 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
         was_training = model.training
         model.eval()
         try:
-            if _agrees(candidate, model):
+            agrees, candidate.joins = _agrees(candidate, model)
+            if agrees:
                 found = candidate
         except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):  # the probe failed: the model's own forward
             found = None
