@@ -143,6 +143,9 @@ def main() -> None:
     hf_logging.disable_progress_bar()
     model_path = tiny_warm_start(ENV, ENV_KWARGS, args.warm_start_steps)
     start_acc = evaluate(LLMPolicy.from_pretrained(str(model_path), device="cpu").model, load_tokenizer(str(model_path)), args.eval_tasks, args.max_new_tokens)
+    # The reward's math-verify helpers are shared by both trainers (one pool per process): started here,
+    # untimed, so that neither trainer's first steps pay for starting them (mathgym's ran first and did).
+    MathVerifier().warm_up()
     runs = []
     for seed in args.seed:
         run_args = argparse.Namespace(**{**vars(args), "seed": seed})
