@@ -11,6 +11,7 @@ python benchmarks/bench_code.py --repeat 3 --floor --ideal --record code
 python benchmarks/bench_math.py --record math
 python benchmarks/bench_scale.py --envs 8 --rounds 16 --record scale
 python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 0 1 2 --record grpo_vs_trl
+python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 0 1 2 3 4 --record grpo_vs_trl_5seeds
 python benchmarks/toolbox.py --record toolbox
 python benchmarks/toolbox.py --only "GRPO, batch sampled ahead" --record toolbox_overlap
 python benchmarks/distill.py --steps 30 --record distill

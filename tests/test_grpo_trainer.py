@@ -277,3 +277,27 @@ def test_overlong_penalty_and_kl_reward_penalty_shape_the_rewards_before_advanta
     assert (expected - group_normalized_advantages(batch.rewards + penalty, batch.group_ids)).abs().max() > 0.01
     assert stats["loss/overlong_penalty"] == pytest.approx(float(penalty.mean()))
     assert stats["loss/trained_sequences"] == 1.0  # the entropy bonus trains every sequence
+
+
+def test_adamw_is_fused_on_one_device_and_takes_the_same_steps():
+    from mathgym.algos.trainer import adamw
+
+    def params(device="cpu"):
+        torch.manual_seed(0)
+        return [torch.nn.Parameter(torch.randn(5, 3, device=device)), torch.nn.Parameter(torch.randn(3, device=device))]
+
+    fused_params, plain_params = params(), params()
+    fused = adamw(fused_params, 1e-2, 0.1)
+    plain = torch.optim.AdamW(plain_params, lr=1e-2, weight_decay=0.1)
+    assert fused.defaults["fused"] and not plain.defaults.get("fused")
+    for step in range(3):
+        for group in (fused_params, plain_params):
+            for i, p in enumerate(group):
+                p.grad = torch.full_like(p, float(step + i + 1)) * p.detach().sign()
+        fused.step()
+        plain.step()
+    for a, b in zip(fused_params, plain_params):
+        assert torch.allclose(a, b, atol=1e-6)
+    groups = [{"params": params()}, {"params": params(), "lr": 1e-3}]  # PPO's: policy and value head
+    assert adamw(groups, 1e-2, 0.0).defaults["fused"]
+    assert not adamw(params("meta"), 1e-2, 0.0).defaults.get("fused")  # a device torch does not fuse on: its default
