@@ -301,3 +301,4 @@ def test_adamw_is_fused_on_one_device_and_takes_the_same_steps():
     groups = [{"params": params()}, {"params": params(), "lr": 1e-3}]  # PPO's: policy and value head
     assert adamw(groups, 1e-2, 0.0).defaults["fused"]
     assert not adamw(params("meta"), 1e-2, 0.0).defaults.get("fused")  # a device torch does not fuse on: its default
+    assert not adamw(params(), 1e-2, 0.0, fused=False).defaults.get("fused")  # fused_optimizer=False (the warm start)

@@ -69,6 +69,10 @@ class TrainConfig:
     lr_schedule: LRSchedule = option("constant", "learning-rate schedule after warmup")
     warmup_steps: int = option(0, "linear learning-rate warmup steps")
     weight_decay: float = option(0.0, "AdamW weight decay")
+    fused_optimizer: bool = option(
+        True, "torch's fused AdamW where every trained tensor is on one CPU or CUDA device (one kernel for all; "
+        "it rounds differently from the per-tensor loop)"
+    )
     max_grad_norm: float = option(1.0, "gradient clipping norm (0: off)")
     grad_accum_steps: int = option(1, "micro-batches per optimizer step (splits the batch, same update)")
     micro_batch_tokens: int = option(

@@ -140,15 +140,15 @@ def seed_everything(seed: int) -> None:
 
 
 
-def adamw(params: Iterable[Any], learning_rate: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW over ``params`` (tensors or param groups), fused (one kernel for every tensor's update)
-    where torch fuses it: floating-point tensors all on one CPU or CUDA device. On the tiny model
-    the fused step takes a few times less than the per-tensor loop (the same arithmetic, differently
-    rounded); anywhere else it is torch's default."""
+def adamw(params: Iterable[Any], learning_rate: float, weight_decay: float, fused: bool = True) -> torch.optim.AdamW:
+    """AdamW over ``params`` (tensors or param groups), with ``fused`` one kernel for every tensor's
+    update where torch fuses it: floating-point tensors all on one CPU or CUDA device. On the tiny
+    model the fused step takes a few times less than the per-tensor loop (the same arithmetic,
+    differently rounded); anywhere else, or without ``fused``, it is torch's default."""
     params = list(params)
     tensors = [t for group in params for t in (group["params"] if isinstance(group, dict) else [group])]
     devices = {t.device for t in tensors}
-    fused = (len(devices) == 1 and next(iter(devices)).type in ("cpu", "cuda")
+    fused = (fused and len(devices) == 1 and next(iter(devices)).type in ("cpu", "cuda")
              and all(t.is_floating_point() for t in tensors))
     return torch.optim.AdamW(params, lr=learning_rate, weight_decay=weight_decay, **({"fused": True} if fused else {}))
 
@@ -218,7 +218,7 @@ class Trainer(UpdateLoop):
         self.eval_env_kwargs = resolved_env_kwargs(config, evaluation=True, model_dir=self.model_path)
         self.setup()
         self.dist.broadcast_parameters(self._params())
-        self.optimizer = adamw(self.parameters_to_train(), config.learning_rate, config.weight_decay)
+        self.optimizer = adamw(self.parameters_to_train(), config.learning_rate, config.weight_decay, config.fused_optimizer)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: lr_factor(step, config.steps, config.warmup_steps, config.lr_schedule)
         )
