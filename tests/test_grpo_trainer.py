@@ -302,3 +302,13 @@ def test_adamw_is_fused_on_one_device_and_takes_the_same_steps():
     assert adamw(groups, 1e-2, 0.0).defaults["fused"]
     assert not adamw(params("meta"), 1e-2, 0.0).defaults.get("fused")  # a device torch does not fuse on: its default
     assert not adamw(params(), 1e-2, 0.0, fused=False).defaults.get("fused")  # fused_optimizer=False (the warm start)
+
+
+def test_run_summary_names_the_split_it_was_evaluated_on(tmp_path):
+    from mathgym.algos.evaluate import EvalResult
+    from mathgym.algos.trainer import TrainResult
+
+    before, after = EvalResult(0.5, 0.5, 1, 10, 0.5), EvalResult(0.7, 0.7, 1, 10, 0.7)
+    on = lambda split: TrainResult(tmp_path, 3, 1.0, before, after, None, 0, split).summary("MathReason-v0")  # noqa: E731
+    assert "10 held-out MathReason-v0 tasks" in on("test") and "10 held-out MathReason-v0 tasks" in on(None)
+    assert "10 train-split MathReason-v0 tasks" in on("train") and "held-out" not in on("train")

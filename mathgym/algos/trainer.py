@@ -86,6 +86,8 @@ class TrainResult:
     final_model: Path | None
     first_step: int = 0
     """The step this process started from (> 0 when the run was resumed)."""
+    eval_split: str | None = None
+    """The ``split`` the evaluations ran on (``eval_env_kwargs``); ``None`` or ``"test"``: held-out tasks."""
 
     def _steps_text(self) -> str:
         ran = self.steps - self.first_step
@@ -93,13 +95,17 @@ class TrainResult:
             return f"{ran} steps (resumed at step {self.first_step}, {self.steps} in all) in {self.wall_time_s:.0f}s"
         return f"{ran} steps in {self.wall_time_s:.0f}s"
 
+    def _tasks_word(self) -> str:
+        """What the evaluated tasks were: held-out (the test split, or an env without splits), else their split's."""
+        return "held-out" if self.eval_split in (None, "test") else f"{self.eval_split}-split"
+
     def summary(self, env_id: str) -> str:
         if self.eval_before is None or self.eval_after is None:
             return f"run {self.run_dir}: {self._steps_text()}"
         b, a = self.eval_before.pass_at_1 * 100, self.eval_after.pass_at_1 * 100
         return (
             f"accuracy before -> after: {b:.1f}% -> {a:.1f}% ({a - b:+.1f} points), greedy pass@1 on "
-            f"{self.eval_after.num_tasks} held-out {env_id} tasks; {self._steps_text()}; "
+            f"{self.eval_after.num_tasks} {self._tasks_word()} {env_id} tasks; {self._steps_text()}; "
             f"run dir {self.run_dir}"
         )
 
@@ -540,7 +546,9 @@ class Trainer(UpdateLoop):
             plot_reward_curve(self.run_dir)
         self.logger.close()
         self.close()
-        return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final, first_step)
+        split = self.eval_env_kwargs.get("split")
+        return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final, first_step,
+                           None if split is None else str(split))
 
     def save_model(self, path: str | Path) -> Path:
         """Save the policy with its ``mathgym.json`` (the env and generation settings it was
