@@ -139,3 +139,18 @@ def test_gradient_checkpointing_option_trains_like_without(model_path, tmp_path)
                 assert ra[key] == pytest.approx(rb[key], rel=1e-4, abs=1e-6), key
     assert not runs[0].policy.model.get_base_model().get_submodule("model.layers.0").gradient_checkpointing
     assert runs[1].policy.model.get_base_model().get_submodule("model.layers.0").gradient_checkpointing
+
+
+@pytest.mark.parametrize("saved_fused", [True, False])
+def test_a_resumed_run_steps_with_the_optimizer_its_options_ask_for(model_path, tmp_path, saved_fused):
+    # load_state_dict brings back the saved run's fused flag; the resumed run's fused_optimizer wins
+    # (with a warning), under fp16's gradient scaler too.
+    options = dict(dtype="float16", lora_r=4, save_every=1, max_new_tokens=4)
+    grpo(model_path, tmp_path / "run", steps=1, fused_optimizer=saved_fused, **options).train()
+    resumed = grpo(model_path, tmp_path / "run", steps=2, fused_optimizer=not saved_fused, **options)
+    assert resumed.resume()
+    assert [c.name for c in resumed.resume_changes if c.verdict == "warning"] == ["fused_optimizer"]
+    assert bool(resumed.optimizer.param_groups[0]["fused"]) is (not saved_fused)
+    resumed.train()
+    records = [r for r in read_metrics(tmp_path / "run") if "loss/policy" in r]
+    assert len(records) == 2 and torch.isfinite(torch.tensor(records[-1]["loss/policy"]))

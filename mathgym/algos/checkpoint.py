@@ -112,6 +112,7 @@ WARN_ON_RESUME = {
     "micro_batch_tokens": "the same update in other micro-batches; later steps may differ in the last bits",
     "threads": "the same update summed in another order; later steps may differ in the last bits",
     "gradient_checkpointing": "the same update with less memory; later steps may differ in the last bits",
+    "fused_optimizer": "the same AdamW update in one kernel or per tensor; later steps may differ in the last bits",
     "vectorization_mode": "the same rollouts in another gymnasium vector mode",
     "eval_tasks": "the final accuracy is then measured on other tasks than the accuracy before training",
     "eval_seed": "the final accuracy is then measured on other tasks than the accuracy before training",
@@ -124,6 +125,7 @@ WARN_ON_RESUME = {
 # without them did: a resumed run that keeps this value continues it exactly.
 EARLIER_BEHAVIOUR = {
     "micro_batch_tokens": 0,
+    "fused_optimizer": False,
 }
 
 

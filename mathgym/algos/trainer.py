@@ -145,18 +145,35 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def fusable(tensors: Iterable[torch.Tensor]) -> bool:
+    """Whether torch fuses AdamW over ``tensors``: floating-point tensors all on one CPU or CUDA device."""
+    tensors = list(tensors)
+    devices = {t.device for t in tensors}
+    return len(devices) == 1 and next(iter(devices)).type in ("cpu", "cuda") and all(t.is_floating_point() for t in tensors)
+
 
 def adamw(params: Iterable[Any], learning_rate: float, weight_decay: float, fused: bool = True) -> torch.optim.AdamW:
     """AdamW over ``params`` (tensors or param groups), with ``fused`` one kernel for every tensor's
-    update where torch fuses it: floating-point tensors all on one CPU or CUDA device. On the tiny
-    model the fused step takes a few times less than the per-tensor loop (the same arithmetic,
-    differently rounded); anywhere else, or without ``fused``, it is torch's default."""
+    update where torch fuses it (:func:`fusable`). On the tiny model the fused step takes a few times
+    less than the per-tensor loop (the same arithmetic, differently rounded); anywhere else, or
+    without ``fused``, it is torch's default."""
     params = list(params)
     tensors = [t for group in params for t in (group["params"] if isinstance(group, dict) else [group])]
-    devices = {t.device for t in tensors}
-    fused = (fused and len(devices) == 1 and next(iter(devices)).type in ("cpu", "cuda")
-             and all(t.is_floating_point() for t in tensors))
+    fused = fused and fusable(tensors)
     return torch.optim.AdamW(params, lr=learning_rate, weight_decay=weight_decay, **({"fused": True} if fused else {}))
+
+
+def set_fused(optimizer: torch.optim.Optimizer, fused: bool) -> None:
+    """Make a loaded AdamW step as ``fused`` asks (where :func:`fusable`), not as the run that saved it did
+    (``load_state_dict`` brings back the saved flag): its step counts move where that kind of step keeps them."""
+    tensors = [p for group in optimizer.param_groups for p in group["params"]]
+    fused = fused and fusable(tensors)
+    for group in optimizer.param_groups:
+        group["fused"] = True if fused else None
+        for param in group["params"]:
+            step = optimizer.state.get(param, {}).get("step")
+            if isinstance(step, torch.Tensor):
+                optimizer.state[param]["step"] = step.to(dtype=torch.float32, device=param.device if fused else "cpu")
 
 
 class Trainer(UpdateLoop):
@@ -460,6 +477,7 @@ class Trainer(UpdateLoop):
         elif state["model"]:
             raise RuntimeError(f"checkpoint holds policy weights, but this run loads no policy: {list(state['model'])[:5]}")
         self.optimizer.load_state_dict(state["optimizer"])
+        set_fused(self.optimizer, self.config.fused_optimizer)
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler.is_enabled() and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
