@@ -312,3 +312,14 @@ def test_run_summary_names_the_split_it_was_evaluated_on(tmp_path):
     on = lambda split: TrainResult(tmp_path, 3, 1.0, before, after, None, 0, split).summary("MathReason-v0")  # noqa: E731
     assert "10 held-out MathReason-v0 tasks" in on("test") and "10 held-out MathReason-v0 tasks" in on(None)
     assert "10 train-split MathReason-v0 tasks" in on("train") and "held-out" not in on("train")
+
+
+def test_the_accuracy_before_training_names_the_split_it_was_evaluated_on(model_path, tmp_path, capsys):
+    common = dict(model=str(model_path), steps=1, num_tasks=2, group_size=2, max_new_tokens=4, eval_tasks=2, save_every=0,
+                  progress=False)
+    GRPOTrainer(GRPOConfig(**common, eval_env_kwargs={"split": "train"}, run_dir=str(tmp_path / "train"))).train()
+    GRPOTrainer(GRPOConfig(**common, run_dir=str(tmp_path / "test"))).train()
+    before = [line for line in capsys.readouterr().out.splitlines() if line.startswith("accuracy before training")]
+    assert len(before) == 2
+    assert "2 train-split tasks" in before[0] and "held-out" not in before[0]
+    assert "2 held-out tasks" in before[1]

@@ -95,19 +95,20 @@ class TrainResult:
             return f"{ran} steps (resumed at step {self.first_step}, {self.steps} in all) in {self.wall_time_s:.0f}s"
         return f"{ran} steps in {self.wall_time_s:.0f}s"
 
-    def _tasks_word(self) -> str:
-        """What the evaluated tasks were: held-out (the test split, or an env without splits), else their split's."""
-        return "held-out" if self.eval_split in (None, "test") else f"{self.eval_split}-split"
-
     def summary(self, env_id: str) -> str:
         if self.eval_before is None or self.eval_after is None:
             return f"run {self.run_dir}: {self._steps_text()}"
         b, a = self.eval_before.pass_at_1 * 100, self.eval_after.pass_at_1 * 100
         return (
             f"accuracy before -> after: {b:.1f}% -> {a:.1f}% ({a - b:+.1f} points), greedy pass@1 on "
-            f"{self.eval_after.num_tasks} {self._tasks_word()} {env_id} tasks; {self._steps_text()}; "
+            f"{self.eval_after.num_tasks} {tasks_word(self.eval_split)} {env_id} tasks; {self._steps_text()}; "
             f"run dir {self.run_dir}"
         )
+
+
+def tasks_word(split: str | None) -> str:
+    """What evaluated tasks of ``split`` are called: held-out (the test split, or an env without splits), else their split's."""
+    return "held-out" if split in (None, "test") else f"{split}-split"
 
 
 def default_run_dir(algo: str, env_id: str) -> Path:
@@ -536,7 +537,8 @@ class Trainer(UpdateLoop):
         if cfg.eval_tasks and self.eval_before is None and main:
             self.eval_before = self.evaluate()
             self.logger.log(self.step, self.eval_before.as_metrics())
-            print(f"accuracy before training: {self.eval_before.pass_at_1:.1%} (greedy, {cfg.eval_tasks} held-out tasks)")
+            print(f"accuracy before training: {self.eval_before.pass_at_1:.1%} "
+                  f"(greedy, {cfg.eval_tasks} {tasks_word(self.eval_split())} tasks)")
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not (cfg.progress and main), desc=f"{self.algo_name} {cfg.env}")
         while self.step < cfg.steps:
             metrics = self.dist.reduce_metrics(self.train_step(), self.summed_stats)
@@ -564,9 +566,13 @@ class Trainer(UpdateLoop):
             plot_reward_curve(self.run_dir)
         self.logger.close()
         self.close()
-        split = self.eval_env_kwargs.get("split")
         return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final, first_step,
-                           None if split is None else str(split))
+                           self.eval_split())
+
+    def eval_split(self) -> str | None:
+        """The ``split`` the evaluations run on (``eval_env_kwargs``), or ``None`` where they name none."""
+        split = self.eval_env_kwargs.get("split")
+        return None if split is None else str(split)
 
     def save_model(self, path: str | Path) -> Path:
         """Save the policy with its ``mathgym.json`` (the env and generation settings it was
