@@ -235,7 +235,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", action="append", default=[], metavar="ID", help="run this env only (repeatable; default: all)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: a few steps and evaluation tasks")
-    parser.add_argument("--steps", type=int, default=60, help="GRPO steps (mathgym train's default: 60)")
+    parser.add_argument("--steps", type=int, default=60, help="GRPO steps (the recorded runs' 60; mathgym train's own default is 200)")
     parser.add_argument("--warm-start-steps", type=int, default=400, help="the tiny model's warm-start SFT steps")
     parser.add_argument("--sft-steps", type=int, default=300, help="SFT steps of the fixture model's warm start")
     parser.add_argument("--eval-tasks", type=int, default=50, help="held-out tasks of each evaluation")
