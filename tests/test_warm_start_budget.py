@@ -4,6 +4,8 @@ demonstrations measured with the tiny tokenizer (no training)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import pytest
 
@@ -195,3 +197,16 @@ def test_the_warm_start_steps_with_the_per_tensor_adamw_its_recipe_was_fixed_wit
     trainer = SFTTrainer(warm_start_config("MathReason-v0", kwargs, WarmStartPlan(2, 4, 512, 28), 8, 0, tmp_path / "run"))
     assert not trainer.optimizer.defaults.get("fused")
     assert TrainConfig().fused_optimizer
+
+
+def test_a_wrong_evaluation_option_is_refused_before_the_warm_start(tmp_path, monkeypatch):
+    from mathgym.algos.warm_start import prepare_model
+
+    monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path))
+    config = TrainConfig(eval_env_kwargs={"split": "tset"}, warm_start_steps=2, progress=False)
+    with pytest.raises(ConfigError, match=r"--eval-env-kwargs .*split='tset' is not allowed"):
+        prepare_model(config)
+    assert not (tmp_path / "warm_start").exists()
+    # Without an evaluation the option is not read, and the warm start is made.
+    assert (tmp_path / "warm_start") in Path(prepare_model(TrainConfig(eval_env_kwargs={"split": "tset"}, eval_tasks=0,
+                                                                        warm_start_steps=2, progress=False))).parents

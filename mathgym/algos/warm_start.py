@@ -34,6 +34,7 @@ from mathgym.algos.configs import SFTConfig, TrainConfig, resolved_env_kwargs
 from mathgym.algos.distributed import Distributed
 from mathgym.algos.sft import Chat, SFTTrainer, env_demonstrations
 from mathgym.algos.trainer import readable_as_umask_allows
+from mathgym.errors import ConfigError
 from mathgym.registry import reward_only_options
 
 
@@ -42,16 +43,29 @@ def prepare_model(config: TrainConfig) -> str:
     tiny model's SFT warm start on ``config.env``, whose ``mathgym.json`` carries its prompt settings.
 
     Under data-parallel training rank 0 builds the warm start alone; the other ranks then read it.
+    The evaluation's options (``eval_env_kwargs``) are checked first: a wrong one is refused before
+    the warm start's minutes, not after them.
     """
     if config.model != TINY_MODEL:
         return config.model
     dist = Distributed.from_environment(config.device)
     with dist.main_first():
         kwargs = resolved_env_kwargs(config, model_dir=tiny_model_path())
+        if config.eval_env_kwargs and (config.eval_tasks or config.eval_every):
+            check_eval_options(config)
         return str(tiny_warm_start(
             config.env, kwargs, steps=config.warm_start_steps, seed=0, progress=config.progress,
             budget_s=config.warm_start_budget,
         ))
+
+
+def check_eval_options(config: TrainConfig) -> None:
+    """Raise :class:`ConfigError` naming ``--eval-env-kwargs`` when the env refuses the evaluation's options."""
+    gym.make(config.env, **resolved_env_kwargs(config, model_dir=tiny_model_path())).close()  # the run's own: named as they are
+    try:
+        gym.make(config.env, **resolved_env_kwargs(config, evaluation=True, model_dir=tiny_model_path())).close()
+    except ConfigError as error:
+        raise ConfigError(f"--eval-env-kwargs {dict(config.eval_env_kwargs)}: {error}") from error
 
 
 #: The default of ``--warm-start-budget`` (:class:`TrainConfig`'s ``warm_start_budget``): seconds the
