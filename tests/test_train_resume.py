@@ -339,3 +339,31 @@ def test_a_metrics_line_cut_by_a_kill_is_dropped_on_resume(tmp_path):
         fh.write('{"step": 4, "rollout/rew')  # the process died mid-write
     logger.truncate_after(2)
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
+
+
+class _InterruptWhilePickled:
+    """Sends this process a Ctrl-C (SIGINT) when ``torch.save`` pickles it: mid-write."""
+
+    def __reduce__(self):
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGINT)
+        return (int, (7,))
+
+
+def test_a_ctrl_c_while_a_checkpoint_is_written_comes_after_it_is_whole(tmp_path):
+    from mathgym.algos.checkpoint import save_checkpoint
+
+    state = {"weights": torch.arange(100_000.0), "marker": _InterruptWhilePickled(), "more": torch.ones(100_000)}
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path, 3, state)
+    saved = latest_checkpoint(tmp_path)
+    assert saved is not None and saved.name == "step-000003"
+    loaded = torch.load(saved / "state.pt", weights_only=False)
+    assert loaded["marker"] == 7 and torch.equal(loaded["more"], state["more"])
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+    # The handler is Python's again: the next Ctrl-C interrupts at once.
+    import signal
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

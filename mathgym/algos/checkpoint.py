@@ -8,11 +8,14 @@ one; the next save removes what such a run left behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
+import signal
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -41,8 +44,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``state`` atomically as the checkpoint of ``step``; keep the newest ``keep``."""
-    root = Path(run_dir) / "checkpoints"
+    """Write ``state`` atomically as the checkpoint of ``step``; keep the newest ``keep``. A Ctrl-C
+    that comes while it writes is raised once the checkpoint is whole (:func:`interrupt_deferred`)."""
+    with interrupt_deferred():
+        return _save_checkpoint(Path(run_dir) / "checkpoints", step, state, keep)
+
+
+def _save_checkpoint(root: Path, step: int, state: dict[str, Any], keep: int) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for stale in root.glob(".tmp-*"):  # left by a run killed while writing
         shutil.rmtree(stale, ignore_errors=True)
@@ -64,6 +72,25 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep:
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+@contextlib.contextmanager
+def interrupt_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) that comes inside the block until the block is done, then raise it as
+    :class:`KeyboardInterrupt`: raised inside ``torch.save`` it left a broken archive and a
+    ``RuntimeError`` instead of the interrupt. Where Python's own handler is not the one set (another
+    handler, or a thread other than the main one, which cannot set handlers) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
