@@ -127,6 +127,10 @@ class LeanStep:
         a hook that would not run, or a model too large for the copy to pay (:data:`JOIN_LIMIT`)."""
         if not self.joins or _hooked(self.layers):
             return None
+        return self.copy_joined()
+
+    def copy_joined(self) -> list[_Joined]:
+        """Each layer's weights joined as :meth:`joined_weights` does, whatever hooks are set (the probe's)."""
         with torch.no_grad():
             return [_Joined(layer) for layer in self.layers]
 
@@ -311,8 +315,7 @@ def _agrees(step: LeanStep, model: torch.nn.Module) -> tuple[bool, bool]:
         joins = False
         if step.joins:
             try:
-                joined = [_Joined(layer) for layer in step.layers]
-                joins = _close(step(nxt, position[:, -1:] + 1, full_mask, joined_lean, joined), theirs)
+                joins = _close(step(nxt, position[:, -1:] + 1, full_mask, joined_lean, step.copy_joined()), theirs)
             except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):
                 pass  # a layer the joined step cannot run: the modules are called
     return _close(ours, theirs), joins
