@@ -94,7 +94,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mathgym-distill-bench-") as tmp:
         root = Path(tmp)
         teacher_config = GRPOConfig(**shared, warm_start_steps=20 if args.quick else 400, steps=2 if args.quick else 60,
-                                    run_dir=str(root / "teacher"))
+                                    lr_schedule="constant", run_dir=str(root / "teacher"))  # as its record ran
         warm_start = prepare_model(teacher_config)
         teacher_result = GRPOTrainer(teacher_config, model_path=warm_start).train()
         teacher = str(teacher_result.final_model)

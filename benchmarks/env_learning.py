@@ -181,7 +181,7 @@ def run_env(env_id: str, args: argparse.Namespace, work: Path) -> dict[str, Any]
         result["tiny"] = {"skipped": True}
     elif tiny["median_tokens"] <= tiny["positions"]:
         new_tokens = max(32, tiny["longest_turn_tokens"] + 8)
-        result["tiny"] = train([*common, "--steps", str(b["steps"]), "--warm-start-steps", str(b["warm"]),
+        result["tiny"] = train([*common, "--steps", str(b["steps"]), "--warm-start-steps", str(b["warm"]), "--lr-schedule", "constant",
                                 "--max-new-tokens", str(new_tokens), "--max-episode-tokens", str(tiny["positions"])],
                                work / f"{name}-tiny", cache, f"{env_id} tiny")
         run = result["tiny"]
@@ -204,7 +204,7 @@ def run_env(env_id: str, args: argparse.Namespace, work: Path) -> dict[str, Any]
     if "error" in sft:
         return result
     result["fixture_grpo"] = train([*common, *generation, "--model", str(work / f"{name}-sft" / "final"), "--steps", str(b["steps"]),
-                                    "--learning-rate", "1e-4"], work / f"{name}-grpo", cache, f"{env_id} fixture GRPO")
+                                    "--learning-rate", "1e-4", "--lr-schedule", "constant"], work / f"{name}-grpo", cache, f"{env_id} fixture GRPO")
     return result
 
 

@@ -58,7 +58,7 @@ def run_mathgym(args, model_path: Path) -> dict:
     config = GRPOConfig(
         model=str(model_path), env_kwargs=ENV_KWARGS, steps=args.steps, num_tasks=args.num_tasks, group_size=args.group_size,
         learning_rate=args.lr, max_new_tokens=args.max_new_tokens, eps_low=0.2, eps_high=0.28, beta=0.0,
-        loss_aggregation="token_mean", scale_rewards="group", dynamic_sampling=False, eval_tasks=0, save_every=0, progress=False,
+        loss_aggregation="token_mean", scale_rewards="group", dynamic_sampling=False, lr_schedule="constant", eval_tasks=0, save_every=0, progress=False,
         run_dir=tempfile.mkdtemp(prefix="bench-mathgym-"), seed=args.seed,
     )
     trainer = GRPOTrainer(config)

@@ -242,7 +242,7 @@ def main() -> None:
             run_dir = work / folder
             _, wall = run(["mathgym", "train", "--env", "MathStep-v0", "--env-kwargs", kwargs, "--steps", str(size["grpo_steps"]),
                            "--model", str(warm), "--eval-tasks", str(size["eval_tasks"]), "--eval-every", str(size["grpo_eval_every"]),
-                           "--run-dir", str(run_dir), "--progress", "false", "--seed", "0", *extra], env)
+                           "--run-dir", str(run_dir), "--progress", "false", "--seed", "0", "--lr-schedule", "constant", *extra], env)
             curve = evals(run_dir)
             grpo[name] = {"pass_at_1_before": curve[0][1] if curve else None, "pass_at_1_after": curve[-1][1] if curve else None,
                           "train_s": curve[-1][2] if curve else None, "wall_s": round(wall, 1),

@@ -21,8 +21,9 @@ python benchmarks/warm_start_envs.py --all --first-step-only --record warm_start
 python benchmarks/prm_loop.py --record prm_loop    # tens of minutes
 python benchmarks/bench_decode.py --device cpu --shapes tiny --repeat 5 --threads 2 --record decode_cpu
 python benchmarks/warm_start_tune.py --steps 800 --schedule linear constant --order-seed 0 1 --eval-tasks 400 --record warm_start_tune    # ~20 min
-python benchmarks/warm_start_tune.py --steps 800 --schedule constant linear --order-seed 0 1 2 --grpo-steps 240 --grpo-eval-every 40 --eval-tasks 400 --record grpo_steps_tune    # ~20 min
-python benchmarks/warm_start_tune.py --steps 800 --schedule constant --order-seed 3 4 --grpo-steps 240 --grpo-eval-every 40 --eval-tasks 400 --record grpo_steps_tune_more    # ~8 min
+python benchmarks/warm_start_tune.py --steps 800 --schedule constant linear --order-seed 0 1 2 --grpo-steps 240 --grpo-eval-every 40 --eval-tasks 400 --grpo-lr-schedule constant --record grpo_steps_tune    # ~20 min; recorded when GRPO's default rate was constant, before the option
+python benchmarks/warm_start_tune.py --steps 800 --schedule constant --order-seed 3 4 --grpo-steps 240 --grpo-eval-every 40 --eval-tasks 400 --grpo-lr-schedule constant --record grpo_steps_tune_more    # ~8 min; likewise
+python benchmarks/warm_start_tune.py --steps 800 --schedule constant --order-seed 0 1 2 3 4 --grpo-steps 200 --grpo-eval-every 40 --eval-tasks 400 --record grpo_steps_tune_linear    # ~17 min: GRPO's defaults as they are
 # on a GPU machine: python benchmarks/bench_decode.py --device cuda --dtype bfloat16 float32 --record decode_cuda
 # env_learning takes hours on 2 cores (an env at a time, --keep-others; each env's command and budget
 # are in docs/benchmarks.md): python benchmarks/env_learning.py --env ID --eval-tasks 30 --eval-every 10 --record env_learning --keep-others

@@ -88,6 +88,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, seed: int, model_pat
         env=variant.env, steps=steps, num_tasks=num_tasks, group_size=args.group_size,
         max_new_tokens=args.max_new_tokens, eval_tasks=args.multi_turn_eval_tasks if variant.env == GUESS else args.eval_tasks, seed=seed, threads=args.threads,
         warm_start_steps=args.warm_start_steps, save_every=0, log_samples=0, progress=False,
+        lr_schedule="constant",  # as its records ran (GRPO's default decays since 2026-11-29)
     )
     with tempfile.TemporaryDirectory(prefix="mathgym-toolbox-") as tmp:
         config = GRPOConfig(**{**options, **variant.options}, run_dir=tmp)

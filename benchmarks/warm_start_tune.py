@@ -9,7 +9,7 @@ held-out split is what ``mathgym train`` reports, and is not read here. Run it o
     python benchmarks/warm_start_tune.py --steps 400 600 800 --schedule linear constant --order-seed 0 1 --record warm_start_tune
 
 With ``--grpo-steps N`` each warm start is then trained by ``mathgym train``'s GRPO defaults for N
-steps (``--grpo-lr`` overrides the rate), evaluated on the same train-split tasks every
+steps (``--grpo-lr`` and ``--grpo-lr-schedule`` override the rate and its schedule), evaluated on the same train-split tasks every
 ``--grpo-eval-every`` steps: how many GRPO steps the default needs from wherever the warm start lands::
 
     python benchmarks/warm_start_tune.py --steps 800 --schedule constant --order-seed 0 1 2 --grpo-steps 240 --grpo-eval-every 40 --record grpo_steps_tune
@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--grpo-steps", type=int, default=0, help="GRPO steps after each warm start (0: none)")
     parser.add_argument("--grpo-eval-every", type=int, default=40, help="train-split evaluation every N GRPO steps")
     parser.add_argument("--grpo-lr", type=float, default=None, help="GRPO's learning rate (default: GRPOConfig's)")
+    parser.add_argument("--grpo-lr-schedule", default=None, choices=["constant", "linear", "cosine"],
+                        help="GRPO's learning-rate schedule (default: GRPOConfig's)")
     parser.add_argument("--record", default="", help="write benchmarks/results/NAME.json")
     args = parser.parse_args()
 
@@ -97,7 +99,8 @@ def main() -> None:
                 print(f"| {steps} | {schedule} | {seed} | {loss:.4f} | {seconds:.1f} | {result.pass_at_1:.1%} |{grpo_cell}", flush=True)
     if args.record:
         write_record(args.record, {"env": ENV, "eval_tasks": args.eval_tasks, "eval_seed": args.eval_seed,
-                                   "grpo_steps": args.grpo_steps, "grpo_lr": args.grpo_lr, "rows": rows})
+                                   "grpo_steps": args.grpo_steps, "grpo_lr": args.grpo_lr,
+                                   "grpo_lr_schedule": args.grpo_lr_schedule, "rows": rows})
 
 
 def grpo_marks(args: argparse.Namespace) -> list[int]:
@@ -113,6 +116,8 @@ def grpo_curve(args: argparse.Namespace, model_dir: Path, run_dir: Path) -> dict
     from mathgym.algos.grpo import GRPOConfig, GRPOTrainer
 
     overrides = {} if args.grpo_lr is None else {"learning_rate": args.grpo_lr}
+    if args.grpo_lr_schedule is not None:
+        overrides["lr_schedule"] = args.grpo_lr_schedule
     config = GRPOConfig(model=str(model_dir), steps=args.grpo_steps, eval_every=args.grpo_eval_every, eval_tasks=args.eval_tasks,
                         eval_seed=args.eval_seed, eval_env_kwargs={"split": "train"}, save_every=0, progress=False,
                         run_dir=str(run_dir), **overrides)
