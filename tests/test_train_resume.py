@@ -367,3 +367,17 @@ def test_a_ctrl_c_while_a_checkpoint_is_written_comes_after_it_is_whole(tmp_path
     import signal
 
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_run_resumed_with_more_steps_takes_its_next_step_at_its_own_schedules_rate(model_path, tmp_path):
+    """A 1-step linear run ends its schedule at rate 0; resumed to 3 steps, its second step runs at
+    2/3 of the base rate (the loaded optimizer held the saved run's 0) and changes the weights."""
+    options = {**COMMON, "model": str(model_path), "steps": 1, "save_every": 1, "warmup_steps": 0, "group_size": 3}
+    GRPOTrainer(GRPOConfig(**options, run_dir=str(tmp_path))).train()
+    resumed = GRPOTrainer(GRPOConfig(**{**options, "steps": 3}, run_dir=str(tmp_path)))
+    assert resumed.resume() and resumed.step == 1
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(COMMON["learning_rate"] * 2 / 3)
+    assert resumed.scheduler.get_last_lr()[0] == pytest.approx(COMMON["learning_rate"] * 2 / 3)
+    before = [p.detach().clone() for p in resumed.policy.trainable_parameters()]
+    resumed.train_step()
+    assert any(not torch.equal(b, p) for b, p in zip(before, resumed.policy.trainable_parameters()))

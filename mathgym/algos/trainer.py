@@ -480,6 +480,7 @@ class Trainer(UpdateLoop):
         self.optimizer.load_state_dict(state["optimizer"])
         set_fused(self.optimizer, self.config.fused_optimizer)
         self.scheduler.load_state_dict(state["scheduler"])
+        self._resumed_learning_rates()
         if self.scaler.is_enabled() and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.generator.set_state(own["generator"])
@@ -522,6 +523,17 @@ class Trainer(UpdateLoop):
         self.save_config()
         self.logger.truncate_after(self.step)
         return True
+
+    def _resumed_learning_rates(self) -> None:
+        """Set the optimizer's rates for the step the run resumes at, by this run's schedule. The loaded
+        optimizer holds the saved run's, which differ where ``steps`` changed under a decaying schedule:
+        a 1-step linear run saved its rate at the end of its schedule (zero), and resumed to 2 steps its
+        next step would have taken no step at all."""
+        cfg = self.config
+        factor = lr_factor(self.scheduler.last_epoch, cfg.steps, cfg.warmup_steps, cfg.lr_schedule)
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * factor
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]  # what get_last_lr() reports
 
     # -- the loop ---------------------------------------------------------------------------------
 
