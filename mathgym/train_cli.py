@@ -163,9 +163,14 @@ def interrupted_message(trainer: Any) -> str:
 def check_run_inputs(config: Any) -> None:
     """Check what the run will load before anything heavy starts: the env id, its options, the model."""
     import mathgym
+    from mathgym.algos.configs import resolved_env_kwargs
 
     # Validate only: the id is kept as given ("module:Env-v0" stays importable in config.yaml and on resume).
     check_env_kwargs(mathgym.resolve_env_id(config.env), config.env_kwargs)
+    try:
+        resolved_env_kwargs(config, evaluation=True)
+    except ConfigError as error:
+        raise ConfigError(f"--eval-env-kwargs {dict(config.eval_env_kwargs)}: {error}") from None
     check_model_source(config.model)
 
 

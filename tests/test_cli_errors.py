@@ -69,6 +69,7 @@ ERROR_CASES = {
     "model-dir-without-config": (["train", "--model", "not_a_run"], ["--model not_a_run: the directory holds no config.json"]),
     "env-kwargs-without-space": (["train", "--env-kwargs", "{difficulty:99}"], ["'difficulty:99' looks like KEY:VALUE", "{difficulty: 99}"]),
     "unknown-env-option": (["train", "--env-kwargs", "{difficultly: 3}"], ["MathReason-v0 has no option 'difficultly'", "Did you mean 'difficulty'", "Its options: difficulty, dataset"]),
+    "misspelt-eval-option": (["train", "--eval-env-kwargs", "{splitt: train}"], ["--eval-env-kwargs {'splitt': 'train'}", "MathReason-v0 has no option 'splitt'", "Did you mean 'split'"]),
     "misspelt-option": (["train", "--lr", "3e-4"], ["Unknown option --lr", "Did you mean --learning-rate"]),
     "unknown-algo": (["train", "--algo", "nosuchalgo"], ["'nosuchalgo'", "dpo, grpo, onpolicy-distill, ppo, prm, rm, sft"]),
     "stray-positional": (["train", "stray"], ["Unexpected argument 'stray'"]),

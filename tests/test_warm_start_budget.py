@@ -15,7 +15,7 @@ import mathgym  # noqa: E402
 from mathgym.agents.settings import run_env_kwargs  # noqa: E402
 from mathgym.agents.tiny import tiny_model_path  # noqa: E402
 from mathgym.algos.batch import Episode  # noqa: E402
-from mathgym.algos.configs import SFTConfig, TrainConfig  # noqa: E402
+from mathgym.algos.configs import SFTConfig, TrainConfig, resolved_env_kwargs  # noqa: E402
 from mathgym.algos.sft import keep_last_tokens  # noqa: E402
 from mathgym.algos.warm_start import (  # noqa: E402
     WARM_START_BUDGET_S, WarmStartPlan, chat_token_counter, demonstrations_to_make, expected_warm_start_s,
@@ -210,3 +210,18 @@ def test_a_wrong_evaluation_option_is_refused_before_the_warm_start(tmp_path, mo
     # Without an evaluation the option is not read, and the warm start is made.
     assert (tmp_path / "warm_start") in Path(prepare_model(TrainConfig(eval_env_kwargs={"split": "tset"}, eval_tasks=0,
                                                                         warm_start_steps=2, progress=False))).parents
+
+
+def test_an_evaluation_key_the_env_lacks_is_refused_unless_it_is_the_defaults():
+    # A misspelt key would otherwise leave the evaluation on the env's default split, silently.
+    with pytest.raises(ConfigError, match=r"MathReason-v0 has no option 'splitt'.*Did you mean 'split'"):
+        run_env_kwargs("MathReason-v0", tiny_model_path(), {}, {"splitt": "train"}, optional=TrainConfig().eval_env_kwargs)
+    # The default's split is meant for the envs that have one: an env without it is evaluated without it.
+    assert "split" not in run_env_kwargs("GuessNumber-v0", tiny_model_path(), {}, {"split": "test"}, optional={"split"})
+    with pytest.raises(ConfigError, match=r"GuessNumber-v0 has no option 'split'"):
+        run_env_kwargs("GuessNumber-v0", tiny_model_path(), {}, {"split": "test"})
+    assert run_env_kwargs("MathReason-v0", tiny_model_path(), {}, {"split": "train"})["split"] == "train"
+    # Through a config: its default evaluation options are the optional ones.
+    assert "split" not in resolved_env_kwargs(TrainConfig(env="GuessNumber-v0"), evaluation=True)
+    with pytest.raises(ConfigError, match="no option 'levle'"):
+        resolved_env_kwargs(TrainConfig(eval_env_kwargs={"split": "test", "levle": 1}), evaluation=True)

@@ -8,13 +8,14 @@ generation budgets (``generation``).
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from mathgym.errors import ConfigError
-from mathgym.registry import env_accepts
+from mathgym.registry import env_accepts, env_options
 
 #: The file beside a model's weights that holds the env options it was trained with.
 MODEL_SETTINGS_FILE = "mathgym.json"
@@ -71,13 +72,28 @@ def model_generation_defaults(model: str | Path, explicit: set[str] = frozenset(
 
 
 def run_env_kwargs(
-    env_id: str, model_dir: str | Path, env_kwargs: Mapping[str, Any], eval_env_kwargs: Mapping[str, Any] | None = None
+    env_id: str, model_dir: str | Path, env_kwargs: Mapping[str, Any], eval_env_kwargs: Mapping[str, Any] | None = None,
+    optional: Collection[str] = (),
 ) -> dict[str, Any]:
     """The env options a run uses: those saved with the model (``model_dir``'s ``mathgym.json``),
-    then ``env_kwargs``, and for an evaluation ``eval_env_kwargs`` on top (keys the env does
-    not take dropped)."""
+    then ``env_kwargs``, and for an evaluation ``eval_env_kwargs`` on top.
+
+    An evaluation key the env does not take is dropped when it is ``optional`` (a default meant
+    for the envs that have it, such as ``split``); any other raises :class:`ConfigError` naming
+    the env's options, so that a misspelt key is not silently ignored.
+    """
     kwargs = model_env_kwargs(env_id, read_model_settings(model_dir))
     kwargs.update(env_kwargs)
     if eval_env_kwargs is not None:
-        kwargs.update({k: v for k, v in eval_env_kwargs.items() if env_accepts(env_id, k, kwargs)})
+        taken = {k: v for k, v in eval_env_kwargs.items() if env_accepts(env_id, k, kwargs)}
+        unknown = sorted(str(k) for k in eval_env_kwargs if k not in taken and k not in optional)
+        if unknown:
+            options = env_options(env_id, kwargs)
+            close = difflib.get_close_matches(unknown[0], options or [], n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"{env_id} has no option {unknown[0]!r} (an evaluation option, eval_env_kwargs).{hint} "
+                f"Its options: {', '.join(options or [])}."
+            )
+        kwargs.update(taken)
     return kwargs

@@ -45,6 +45,11 @@ from mathgym.options import check_literals, option
 from mathgym.rewards.prm import AggregationRule, PRMForm
 
 
+#: The evaluation's options by default: the held-out split, on every env that has one (an env
+#: without the option is evaluated without it). A key given beyond these must be one the env takes.
+DEFAULT_EVAL_ENV_KWARGS: dict[str, Any] = {"split": "test"}
+
+
 @dataclass
 class TrainConfig:
     """Options every trainer shares (rollouts, model, optimisation, logging)."""
@@ -55,8 +60,8 @@ class TrainConfig:
         factory=dict,
     )
     eval_env_kwargs: dict = option(
-        help="options merged over env_kwargs for evaluation (the held-out split); keys the env lacks are dropped",
-        factory=lambda: {"split": "test"},
+        help="options merged over env_kwargs for evaluation (the held-out split); the default's keys are dropped where the env lacks them, any other unknown key is refused",
+        factory=lambda: dict(DEFAULT_EVAL_ENV_KWARGS),
     )
     model: str = option(TINY_MODEL, "hub id or local path of a causal LM; 'tiny' = embedded model + SFT warm start")
     warm_start_steps: int = option(800, "SFT steps of the tiny model's warm start (0: none; ignored for other models)")
@@ -200,9 +205,11 @@ class TrainConfig:
 def resolved_env_kwargs(config: TrainConfig, evaluation: bool = False, model_dir: str | Path | None = None) -> dict[str, Any]:
     """The env options a run uses: those saved with the model (``mathgym.json`` in ``model_dir``,
     default ``config.model``), then ``env_kwargs``, and for evaluation ``eval_env_kwargs`` on top
-    (keys the env does not take dropped); see :func:`mathgym.agents.settings.run_env_kwargs`."""
+    (a key of :data:`DEFAULT_EVAL_ENV_KWARGS` dropped where the env does not take it, any other such
+    key refused); see :func:`mathgym.agents.settings.run_env_kwargs`."""
     model = config.model if model_dir is None else model_dir
-    return run_env_kwargs(config.env, model, config.env_kwargs, config.eval_env_kwargs if evaluation else None)
+    eval_env_kwargs = config.eval_env_kwargs if evaluation else None
+    return run_env_kwargs(config.env, model, config.env_kwargs, eval_env_kwargs, optional=DEFAULT_EVAL_ENV_KWARGS)
 
 
 #: The largest label-smoothing rate each preference loss can use (robust DPO divides by ``1 - 2 eps``).
