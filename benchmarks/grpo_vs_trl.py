@@ -175,8 +175,8 @@ def main() -> None:
           f"seeds {seeds}; warm start greedy accuracy {start_acc:.1%} on {args.eval_tasks} held-out tasks\n")
     print("| mean over seeds | mathgym | TRL | TRL / mathgym |")
     print("|---|---|---|---|")
-    row("median s/step", lambda r: statistics.median(r["times"][1:] or r["times"]), "{:.2f}")
-    row("mean s/step", lambda r: statistics.mean(r["times"]), "{:.2f}")
+    row("median s/step", lambda r: statistics.median(r["times"][1:] or r["times"]), "{:.3f}")
+    row("mean s/step", lambda r: statistics.mean(r["times"]), "{:.3f}")
     row(f"rollout reward, last {tail} steps", lambda r: statistics.mean(r["rewards"][-tail:]), "{:.3f}")
     row(f"held-out greedy accuracy after {args.steps} steps", lambda r: r["accuracy"], "{:.3f}")
     if args.only == "both":

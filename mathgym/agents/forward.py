@@ -182,10 +182,12 @@ def forward_pass(
         input_ids: ``(B, T)`` token ids, right-padded.
         attention_mask: ``(B, T)`` 1 on real tokens.
         temperature: Logits are divided by it (match the sampling temperature).
-        groups: ``(B,)`` group of each row (the samples of one task): the prefix the rows of a
-            group share runs once per group (:mod:`mathgym.agents.prefix`), and rows that repeat
-            whole run once (below), same result for less compute. The prefix is not shared with a
-            ``value_model``, which reads the whole pass's hidden states.
+        groups: ``(B,)`` group of each row (the samples of one task), which asks for the shared
+            work to run once, same result for less compute: with ``positions``, a decoder with
+            Llama's layout runs every distinct prefix of the batch once (:mod:`mathgym.agents.prefix_tree`);
+            other models run the prefix the rows of a group share once per group
+            (:mod:`mathgym.agents.prefix`), and rows that repeat whole run once (below). Nothing
+            is shared with a ``value_model``, which reads the whole pass's hidden states.
         value_model: A value function (:class:`~mathgym.agents.value_head.ValueModel`); its
             shared head reads this pass's last hidden states.
         entropy_grad: Keep the entropy in the graph (an entropy bonus); otherwise it is a statistic.
@@ -229,6 +231,8 @@ def forward_pass(
         decoder, head = split
         hidden = None
         if groups is not None:
+            hidden = tree_hidden(decoder, input_ids, attention_mask)
+        if hidden is None and groups is not None:
             hidden = shared_prefix_outputs(decoder, input_ids, attention_mask, groups.to(input_ids.device))
         if hidden is None:
             hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
@@ -239,6 +243,15 @@ def forward_pass(
     if logits is None:
         logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
     return ForwardOutput(*logprobs_from_logits(logits, input_ids, temperature, entropy_grad))
+
+
+def tree_hidden(decoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor | None:
+    """``decoder``'s last hidden states with every distinct prefix of the batch run once
+    (:mod:`mathgym.agents.prefix_tree`), or ``None`` where the decoder's own forward must run."""
+    from mathgym.agents.prefix_tree import tree_forward  # it reads this module's draws_dropout
+
+    tree = tree_forward(decoder)
+    return None if tree is None else tree(input_ids, attention_mask)
 
 
 class ReferencePolicy:

@@ -41,7 +41,7 @@ _ATTENTION_PARTS = {"q_proj", "k_proj", "v_proj", "o_proj"}
 _STEPS: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, LeanStep | None]] = weakref.WeakKeyDictionary()
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
@@ -157,8 +157,8 @@ class LeanStep:
             q = attn.q_proj(h).view(batch, 1, -1, self.head_dim).transpose(1, 2)
             k = attn.k_proj(h).view(batch, 1, -1, self.head_dim).transpose(1, 2)
             v = attn.v_proj(h).view(batch, 1, -1, self.head_dim).transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
-            out = self._attend(rows, column, q, k * cos + _rotate_half(k) * sin, v, allowed)
+            q = q * cos + rotate_half(q) * sin
+            out = self._attend(rows, column, q, k * cos + rotate_half(k) * sin, v, allowed)
             x = x + attn.o_proj(out.transpose(1, 2).reshape(batch, 1, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         cache.length = column + 1
@@ -186,7 +186,7 @@ class LeanStep:
             h = F.rms_norm(x, x.shape[-1:], w.input_norm, w.input_eps)
             qkv = F.linear(h, w.qkv, w.qkv_bias).view(batch, -1, dim)  # (B, Hq + 2 Hk, D)
             turned = qkv[:, : w.rotated]
-            turned = turned * cos + _rotate_half(turned) * sin
+            turned = turned * cos + rotate_half(turned) * sin
             q, k, v = turned[:, : w.heads, None], turned[:, w.heads :, None], qkv[:, w.rotated :, None]  # (B, H, 1, D)
             out = self._attend(rows, column, q, k, v, allowed)
             x = x + F.linear(out.reshape(batch, -1), w.o, w.o_bias)
@@ -265,7 +265,7 @@ def _hooked(layers: list[torch.nn.Module]) -> bool:
     return False
 
 
-def _llama_layout(decoder: Any) -> bool:
+def llama_layout(decoder: Any) -> bool:
     """Whether ``decoder``'s layers are Llama's: attention of q/k/v/o projections only, two norms,
     an MLP, a shared rotary embedding, full attention on every layer."""
     needed = ("embed_tokens", "layers", "norm", "rotary_emb")
@@ -315,13 +315,13 @@ def _agrees(step: LeanStep, model: torch.nn.Module) -> tuple[bool, bool]:
         joins = False
         if step.joins:
             try:
-                joins = _close(step(nxt, position[:, -1:] + 1, full_mask, joined_lean, step.copy_joined()), theirs)
+                joins = logits_close(step(nxt, position[:, -1:] + 1, full_mask, joined_lean, step.copy_joined()), theirs)
             except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):
                 pass  # a layer the joined step cannot run: the modules are called
-    return _close(ours, theirs), joins
+    return logits_close(ours, theirs), joins
 
 
-def _close(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
+def logits_close(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
     """Whether logits agree: to rounding in fp32, to the 8 bits of a half precision (weights or autocast)."""
     tolerance = 1e-4 if theirs.dtype == torch.float32 else 2e-2
     theirs, ours = theirs.float(), ours.float()
@@ -344,7 +344,7 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
     found = None
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if decoder is not None and head is not None and _llama_layout(decoder):
+    if decoder is not None and head is not None and llama_layout(decoder):
         candidate = LeanStep(decoder, head)
         was_training = model.training
         model.eval()
@@ -356,11 +356,11 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
             found = None
         finally:
             model.train(was_training)
-    _STEPS[model] = (_weak(wrapper), found)
+    _STEPS[model] = (weak_forward(wrapper), found)
     return found
 
 
-def _weak(wrapper: Any) -> Any:
+def weak_forward(wrapper: Any) -> Any:
     """A weak reference to ``wrapper`` (``None`` for none): a wrapper bound to the model must not keep it alive.
     One that takes no weak reference is held by a reference that never matches again (the check is redone)."""
     if wrapper is None:
