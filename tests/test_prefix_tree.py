@@ -134,3 +134,21 @@ def test_a_forward_set_on_the_decoder_is_probed_again_and_refused_when_it_differ
     assert tree_forward(decoder) is None
     del decoder.forward
     assert tree_forward(decoder) is not None
+
+
+def test_the_reference_pass_shares_prefixes_with_the_same_log_probs(tmp_path, monkeypatch):
+    from mathgym.agents.forward import ReferencePolicy
+    from mathgym.agents.policy import LLMPolicy
+    from mathgym.agents.prefix_tree import TreeForward
+    from tests.trainkit import build_small_model
+
+    policy = LLMPolicy.from_pretrained(str(build_small_model(tmp_path / "model")), device="cpu")
+    reference = ReferencePolicy(policy, "copy")
+    ids, mask = _batch(vocab=30)
+    calls, run = [], TreeForward.__call__
+    monkeypatch.setattr(TreeForward, "__call__", lambda self, *args: calls.append(len(args[0])) or run(self, *args))
+    plain = reference.forward(ids, mask, 0.7, positions=mask).logprobs
+    assert not calls
+    shared = reference.forward(ids, mask, 0.7, positions=mask, groups=torch.arange(len(ids)) % 3).logprobs
+    assert calls  # the grouped pass ran the tree
+    assert torch.allclose(plain, shared, atol=1e-5)

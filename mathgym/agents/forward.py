@@ -276,19 +276,19 @@ class ReferencePolicy:
     @torch.no_grad()
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0,
-        positions: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None, groups: torch.Tensor | None = None,
     ) -> ForwardOutput:
         """The reference's :func:`forward_pass` (eval mode, no gradient, the policy's precision);
-        ``positions`` as there."""
+        ``positions`` and ``groups`` as there."""
         with self.policy.autocast():
             if self.model is not None:
-                return forward_pass(self.model, input_ids, attention_mask, temperature=temperature, positions=positions)
+                return forward_pass(self.model, input_ids, attention_mask, temperature=temperature, positions=positions, groups=groups)
             model = self.policy.model
             was_training = model.training
             model.eval()
             try:
                 with self.policy.adapter_disabled():
-                    return forward_pass(model, input_ids, attention_mask, temperature=temperature, positions=positions)
+                    return forward_pass(model, input_ids, attention_mask, temperature=temperature, positions=positions, groups=groups)
             finally:
                 model.train(was_training)
 

@@ -320,7 +320,7 @@ class UpdateLoop:
     def score_reference(self, batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
         """Fill ``batch.ref_logprobs`` on ``rows`` (the reference policy, no gradient)."""
         out = self.score(batch, rows, lambda mb: self.reference.forward(
-            mb.input_ids, mb.attention_mask, self.temperature, positions=mb.action_mask,
+            mb.input_ids, mb.attention_mask, self.temperature, positions=mb.action_mask, groups=mb.group_ids,
         ))
         batch.ref_logprobs = out.logprobs
         return batch
