@@ -75,8 +75,13 @@ def _lora():
     return peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "up_proj"]))
 
 
+@pytest.mark.parametrize("attention", ["products", "fused"])
 @pytest.mark.parametrize("build", [_llama, _qwen2, _lora], ids=["llama-grouped-keys", "qwen2-biases", "llama-lora"])
-def test_log_probs_and_gradients_are_the_plain_passes(build):
+def test_log_probs_and_gradients_are_the_plain_passes(build, attention, monkeypatch):
+    import mathgym.agents.prefix_tree as prefix_tree_module
+
+    if attention == "fused":  # long rows: the fused kernel rather than matrix products
+        monkeypatch.setattr(prefix_tree_module, "SMALL_ATTENTION", 0)
     model = build()
     model.train()
     decoder = model.get_decoder()
