@@ -141,7 +141,7 @@ def test_a_forward_set_on_the_decoder_is_probed_again_and_refused_when_it_differ
     assert tree_forward(decoder) is not None
 
 
-def test_the_reference_pass_shares_prefixes_with_the_same_log_probs(tmp_path, monkeypatch):
+def test_the_reference_pass_runs_the_tree_with_the_whole_pass_log_probs(tmp_path, monkeypatch):
     from mathgym.agents.forward import ReferencePolicy
     from mathgym.agents.policy import LLMPolicy
     from mathgym.agents.prefix_tree import TreeForward
@@ -152,8 +152,8 @@ def test_the_reference_pass_shares_prefixes_with_the_same_log_probs(tmp_path, mo
     ids, mask = _batch(vocab=30)
     calls, run = [], TreeForward.__call__
     monkeypatch.setattr(TreeForward, "__call__", lambda self, *args: calls.append(len(args[0])) or run(self, *args))
-    plain = reference.forward(ids, mask, 0.7, positions=mask).logprobs
+    plain = reference.forward(ids, mask, 0.7).logprobs  # the whole pass: every position's logits
     assert not calls
     shared = reference.forward(ids, mask, 0.7, positions=mask, groups=torch.arange(len(ids)) % 3).logprobs
-    assert calls  # the grouped pass ran the tree
-    assert torch.allclose(plain, shared, atol=1e-5)
+    assert calls  # the pass for the wanted positions ran the tree
+    assert torch.allclose(plain * mask, shared, atol=1e-5)

@@ -182,12 +182,11 @@ def forward_pass(
         input_ids: ``(B, T)`` token ids, right-padded.
         attention_mask: ``(B, T)`` 1 on real tokens.
         temperature: Logits are divided by it (match the sampling temperature).
-        groups: ``(B,)`` group of each row (the samples of one task), which asks for the shared
-            work to run once, same result for less compute: with ``positions``, a decoder with
-            Llama's layout runs every distinct prefix of the batch once (:mod:`mathgym.agents.prefix_tree`);
-            other models run the prefix the rows of a group share once per group
-            (:mod:`mathgym.agents.prefix`), and rows that repeat whole run once (below). Nothing
-            is shared with a ``value_model``, which reads the whole pass's hidden states.
+        groups: ``(B,)`` group of each row (the samples of one task): for a model the prefix tree
+            does not serve (below), the prefix the rows of a group share runs once per group
+            (:mod:`mathgym.agents.prefix`), and rows that repeat whole run once (below), same
+            result for less compute. Nothing is shared with a ``value_model``, which reads the
+            whole pass's hidden states.
         value_model: A value function (:class:`~mathgym.agents.value_head.ValueModel`); its
             shared head reads this pass's last hidden states.
         entropy_grad: Keep the entropy in the graph (an entropy bonus); otherwise it is a statistic.
@@ -198,6 +197,9 @@ def forward_pass(
 
     Returns:
         :class:`ForwardOutput`; ``values`` is ``None`` without a ``value_model``.
+
+    With ``positions``, a decoder with Llama's layout runs every distinct prefix of the batch once
+    and no padding (:mod:`mathgym.agents.prefix_tree`), groups or not.
 
     Columns after the last real token of every row (a micro-batch of short rows cut from a batch
     padded to its longest) are not run: they hold 0, like position 0. With ``groups``, rows that
@@ -229,9 +231,7 @@ def forward_pass(
     split = None if positions is None else head_split(model)
     if split is not None:
         decoder, head = split
-        hidden = None
-        if groups is not None:
-            hidden = tree_hidden(decoder, input_ids, attention_mask)
+        hidden = tree_hidden(decoder, input_ids, attention_mask)
         if hidden is None and groups is not None:
             hidden = shared_prefix_outputs(decoder, input_ids, attention_mask, groups.to(input_ids.device))
         if hidden is None:

@@ -96,7 +96,9 @@ class DPOTrainer(Trainer):
 
     def sequence_logps(self, batch: RolloutBatch, rows: torch.Tensor) -> torch.Tensor:
         """``(R,)`` policy log-probs of the action tokens of ``rows`` (with grad)."""
-        out = self.policy.forward(batch.input_ids[rows], batch.attention_mask[rows])
+        out = self.policy.forward(
+            batch.input_ids[rows], batch.attention_mask[rows], groups=batch.group_ids[rows], positions=batch.action_mask[rows],
+        )
         return sequence_logprobs(out.logprobs, batch.action_mask[rows], self.config.logprob_reduction)
 
     @torch.no_grad()
@@ -110,7 +112,9 @@ class DPOTrainer(Trainer):
                 chosen = float(batch.rewards[row]) > 0.5
                 values.append(pair.ref_chosen_logp if chosen else pair.ref_rejected_logp)
             return torch.tensor(values, dtype=torch.float32, device=batch.input_ids.device)
-        logprobs = self.score(batch, rows, lambda mb: self.reference.forward(mb.input_ids, mb.attention_mask)).logprobs
+        logprobs = self.score(batch, rows, lambda mb: self.reference.forward(
+            mb.input_ids, mb.attention_mask, positions=mb.action_mask, groups=mb.group_ids,
+        )).logprobs
         return sequence_logprobs(logprobs[rows], batch.action_mask[rows], self.config.logprob_reduction)
 
     def plan(self, batch: RolloutBatch) -> Plan:

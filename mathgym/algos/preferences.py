@@ -238,7 +238,8 @@ def annotate_reference_logprobs(
         for start in range(0, len(pairs), batch_size):
             indices = range(start, min(start + batch_size, len(pairs)))
             batch = pairs_batch(policy, pairs, indices, max_length).to(policy.device)
-            logps = sequence_logprobs(policy.token_logprobs(batch.input_ids, batch.attention_mask)[0], batch.action_mask, reduction)
+            token_logps = policy.forward(batch.input_ids, batch.attention_mask, positions=batch.action_mask).logprobs  # as training reads them
+            logps = sequence_logprobs(token_logps, batch.action_mask, reduction)
             logps = logps.tolist()
             out += [replace(pairs[i], ref_chosen_logp=logps[2 * k], ref_rejected_logp=logps[2 * k + 1]) for k, i in enumerate(indices)]
     finally:

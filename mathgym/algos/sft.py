@@ -156,7 +156,7 @@ class SFTTrainer(Trainer):
     def loss(self, batch: RolloutBatch, items: torch.Tensor, step: OptimizerStep) -> tuple[torch.Tensor, dict[str, float]]:
         """The mean NLL of the micro-batch's tokens, as their share of the step's tokens."""
         mb = batch.select(items)
-        logprobs = self.policy.forward(mb.input_ids, mb.attention_mask).logprobs
+        logprobs = self.policy.forward(mb.input_ids, mb.attention_mask, positions=mb.action_mask).logprobs
         loss = sft_loss(logprobs, mb.action_mask) * float(mb.action_mask.sum()) / step.context
         return loss, {"loss/sft": float(loss.detach())}
 
