@@ -157,3 +157,25 @@ def test_the_reference_pass_runs_the_tree_with_the_whole_pass_log_probs(tmp_path
     shared = reference.forward(ids, mask, 0.7, positions=mask, groups=torch.arange(len(ids)) % 3).logprobs
     assert calls  # the pass for the wanted positions ran the tree
     assert torch.allclose(plain * mask, shared, atol=1e-5)
+
+
+def test_the_gradients_are_the_same_bits_run_after_run():
+    # Gathers whose backward adds in whatever order the threads take would change the last bits
+    # from one run to the next (a warm start would land elsewhere each time).
+    model = _llama().train()
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, 40, (64, 30), generator=gen)
+    ids[:, :10] = ids[0, :10]
+    mask = (torch.arange(30) < torch.randint(15, 31, (64,), generator=gen)[:, None]).long()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grads = []
+        for _ in range(3):
+            model.zero_grad()
+            (forward_pass(model, ids, mask, positions=mask).logprobs * mask).sum().backward()
+            grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    finally:
+        torch.set_num_threads(threads)
+    assert tree_forward(model.get_decoder()) is not None
+    assert all(torch.equal(grads[0], g) for g in grads[1:])

@@ -104,7 +104,8 @@ class TreeForward:
         if tree is None:
             return None
         hidden = self.nodes(tree)  # (N, H)
-        return hidden[tree.node_of] * tree.real[..., None].to(hidden.dtype)
+        rows = hidden.index_select(0, tree.node_of.flatten()).view(*tree.node_of.shape, -1)
+        return rows * tree.real[..., None].to(hidden.dtype)
 
     def nodes(self, tree: PrefixTree) -> torch.Tensor:
         """``(N, H)`` the last hidden state of every node of ``tree``."""
@@ -114,6 +115,7 @@ class TreeForward:
         cos, sin = cos[0, :, None], sin[0, :, None]  # (N, 1, D): broadcast over heads
         layout = tree.node_of[tree.rows]  # (U, T): the nodes of each distinct row
         count, width = layout.shape
+        flat = layout.flatten()
         causal = torch.ones(width, width, dtype=torch.bool, device=layout.device).tril()
         itself = torch.eye(width, dtype=torch.bool, device=layout.device)  # a padding query attends to something
         allowed = (causal[None, None] & tree.real[tree.rows][:, None, None, :]) | itself  # (U, 1, T, T)
@@ -128,8 +130,9 @@ class TreeForward:
             k = attn.k_proj(h).view(len(h), -1, dim)
             v = attn.v_proj(h).view(len(h), -1, dim)
             q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-            # per distinct row: (U, H, T, D), gathered from the nodes
-            q, k, v = (t[layout].transpose(1, 2) for t in (q, k, v))
+            # per distinct row: (U, H, T, D), gathered from the nodes (index_select: its backward adds
+            # in a fixed order, where advanced indexing's accumulates in whatever order the threads take)
+            q, k, v = (t.index_select(0, flat).view(count, width, -1, dim).transpose(1, 2) for t in (q, k, v))
             if self.groups > 1:
                 k, v = k.repeat_interleave(self.groups, dim=1), v.repeat_interleave(self.groups, dim=1)
             if bias is None:
