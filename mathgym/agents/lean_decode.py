@@ -35,10 +35,32 @@ from mathgym.agents.prefix import cache_tensors, returned_cache, with_cache
 
 #: Submodules a layer's attention may hold: anything else (a query/key norm, a sink) could act.
 _ATTENTION_PARTS = {"q_proj", "k_proj", "v_proj", "o_proj"}
-#: Per model: a weak reference to the forward set on its instance when it was checked (``None``: its
-#: class's) and its :class:`LeanStep`, or ``None`` where the model's own forward must run. Checked
-#: once per forward.
-_STEPS: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, LeanStep | None]] = weakref.WeakKeyDictionary()
+
+
+class CheckedPerModule:
+    """What a check found for each module, kept until a forward is set on the module's instance
+    (accelerate wraps a trained model's forward in autocast, for one): that changes what the module
+    computes, so the check is made again. Entries go with their modules (weak keys)."""
+
+    def __init__(self) -> None:
+        #: per module: a weak reference to the forward set on its instance when it was checked
+        #: (``None``: its class's) and what the check found
+        self._found: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+    def get(self, module: torch.nn.Module, check: Any) -> Any:
+        """What ``check()`` found for ``module``, called once per forward the module has."""
+        wrapper = module.__dict__.get("forward")
+        if module in self._found:
+            checked_with, found = self._found[module]
+            if (checked_with() if checked_with is not None else None) is wrapper:
+                return found
+        found = check()
+        self._found[module] = (weak_forward(wrapper), found)
+        return found
+
+
+#: Per model: its :class:`LeanStep`, or ``None`` where the model's own forward must run.
+_STEPS = CheckedPerModule()
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -334,13 +356,11 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
     other than Llama's, a probe step that disagrees with the model, or dropout in train mode."""
     if draws_dropout(model):
         return None
-    # A forward set on the instance (accelerate wraps a trained model's forward in autocast, for
-    # one) changes what the model computes: the check is redone for it.
-    wrapper = model.__dict__.get("forward")
-    if model in _STEPS:
-        checked_with, step = _STEPS[model]
-        if (checked_with() if checked_with is not None else None) is wrapper:
-            return step
+    return _STEPS.get(model, lambda: _checked_step(model))
+
+
+def _checked_step(model: torch.nn.Module) -> LeanStep | None:
+    """A :class:`LeanStep` for ``model`` if its layout is Llama's and the probe agrees, else ``None``."""
     found = None
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
@@ -356,7 +376,6 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
             found = None
         finally:
             model.train(was_training)
-    _STEPS[model] = (weak_forward(wrapper), found)
     return found
 
 

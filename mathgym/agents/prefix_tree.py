@@ -18,7 +18,6 @@ on a module it does not call, and the same hidden states as the decoder's own fo
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, NamedTuple
 
 import torch
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 from torch.nn.modules import module as torch_module
 
 from mathgym.agents.forward import draws_dropout
-from mathgym.agents.lean_decode import llama_layout, logits_close, rotate_half, weak_forward
+from mathgym.agents.lean_decode import CheckedPerModule, llama_layout, logits_close, rotate_half
 
 
 class PrefixTree(NamedTuple):
@@ -153,9 +152,8 @@ class TreeForward:
 SMALL_ATTENTION = 1 << 22
 
 
-#: Per decoder: a weak reference to the forward set on its instance when it was checked and its
-#: :class:`TreeForward`, or ``None`` where its own forward must run.
-_TREES: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, TreeForward | None]] = weakref.WeakKeyDictionary()
+#: Per decoder: its :class:`TreeForward`, or ``None`` where its own forward must run.
+_TREES = CheckedPerModule()
 
 
 def tree_forward(decoder: Any) -> TreeForward | None:
@@ -168,18 +166,16 @@ def tree_forward(decoder: Any) -> TreeForward | None:
         return None
     if any(getattr(m, "gradient_checkpointing", False) for m in (decoder, *decoder.layers)) or _hooked(decoder):
         return None
-    wrapper = decoder.__dict__.get("forward")
-    if decoder in _TREES:
-        checked_with, tree = _TREES[decoder]
-        if (checked_with() if checked_with is not None else None) is wrapper:
-            return tree
+    return _TREES.get(decoder, lambda: _checked_tree(decoder))
+
+
+def _checked_tree(decoder: torch.nn.Module) -> TreeForward | None:
+    """A :class:`TreeForward` for ``decoder`` if the probe agrees, else ``None``."""
     candidate = TreeForward(decoder)
     try:
-        found = candidate if _agrees(candidate, decoder) else None
+        return candidate if _agrees(candidate, decoder) else None
     except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):  # the probe failed: the own forward
-        found = None
-    _TREES[decoder] = (weak_forward(wrapper), found)
-    return found
+        return None
 
 
 def _hooked(decoder: torch.nn.Module) -> bool:
