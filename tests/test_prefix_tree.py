@@ -179,3 +179,22 @@ def test_the_gradients_are_the_same_bits_run_after_run():
         torch.set_num_threads(threads)
     assert tree_forward(model.get_decoder()) is not None
     assert all(torch.equal(grads[0], g) for g in grads[1:])
+
+
+def test_a_batch_the_tree_would_barely_shrink_runs_the_decoders_own_pass(monkeypatch):
+    from mathgym.agents.prefix_tree import TreeForward
+
+    model = _llama()
+    tree = tree_forward(model.get_decoder())
+    gen = torch.Generator().manual_seed(2)
+    distinct = torch.randint(3, 40, (6, 20), generator=gen)  # full rows, no shared first token: nothing to save
+    distinct[:, 0] = torch.arange(3, 9)
+    assert tree(distinct, torch.ones_like(distinct)) is None
+    shared = distinct.clone()
+    shared[:, :8] = distinct[0, :8]  # 8 of 20 positions shared by all six rows: 40 of 120 saved
+    assert tree(shared, torch.ones_like(shared)) is not None
+    calls, run = [], TreeForward.nodes
+    monkeypatch.setattr(TreeForward, "nodes", lambda self, t: calls.append(1) or run(self, t))
+    mask = torch.ones_like(distinct)
+    out = forward_pass(model, distinct, mask, positions=mask)  # falls back to the plain pass
+    assert not calls and out.logprobs.shape == distinct.shape

@@ -98,9 +98,10 @@ class TreeForward:
         self.groups = int(getattr(first, "num_key_value_groups", 1))
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor | None:
-        """``(B, T, H)`` last hidden states (0 on padding), or ``None`` for rows not right-padded."""
+        """``(B, T, H)`` last hidden states (0 on padding), or ``None`` for rows not right-padded or a
+        batch whose tree would save less than :data:`TREE_SAVING` of the positions the plain pass runs."""
         tree = prefix_tree(input_ids, attention_mask)
-        if tree is None:
+        if tree is None or len(tree.tokens) > (1.0 - TREE_SAVING) * input_ids.numel():
             return None
         hidden = self.nodes(tree)  # (N, H)
         rows = hidden.index_select(0, tree.node_of.flatten()).view(*tree.node_of.shape, -1)
@@ -143,6 +144,13 @@ class TreeForward:
             x = x + attn.o_proj(out)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return decoder.norm(x)
+
+
+#: The share of a batch's positions (rows x longest row) the tree must save for its pass to run: below it
+#: (long distinct rows of like length, such as a multi-turn env's demonstrations cut to the same length)
+#: the gathers and the attention's explicit mask cost more than the few positions saved, and the
+#: decoder's own pass runs.
+TREE_SAVING = 0.1
 
 
 #: Attention scores (distinct rows x heads x positions x positions) up to which a pass on a CPU computes
