@@ -10,8 +10,8 @@ each before the fix.
 
 from __future__ import annotations
 
-import json
 import gc
+import json
 import time
 
 import gymnasium as gym
