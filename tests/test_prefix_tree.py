@@ -198,3 +198,20 @@ def test_a_batch_the_tree_would_barely_shrink_runs_the_decoders_own_pass(monkeyp
     mask = torch.ones_like(distinct)
     out = forward_pass(model, distinct, mask, positions=mask)  # falls back to the plain pass
     assert not calls and out.logprobs.shape == distinct.shape
+
+
+def test_a_batch_without_a_real_token_runs_the_decoders_own_pass():
+    model = _llama()
+    ids, mask = torch.zeros(3, 5, dtype=torch.long), torch.zeros(3, 5, dtype=torch.long)
+    assert tree_forward(model.get_decoder())(ids, mask) is None
+    assert forward_pass(model, ids, mask, positions=mask).logprobs.shape == (3, 5)  # no crash: nothing wanted
+
+
+def test_an_empty_row_beside_real_ones_leaves_every_gradient_finite():
+    # Its padding queries attend to nothing real; they must not turn the pass's gradients into NaN.
+    model = _llama().train()
+    ids, mask = _batch()
+    ids, mask = torch.cat([ids, torch.zeros_like(ids[:1])]), torch.cat([mask, torch.zeros_like(mask[:1])])
+    assert tree_forward(model.get_decoder())(ids, mask) is not None
+    (forward_pass(model, ids, mask, positions=mask).logprobs * mask).sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

@@ -98,11 +98,12 @@ class TreeForward:
         self.groups = int(getattr(first, "num_key_value_groups", 1))
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor | None:
-        """``(B, T, H)`` last hidden states (0 on padding), or ``None`` for rows not right-padded or a
-        batch whose tree would save less than :data:`TREE_SAVING` of the positions the plain pass runs."""
+        """``(B, T, H)`` last hidden states (0 on padding), or ``None`` for rows not right-padded, a batch
+        without a real token, or one whose tree would save less than :data:`TREE_SAVING` of the
+        positions the plain pass runs."""
         tree = prefix_tree(input_ids, attention_mask)
-        if tree is None or len(tree.tokens) > (1.0 - TREE_SAVING) * input_ids.numel():
-            return None
+        if tree is None or not len(tree.tokens) or len(tree.tokens) > (1.0 - TREE_SAVING) * input_ids.numel():
+            return None  # not right-padded, no real token at all, or too little to save
         hidden = self.nodes(tree)  # (N, H)
         rows = hidden.index_select(0, tree.node_of.flatten()).view(*tree.node_of.shape, -1)
         return rows * tree.real[..., None].to(hidden.dtype)
