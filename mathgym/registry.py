@@ -8,7 +8,7 @@ import importlib
 import inspect
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -223,14 +223,18 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], option_name: str = 
 
     The message names the env's real options and the closest one.
     """
-    import difflib
-
     check_mapping_keys(option_name, kwargs)
     options = env_options(env_id)
     unknown = [k for k in kwargs if options is not None and k not in options]
     if unknown:
-        close = difflib.get_close_matches(str(unknown[0]), options or [], n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(
-            f"{env_id} has no option {unknown[0]!r}.{hint} Its options: {', '.join(options or [])}."
-        )
+        raise unknown_option(env_id, unknown[0], options or [])
+
+
+def unknown_option(env_id: str, name: Any, options: Sequence[str], what: str = "") -> ConfigError:
+    """The error for option ``name`` that env ``env_id`` does not take: its real ``options`` and the
+    closest one; ``what`` says which option set it came from (e.g. the evaluation's)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), options, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"{env_id} has no option {name!r}{f' ({what})' if what else ''}.{hint} Its options: {', '.join(options)}.")

@@ -24,6 +24,7 @@ from the next, when the weights would be joined again).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -276,15 +277,20 @@ def _joinable(layers: list[torch.nn.Module]) -> bool:
     return size <= JOIN_LIMIT
 
 
-def _hooked(layers: list[torch.nn.Module]) -> bool:
-    """Whether a hook is set that the joined step would skip: on a projection, a norm or an MLP, or a global one."""
+def hooked(modules: Iterable[torch.nn.Module]) -> bool:
+    """Whether a forward hook (or pre-hook) is set on any of ``modules``, or a global one: a pass that
+    skips calling those modules would skip the hook."""
     if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
         return True
-    for layer in layers:
-        parts = [layer.input_layernorm, layer.post_attention_layernorm, layer.mlp, *layer.mlp.children(), *layer.self_attn.children()]
-        if any(m._forward_hooks or m._forward_pre_hooks for m in parts):
-            return True
-    return False
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
+def _hooked(layers: list[torch.nn.Module]) -> bool:
+    """Whether a hook is set that the joined step would skip: on a projection, a norm or an MLP, or a global one."""
+    return hooked(
+        part for layer in layers
+        for part in (layer.input_layernorm, layer.post_attention_layernorm, layer.mlp, *layer.mlp.children(), *layer.self_attn.children())
+    )
 
 
 def llama_layout(decoder: Any) -> bool:

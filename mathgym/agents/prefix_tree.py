@@ -22,10 +22,9 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch.nn.modules import module as torch_module
 
 from mathgym.agents.forward import draws_dropout
-from mathgym.agents.lean_decode import CheckedPerModule, llama_layout, logits_close, rotate_half
+from mathgym.agents.lean_decode import CheckedPerModule, hooked, llama_layout, logits_close, rotate_half
 
 
 class PrefixTree(NamedTuple):
@@ -94,6 +93,7 @@ class TreeForward:
         self.layers = list(decoder.layers)
         first = self.layers[0].self_attn
         self.head_dim = int(first.head_dim)
+        self.heads = int(first.q_proj.out_features) // self.head_dim
         self.scaling = float(first.scaling)
         self.groups = int(getattr(first, "num_key_value_groups", 1))
 
@@ -120,9 +120,8 @@ class TreeForward:
         causal = torch.ones(width, width, dtype=torch.bool, device=layout.device).tril()
         itself = torch.eye(width, dtype=torch.bool, device=layout.device)  # a padding query attends to something
         allowed = (causal[None, None] & tree.real[tree.rows][:, None, None, :]) | itself  # (U, 1, T, T)
-        heads = self.layers[0].self_attn.q_proj.out_features // dim
         bias = None  # short rows on a CPU: the attention as matrix products, with this additive mask
-        if layout.device.type == "cpu" and count * heads * width * width <= SMALL_ATTENTION:
+        if layout.device.type == "cpu" and count * self.heads * width * width <= SMALL_ATTENTION:
             bias = torch.zeros(allowed.shape, device=layout.device).masked_fill_(~allowed, float("-inf"))
         for layer in self.layers:
             attn = layer.self_attn
@@ -171,28 +170,25 @@ def tree_forward(decoder: Any) -> TreeForward | None:
     drawn, gradient checkpointing (its memory saving would be lost), a hook on the decoder, a layer or
     an attention (modules this pass does not call) or a global one, or hidden states that differ from
     the decoder's own on probe rows (checked once per decoder, again when a forward is set on it)."""
-    if not isinstance(decoder, torch.nn.Module) or not llama_layout(decoder) or draws_dropout(decoder):
+    if not isinstance(decoder, torch.nn.Module) or draws_dropout(decoder):
         return None
-    if any(getattr(m, "gradient_checkpointing", False) for m in (decoder, *decoder.layers)) or _hooked(decoder):
+    layers = getattr(decoder, "layers", None) or ()
+    if any(getattr(m, "gradient_checkpointing", False) for m in (decoder, *layers)):
+        return None
+    if layers and hooked([decoder, *layers, *(getattr(layer, "self_attn", layer) for layer in layers)]):
         return None
     return _TREES.get(decoder, lambda: _checked_tree(decoder))
 
 
 def _checked_tree(decoder: torch.nn.Module) -> TreeForward | None:
-    """A :class:`TreeForward` for ``decoder`` if the probe agrees, else ``None``."""
+    """A :class:`TreeForward` for ``decoder`` if its layout is Llama's and the probe agrees, else ``None``."""
+    if not llama_layout(decoder):
+        return None
     candidate = TreeForward(decoder)
     try:
         return candidate if _agrees(candidate, decoder) else None
     except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):  # the probe failed: the own forward
         return None
-
-
-def _hooked(decoder: torch.nn.Module) -> bool:
-    """Whether a hook is set that this pass would skip: on the decoder, a layer, an attention, or a global one."""
-    if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
-        return True
-    parts = [decoder, *decoder.layers, *(layer.self_attn for layer in decoder.layers)]
-    return any(m._forward_hooks or m._forward_pre_hooks for m in parts)
 
 
 def _agrees(tree: TreeForward, decoder: torch.nn.Module) -> bool:

@@ -8,14 +8,13 @@ generation budgets (``generation``).
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from mathgym.errors import ConfigError
-from mathgym.registry import env_accepts, env_options
+from mathgym.registry import env_accepts, env_options, unknown_option
 
 #: The file beside a model's weights that holds the env options it was trained with.
 MODEL_SETTINGS_FILE = "mathgym.json"
@@ -88,12 +87,6 @@ def run_env_kwargs(
         taken = {k: v for k, v in eval_env_kwargs.items() if env_accepts(env_id, k, kwargs)}
         unknown = sorted(str(k) for k in eval_env_kwargs if k not in taken and k not in optional)
         if unknown:
-            options = env_options(env_id, kwargs)
-            close = difflib.get_close_matches(unknown[0], options or [], n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(
-                f"{env_id} has no option {unknown[0]!r} (an evaluation option, eval_env_kwargs).{hint} "
-                f"Its options: {', '.join(options or [])}."
-            )
+            raise unknown_option(env_id, unknown[0], env_options(env_id, kwargs) or [], "an evaluation option, eval_env_kwargs")
         kwargs.update(taken)
     return kwargs
