@@ -66,7 +66,7 @@ def test_band_and_level_state_round_trip():
 torch = pytest.importorskip("torch")
 
 from mathgym.algos.checkpoint import load_checkpoint  # noqa: E402
-from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
+from mathgym.algos.grpo import GRPOConfig  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
 from tests.test_dynamic_sampling import GUESS, Recorder, model_path, register_coin_env  # noqa: E402, F401
 

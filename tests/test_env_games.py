@@ -48,7 +48,7 @@ def test_countdown_expert_wins_and_wrong_answers_lose():
     for seed in range(20):
         assert _play(env, lambda e: e.unwrapped.expert_action(), seed)[0] == 1.0
     env.reset(seed=0)
-    numbers, target = env.unwrapped.task.metadata["numbers"], env.unwrapped.task.metadata["target"]
+    numbers = env.unwrapped.task.metadata["numbers"]
     _, reward, _, _, info = env.step(f"\\boxed{{{numbers[0]} + {numbers[1]} + 1000}}")
     assert reward == 0.0 and info["status"] == "format_error"  # 1000 is not one of the numbers
     env.reset(seed=0)
