@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mathgym.agents.backends import sample_token  # noqa: E402
+from mathgym.agents.backends import BACKENDS, sample_token  # noqa: E402
 from mathgym.agents.policy import LLMPolicy, SamplingParams, pick_dtype  # noqa: E402
 from mathgym.agents.tiny import build_tokenizer, cache_dir, tiny_model_path  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
@@ -67,6 +67,18 @@ def test_greedy_is_the_argmax_and_matches_batch_of_one(policy):
     both = policy.generate([p1, p2], SamplingParams(temperature=0, max_new_tokens=6))
     alone = policy.generate([p1], SamplingParams(temperature=0, max_new_tokens=6))
     assert both[0].token_ids == alone[0].token_ids  # left padding does not change the result
+
+
+@pytest.mark.parametrize("backend", ["native", "hf"])
+def test_a_policy_built_directly_generates_with_its_backend(policy, backend):
+    """``LLMPolicy(model=..., tokenizer=...)``, as a user wraps a model already loaded, generates
+    (and reuses turns) through the backend it names without a ``set_backend`` call first."""
+    direct = LLMPolicy(model=policy.model, tokenizer=policy.tokenizer, device=policy.device, backend=backend)
+    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    with direct.reusing_turns():
+        out = direct.generate([prompt], SamplingParams(temperature=0, max_new_tokens=6))
+    assert out[0].token_ids == policy.generate([prompt], SamplingParams(temperature=0, max_new_tokens=6))[0].token_ids
+    assert isinstance(direct._backend_impl, BACKENDS[backend])
 
 
 def test_stop_strings_cut_the_completion(policy):

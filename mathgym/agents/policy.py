@@ -335,6 +335,13 @@ class LLMPolicy:
         self._backend_impl = make_backend(backend, self)
         self.backend = backend
 
+    def _generation_backend(self) -> Any:
+        """The backend object, built for :attr:`backend` on first use (a policy constructed
+        directly, not through :meth:`from_pretrained`, has none yet)."""
+        if self._backend_impl is None:
+            self.set_backend(self.backend)
+        return self._backend_impl
+
     @contextlib.contextmanager
     def reusing_turns(self) -> Iterator[Any]:
         """A scope in which :meth:`generate` keeps the key/value cache of the sequences it ran and
@@ -346,7 +353,7 @@ class LLMPolicy:
         and ``run_tokens`` count what was saved), or ``None`` where the backend has no such cache
         (``hf``, ``vllm``: vLLM caches prefixes itself). Scopes do not nest: an inner one shares the outer's cache.
         """
-        backend = self._backend_impl
+        backend = self._generation_backend()
         if not hasattr(backend, "turns") or backend.turns is not None:
             yield getattr(backend, "turns", None)
             return
@@ -379,10 +386,11 @@ class LLMPolicy:
         was_training = self.model.training
         self.model.eval()
         try:
+            backend = self._generation_backend()
             with self.autocast():
                 if seeds is None:
-                    return self._backend_impl.generate(prompts, params, generator)
-                return self._backend_impl.generate(prompts, params, generator, seeds)
+                    return backend.generate(prompts, params, generator)
+                return backend.generate(prompts, params, generator, seeds)
         finally:
             self.model.train(was_training)
 
