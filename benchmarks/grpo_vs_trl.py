@@ -59,7 +59,7 @@ def run_mathgym(args, model_path: Path) -> dict:
         model=str(model_path), env_kwargs=ENV_KWARGS, steps=args.steps, num_tasks=args.num_tasks, group_size=args.group_size,
         learning_rate=args.lr, max_new_tokens=args.max_new_tokens, eps_low=0.2, eps_high=0.28, beta=0.0,
         loss_aggregation="token_mean", scale_rewards="group", dynamic_sampling=False, lr_schedule="constant", eval_tasks=0, save_every=0, progress=False,
-        run_dir=tempfile.mkdtemp(prefix="bench-mathgym-"), seed=args.seed,
+        run_dir=tempfile.mkdtemp(prefix="mathgym-", dir=args.scratch), seed=args.seed,
     )
     trainer = GRPOTrainer(config)
     times, rewards = [], []
@@ -98,7 +98,7 @@ def run_trl(args, model_path: Path, seeds: list[list[int]]) -> dict:
     model = AutoModelForCausalLM.from_pretrained(model_path)
     tokenizer = load_tokenizer(str(model_path))
     config = TRLConfig(
-        output_dir=tempfile.mkdtemp(prefix="bench-trl-"), per_device_train_batch_size=args.num_tasks * args.group_size,
+        output_dir=tempfile.mkdtemp(prefix="trl-", dir=args.scratch), per_device_train_batch_size=args.num_tasks * args.group_size,
         num_generations=args.group_size, max_completion_length=args.max_new_tokens, learning_rate=args.lr,
         max_steps=args.steps, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group",
         temperature=1.0, top_p=1.0, use_cpu=True, gradient_checkpointing=False, shuffle_dataset=False,
@@ -147,13 +147,14 @@ def main() -> None:
     # untimed, so that neither trainer's first steps pay for starting them (mathgym's ran first and did).
     MathVerifier().warm_up()
     runs = []
-    for seed in args.seed:
-        run_args = argparse.Namespace(**{**vars(args), "seed": seed})
-        ours = run_mathgym(run_args, model_path)
-        theirs = run_trl(run_args, model_path, ours["seeds"]) if args.only != "mathgym" else None
-        runs.append((seed, ours, theirs))
-        print(f"seed {seed}: held-out accuracy mathgym {ours['accuracy']:.1%}"
-              + (f", TRL {theirs['accuracy']:.1%}" if theirs else ""), flush=True)
+    with tempfile.TemporaryDirectory(prefix="grpo-vs-trl-") as scratch:  # the runs' directories, removed at the end
+        for seed in args.seed:
+            run_args = argparse.Namespace(**{**vars(args), "seed": seed, "scratch": scratch})
+            ours = run_mathgym(run_args, model_path)
+            theirs = run_trl(run_args, model_path, ours["seeds"]) if args.only != "mathgym" else None
+            runs.append((seed, ours, theirs))
+            print(f"seed {seed}: held-out accuracy mathgym {ours['accuracy']:.1%}"
+                  + (f", TRL {theirs['accuracy']:.1%}" if theirs else ""), flush=True)
 
     def pooled(result_of, fn):
         values = [fn(result_of(run)) for run in runs if result_of(run)]

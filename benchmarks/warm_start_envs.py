@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,13 @@ def time_first_step(env_id: str, extra: list[str]) -> tuple[float, float]:
     its trainer starts the RL loop (it writes the run's ``config.yaml`` then: the tiny model is built,
     warm-started and loaded), and until the run is done (one RL step on top). NaN where it failed."""
     root = tempfile.mkdtemp(prefix="mathgym-first-step-")
+    try:
+        return _run_first_step(env_id, extra, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # its cache holds a warm-started model (tens of MB)
+
+
+def _run_first_step(env_id: str, extra: list[str], root: str) -> tuple[float, float]:
     run_dir = os.path.join(root, "run")
     command = [sys.executable, "-m", "mathgym", "train", "--env", env_id, "--steps", "1", "--eval-tasks", "0",
                "--run-dir", run_dir, "--progress", "false", *extra]
@@ -108,8 +116,16 @@ def main() -> None:
     args = parser.parse_args()
     if args.first_step_only and (args.plan_only or args.first_step or args.eval_tasks):
         parser.error("--first-step-only runs no separate warm start: it does not go with --plan-only, --first-step or --eval-tasks")
-    os.environ["MATHGYM_CACHE"] = tempfile.mkdtemp(prefix="mathgym-warm-")  # a fresh cache: the warm start really runs
+    cache = tempfile.mkdtemp(prefix="mathgym-warm-")
+    os.environ["MATHGYM_CACHE"] = cache  # a fresh cache: the warm start really runs
+    try:
+        run(args)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
+
+def run(args: argparse.Namespace) -> None:
+    """Print (and record) the plans, the warm starts and the first steps ``args`` asks for."""
     from mathgym.agents.settings import run_env_kwargs
     from mathgym.agents.tiny import tiny_model_path
     from mathgym.algos.configs import TrainConfig
