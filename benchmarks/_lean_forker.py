@@ -21,11 +21,17 @@ import sys
 import time
 
 
+#: Where a program's own output goes (this process's stdout is its answer channel).
+_NULL = os.open(os.devnull, os.O_WRONLY)
+
+
 def _run(program, timeout):
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: time the program, report through the pipe
         os.close(read)
+        os.dup2(_NULL, 1)
+        os.dup2(_NULL, 2)
         signal.alarm(max(1, math.ceil(timeout)))  # the default action ends the child: nothing is written
         start, ok = time.perf_counter(), True
         try:

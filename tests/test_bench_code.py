@@ -27,6 +27,8 @@ def test_a_lean_forker_tells_a_passing_program_from_a_failing_and_a_hanging_one(
     ok, seconds = forkers.run("import math\nassert math.gcd(12, 18) == 6\n", 3.0)
     assert ok and 0 <= seconds < 3.0
     assert forkers.run("assert 1 == 2\n", 3.0)[0] is False
+    assert forkers.run("print('a program that writes'); print(1 / 0)\n", 3.0)[0] is False
+    assert forkers.run("print('and one that passes', flush=True)\n", 3.0)[0] is True  # its output does not reach the answers
     assert forkers.run("raise SystemExit(0)\n", 3.0)[0] is False  # a program that leaves early did not run to its end
     ok, seconds = forkers.run("while True:\n    pass\n", 1.0)
     assert ok is False and seconds == 1.0  # killed at the timeout, counted at it
