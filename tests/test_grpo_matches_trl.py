@@ -42,6 +42,8 @@ def _trl_trainer(path, model, loss_type: str, scale_rewards: str, lr: float, tmp
         save_strategy="no", disable_dropout=True, bf16=False, fp16=False,
     )
     rows = [{"prompt": [{"role": "user", "content": "What is 1 + 1?"}]}] * (TASKS * G)
+    if not callable(getattr(TRLTrainer, "_compute_loss", None)):  # a private function of TRL 1.16's: say so if it moved
+        pytest.skip(f"trl {__import__('trl').__version__} has no GRPOTrainer._compute_loss to compare with")
     trainer = TRLTrainer(model=model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=config,
                          train_dataset=Dataset.from_list(rows), processing_class=load_tokenizer(str(path)))
     trainer.create_optimizer_and_scheduler(num_training_steps=3)
