@@ -73,10 +73,25 @@ def run_mathgym(args, model_path: Path) -> dict:
     return {"times": times, "rewards": rewards, "accuracy": accuracy, "seeds": [trainer.task_seeds(s) for s in range(args.steps)]}
 
 
+def trl_config(output_dir: str, *, batch: int, group_size: int, max_new_tokens: int, learning_rate: float, steps: int,
+               seed: int = 0, loss_type: str = "dapo", scale_rewards: str = "group"):
+    """TRL's ``GRPOConfig`` as this comparison runs it (mathgym's ``loss_aggregation="token_mean"`` is
+    TRL's ``loss_type="dapo"``; tests/test_grpo_matches_trl.py checks the two updates agree)."""
+    from trl import GRPOConfig as TRLConfig
+
+    return TRLConfig(
+        output_dir=output_dir, per_device_train_batch_size=batch, num_generations=group_size, max_completion_length=max_new_tokens,
+        learning_rate=learning_rate, max_steps=steps, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type=loss_type,
+        scale_rewards=scale_rewards, temperature=1.0, top_p=1.0, use_cpu=True, gradient_checkpointing=False, shuffle_dataset=False,
+        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, logging_steps=1,
+        report_to="none", save_strategy="no", seed=seed, disable_dropout=True,
+        bf16=False, fp16=False,  # fp32 like mathgym on CPU: TRL's configs default to bf16 (CPU autocast)
+    )
+
+
 def run_trl(args, model_path: Path, seeds: list[list[int]]) -> dict:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, TrainerCallback
-    from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
 
     verifier = MathVerifier()
@@ -97,15 +112,8 @@ def run_trl(args, model_path: Path, seeds: list[list[int]]) -> dict:
     rows = task_rows([s for step in seeds for s in step])
     model = AutoModelForCausalLM.from_pretrained(model_path)
     tokenizer = load_tokenizer(str(model_path))
-    config = TRLConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-", dir=args.scratch), per_device_train_batch_size=args.num_tasks * args.group_size,
-        num_generations=args.group_size, max_completion_length=args.max_new_tokens, learning_rate=args.lr,
-        max_steps=args.steps, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group",
-        temperature=1.0, top_p=1.0, use_cpu=True, gradient_checkpointing=False, shuffle_dataset=False,
-        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, logging_steps=1,
-        report_to="none", save_strategy="no", seed=args.seed, disable_dropout=True,
-        bf16=False, fp16=False,  # fp32 like mathgym on CPU: TRL's configs default to bf16 (CPU autocast)
-    )
+    config = trl_config(tempfile.mkdtemp(prefix="trl-", dir=args.scratch), batch=args.num_tasks * args.group_size,
+                        group_size=args.group_size, max_new_tokens=args.max_new_tokens, learning_rate=args.lr, steps=args.steps, seed=args.seed)
     timer = Timer()
     trainer = TRLTrainer(
         model=model, reward_funcs=correctness, args=config, train_dataset=Dataset.from_list(rows),

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,23 +26,22 @@ torch = pytest.importorskip("torch")
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import grpo_vs_trl  # noqa: E402
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 G, TASKS, MAX_NEW = 4, 4, 8
 
 
 def _trl_trainer(path, model, loss_type: str, scale_rewards: str, lr: float, tmp_path):
     from datasets import Dataset
-    from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
 
     from mathgym.agents.policy import load_tokenizer
 
-    config = TRLConfig(
-        output_dir=str(tmp_path / "trl"), per_device_train_batch_size=TASKS * G, num_generations=G, max_completion_length=MAX_NEW,
-        learning_rate=lr, max_steps=3, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type=loss_type, scale_rewards=scale_rewards,
-        use_cpu=True, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, report_to="none",
-        save_strategy="no", disable_dropout=True, bf16=False, fp16=False,
-    )
+    # The benchmark's own TRL settings (benchmarks/grpo_vs_trl.py), with this test's sizes and loss.
+    config = grpo_vs_trl.trl_config(str(tmp_path / "trl"), batch=TASKS * G, group_size=G, max_new_tokens=MAX_NEW, learning_rate=lr,
+                                    steps=3, loss_type=loss_type, scale_rewards=scale_rewards)
     rows = [{"prompt": [{"role": "user", "content": "What is 1 + 1?"}]}] * (TASKS * G)
     if not callable(getattr(TRLTrainer, "_compute_loss", None)):  # a private function of TRL 1.16's: say so if it moved
         pytest.skip(f"trl {__import__('trl').__version__} has no GRPOTrainer._compute_loss to compare with")
