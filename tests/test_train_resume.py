@@ -352,7 +352,18 @@ class _InterruptWhilePickled:
         return (int, (7,))
 
 
-def test_a_ctrl_c_while_a_checkpoint_is_written_comes_after_it_is_whole(tmp_path):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler for the test: a shell's background job (``pytest ... &``) starts with
+    SIGINT ignored, and an interpreter started so never installs it (nor raises KeyboardInterrupt)."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_ctrl_c_while_a_checkpoint_is_written_comes_after_it_is_whole(tmp_path, ctrl_c_raises):
     from mathgym.algos.checkpoint import save_checkpoint
 
     state = {"weights": torch.arange(100_000.0), "marker": _InterruptWhilePickled(), "more": torch.ones(100_000)}
