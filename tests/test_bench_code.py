@@ -59,3 +59,17 @@ def test_the_floor_runs_every_program_and_the_cpu_per_job_adds_up(forkers):
     assert figures["total_ms"] == pytest.approx(sum(figures[f"{part}_ms"] for part in parts), abs=0.05)
     assert figures["children_user_ms"] > 5  # the programs' work lands in their processes, not the caller
     assert figures["children_faults"] > 0
+    assert 0 < figures["busy"] <= 1.05  # a share of the machine's CPUs (a little slack for clock ticks)
+
+
+def test_the_in_order_bound_follows_the_pool_and_never_beats_the_ideal():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        times, workers = [rng.expovariate(1.0) for _ in range(rng.randint(1, 30))], rng.randint(1, 4)
+        assert bench_code.in_order_seconds(times, workers) >= bench_code.ideal_seconds(times, workers) - 1e-12
+        assert bench_code.in_order_seconds(times, workers) <= sum(times) / workers + max(times) + 1e-12  # list scheduling's bound
+    assert bench_code.in_order_seconds([1.0, 1.0, 1.0, 3.0], 2) == 4.0  # the long one starts when a worker frees, at 1.0
+    assert bench_code.in_order_seconds([3.0, 1.0, 1.0, 1.0], 2) == 3.0
+    assert bench_code.in_order_seconds([2.0, 5.0], 1) == 7.0

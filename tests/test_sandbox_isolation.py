@@ -98,15 +98,90 @@ def test_without_mount_namespaces_the_reason_is_reported(monkeypatch):
         assert left == []
 
 
-def test_kill_minus_one_spares_the_job_beside_it(box):
+def _kill_minus_one_beside_a_victim(box: CodeSandbox) -> tuple:
+    """A job sleeping on one worker while a job on the other sends ``kill(-1, SIGKILL)``."""
     with ThreadPoolExecutor(2) as threads:
         victim = threads.submit(box.run, "import time\ntime.sleep(1.5)\nprint('alive')\n")
         time.sleep(0.5)
         killer = threads.submit(box.run, "import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('after')\n").result()
         survivor = victim.result()
+    return killer, survivor, box.run("print('still here')")
+
+
+def test_kill_minus_one_spares_the_job_beside_it(box):
+    killer, survivor, after = _kill_minus_one_beside_a_victim(box)
     assert killer.status != Status.SANDBOX_ERROR
     assert survivor.status == Status.CORRECT and survivor.stdout == "alive\n", survivor
-    assert box.run("print('still here')").stdout == "still here\n"
+    assert after.stdout == "still here\n"
+    assert survivor.details["pid_namespace"] == "private"  # the jobs' own PID namespace (root, or in a user namespace)
+
+
+def test_without_a_pid_namespace_the_uid_still_spares_the_job_beside_it(monkeypatch):
+    """The fallback where the OS refuses PID namespaces: as root, each worker's jobs run under
+    their own uid, so kill(-1) reaches only the job's own processes; the reason is reported."""
+    if os.geteuid() != 0:
+        pytest.skip("not root, the fallback has no uid of its own to drop to (see docs/rewards.md)")
+    monkeypatch.setenv("MATHGYM_SANDBOX_SIMULATE_NO_PID_NAMESPACE", "1")
+    with CodeSandbox(LIMITS, workers=2) as box:
+        box.warm_up()
+        killer, survivor, after = _kill_minus_one_beside_a_victim(box)
+        leftover = box.run("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(30)'])\n")
+        pids = box.worker_pids()
+        orphans = [pid for pid in _children_of(pids) if pid not in pids]
+    assert killer.status != Status.SANDBOX_ERROR and after.stdout == "still here\n"
+    assert survivor.status == Status.CORRECT and survivor.stdout == "alive\n", survivor
+    assert survivor.details["pid_namespace"] == "shared" and "simulated" in survivor.details["pid_namespace_reason"]
+    assert leftover.status == Status.CORRECT and orphans == []  # the worker swept the job's orphan itself
+
+
+def _children_of(pids: list[int]) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                if entry.isdigit() and int(handle.read().rsplit(b")", 1)[1].split()[1]) in pids:
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+_KILL_AS_NON_ROOT = """
+import json, os, subprocess, sys, time
+sys.path.insert(0, {tests!r})
+from test_sandbox_isolation import LIMITS, _kill_minus_one_beside_a_victim
+from mathgym.rewards.sandbox import CodeSandbox
+bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # another process of the user
+with CodeSandbox(LIMITS, workers=2) as box:
+    box.warm_up()
+    killer, survivor, after = _kill_minus_one_beside_a_victim(box)
+alive = bystander.poll() is None
+bystander.kill()
+print(json.dumps({{"euid": os.geteuid(), "killer": killer.status.value, "survivor": survivor.stdout, "after": after.stdout,
+                  "bystander": alive, **survivor.details}}))
+"""
+
+
+def test_not_root_kill_minus_one_reaches_no_process_of_the_user():
+    """Not root, every job runs under the user's own uid: without the jobs' PID namespace a
+    job's kill(-1) would kill every process of the user, the caller included. Run as uid 1000
+    inside a PID namespace of the test's own, so that a failure kills nothing beyond it."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1) to become a non-root user")
+    command = [unshare, "--user", "--map-user=1000", "--map-group=1000", "--pid", "--fork"]
+    preflight = subprocess.run([*command, "true"], capture_output=True, text=True, timeout=60)
+    if preflight.returncode != 0:
+        pytest.skip(f"cannot become a non-root user in a PID namespace here: {preflight.stderr.strip()[-200:]}")
+    proc = subprocess.run([*command, sys.executable, "-c", _KILL_AS_NON_ROOT.format(tests=os.path.dirname(__file__))],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout, f"the caller itself was killed (exit {proc.returncode}): {proc.stderr[-500:]}"
+    facts = json.loads(proc.stdout.splitlines()[-1])
+    assert facts["euid"] == 1000
+    if facts.get("pid_namespace") == "shared":  # the OS refused it: the documented fallback, nothing to test here
+        pytest.skip(f"no PID namespace for the jobs here: {facts['pid_namespace_reason']}")
+    assert facts["survivor"] == "alive\n" and facts["after"] == "still here\n" and facts["bystander"] is True, facts
+    assert facts["killer"] != "sandbox_error"
 
 
 def test_sandboxed_code_cannot_reach_a_listener_on_this_host(box):
@@ -174,3 +249,90 @@ def test_a_non_root_user_gets_the_same_isolation_through_user_namespaces():
         return
     assert facts["network"] == "netns-userns" and facts["fs_view"] == "allow-list"
     assert facts["seen"] == "[]" and facts["left"] == [] and facts["hidden_paths"] >= 1
+
+
+#: A job that tries what holding capabilities would allow: remount a read-only bind of its
+#: view writable and write into the runtime (the standard library dir), unmount it, attach to
+#: its worker with ptrace and read the worker's memory. One JSON line: what each call returned.
+_CAPABILITY_PROBE = r"""
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+target = os.path.dirname(os.__file__)
+facts = {{"remount": libc.mount(None, target.encode(), None, 0x20 | 0x1000, None)}}  # MS_REMOUNT | MS_BIND, without MS_RDONLY
+try:
+    with open(os.path.join(target, {marker!r}), "w") as handle:
+        handle.write("escaped")
+    facts["wrote"] = True
+except OSError:
+    facts["wrote"] = False
+facts["umount"] = libc.umount2(target.encode(), 2)
+facts["ptrace"] = libc.ptrace(16, os.getppid(), None, None)  # PTRACE_ATTACH to the worker
+if facts["ptrace"] == 0:  # let the worker go again: wait for its stop, then detach
+    os.waitpid(os.getppid(), 0x40000000)
+    libc.ptrace(17, os.getppid(), None, None)
+facts["ptrace_caller"] = libc.ptrace(16, {caller}, None, None)  # the process that called run(): it holds the expected values
+if facts["ptrace_caller"] == 0:
+    os.waitpid({caller}, 0x40000000)
+    libc.ptrace(17, {caller}, None, None)
+facts["signal_caller"] = libc.kill({caller}, 0)
+try:
+    with open(f"/proc/{{os.getppid()}}/mem", "rb") as memory:
+        memory.read(1)
+    facts["mem"] = True
+except OSError:
+    facts["mem"] = False
+print(json.dumps(facts))
+"""
+
+_PROBE_AS_NON_ROOT = """
+import json, os, sys
+sys.path.insert(0, {tests!r})
+from test_sandbox_isolation import LIMITS, _CAPABILITY_PROBE
+from mathgym.rewards.sandbox import CodeSandbox
+with CodeSandbox(LIMITS, workers=1) as box:
+    result = box.run(_CAPABILITY_PROBE.format(marker={marker!r}, caller=os.getpid()))
+print(json.dumps({{"euid": os.geteuid(), "stdout": result.stdout, "stderr": result.stderr[-500:], **result.details}}))
+"""
+
+
+def _probe_capabilities(as_non_root: bool) -> dict:
+    marker = f"mathgym-escape-{uuid.uuid4().hex}.txt"
+    planted = os.path.join(os.path.dirname(os.__file__), marker)
+    try:
+        if as_non_root:
+            unshare = shutil.which("unshare")
+            if unshare is None:
+                pytest.skip("no unshare(1) to become a non-root user")
+            script = _PROBE_AS_NON_ROOT.format(tests=os.path.dirname(__file__), marker=marker)
+            proc = subprocess.run([unshare, "--user", "--map-user=1000", "--map-group=1000", sys.executable, "-c", script],
+                                  capture_output=True, text=True, timeout=120)
+            if proc.returncode != 0 and not proc.stdout:
+                pytest.skip(f"cannot become a non-root user here: {proc.stderr.strip()[-200:]}")
+            facts = json.loads(proc.stdout.splitlines()[-1])
+        else:
+            with CodeSandbox(LIMITS, workers=1) as box:
+                result = box.run(_CAPABILITY_PROBE.format(marker=marker, caller=os.getpid()))
+            facts = {"stdout": result.stdout, "stderr": result.stderr, **result.details}
+        facts["planted"] = os.path.exists(planted)
+        return facts
+    finally:
+        if os.path.exists(planted):
+            os.unlink(planted)
+
+
+@pytest.mark.parametrize("as_non_root", [False, True], ids=["root", "non-root"])
+def test_a_job_holds_no_capability_and_cannot_reach_its_worker(as_non_root):
+    """Not root, the job lives in the worker's user namespace, which gives every capability to
+    its processes unless the job drops them: it could then remount the runtime writable and
+    change the user's own files. Nor may it ptrace or signal the worker or the caller (same
+    uid when not root), or read the worker's memory."""
+    if not as_non_root and os.geteuid() != 0:
+        pytest.skip("the root case needs root")
+    facts = _probe_capabilities(as_non_root)
+    assert "fs_view" in facts, facts  # the job ran (no infrastructure error)
+    if facts["fs_view"] != "allow-list":
+        pytest.skip(f"no allow-list view here: {facts['fs_view_reason']}")
+    probe = json.loads(facts["stdout"].splitlines()[-1])
+    assert probe == {"remount": -1, "wrote": False, "umount": -1, "ptrace": -1, "ptrace_caller": -1, "signal_caller": -1, "mem": False}, (probe, facts["stderr"])
+    assert facts["planted"] is False

@@ -12,6 +12,7 @@ its own with fresh tmpfs mounts on those writable dirs and the task data covered
 it is in view (under the block-list fallback: the host's tree; all of it BEFORE the
 privilege drop, since mounting needs the capability the drop removes), the scratch dir,
 the drop to an unprivileged uid when root (BEFORE ``RLIMIT_NPROC``, which root ignores),
+every capability dropped (not root, the worker's user namespace would give the job all of them),
 the job's ``files`` written into the scratch dir (as that uid), rlimits, a replaced
 environment, then the code: as a program (``"run"`` mode), as calls on given inputs
 (``"calls"`` mode: it writes the returned values and never sees a test), or as a server of
@@ -296,6 +297,30 @@ def drop_privileges(uid):
     os.setresuid(uid, uid, uid)
 
 
+PR_SET_NO_NEW_PRIVS, LINUX_CAPABILITY_VERSION_3 = 38, 0x20080522
+#: Made once, in the warm worker: a child that made them itself would pay for it every job.
+_CAPSET, _PRCTL = LIBC.capset, LIBC.prctl
+_CAP_HEADER, _NO_CAPABILITIES = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0), (ctypes.c_uint32 * 6)()
+
+
+def drop_capabilities():
+    """Empty this process's capability sets and forbid it (and all it starts) to gain any.
+
+    Not root, the job keeps its uid and lives in the worker's user namespace, where it
+    would otherwise hold every capability: enough to remount the view's read-only binds
+    writable (and write into the user's own runtime), unmount its tmpfs, or ptrace other
+    processes of that namespace. As root the uid drop has already emptied the sets; this
+    also sets ``no_new_privs``, so no executable (setuid or with file capabilities) gives
+    any back. Raises OSError when the kernel refuses: the job must not run then.
+    """
+    if _CAPSET(_CAP_HEADER, _NO_CAPABILITIES) != 0:  # effective, permitted, inheritable (two words each): all empty
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"capset refused: {os.strerror(errno)}")
+    if _PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"no_new_privs refused: {os.strerror(errno)}")
+
+
 def _set_limits(limits):
     cpu = max(1, int(limits["cpu_seconds"] + 0.999))
     memory = limits["memory_mb"] << 20
@@ -357,6 +382,7 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
         os.chdir(scratch)
         if uid is not None:
             drop_privileges(uid)
+        drop_capabilities()
         _write_files(job.get("files") or {})
         _set_limits(job["limits"])
         os.environ.clear()

@@ -57,7 +57,8 @@ PRELOAD = (
     "keyword locale math numbers operator pprint queue random re statistics string struct textwrap time "
     "traceback typing unicodedata uuid weakref zlib secrets socket string re"
 ).split()
-CLONE_NEWNET, CLONE_NEWUSER, PR_SET_CHILD_SUBREAPER = 0x40000000, 0x10000000, 36
+CLONE_NEWNET, CLONE_NEWUSER, CLONE_NEWPID = 0x40000000, 0x10000000, 0x20000000
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 SHARED_WRITABLE = sandbox_child.SHARED_WRITABLE
 #: The host's /proc, opened before this process moves into the allow-list view (which has none).
 PROC = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY) if os.path.isdir("/proc") else None
@@ -237,9 +238,97 @@ def _in_proc(path, flags):
     return os.open(path, flags, dir_fd=PROC)
 
 
-def _descendants_sweep(pgid, uid):
-    """SIGKILL the job's process group, its uid and every child of ours; reap them."""
+class PidNamespace:
+    """A PID namespace for every job of this worker, and its init, which empties it on request.
+
+    Made after the judge host is forked and before any job is: the jobs' processes see only
+    their own processes and the init (pid 1, which no signal from inside reaches), so a
+    job's ``kill(-1)`` or ``kill(pid)`` never reaches this worker, the judge host or judges,
+    another worker's jobs or the user's other processes (not root, all of the same uid).
+    Orphans of a job become the init's children; :meth:`sweep` has it kill everything else
+    in the namespace and reap it. When this worker dies the init gets SIGKILL, and the
+    kernel then kills every process left in the namespace.
+    """
+
+    #: Seconds the init may take to empty the namespace before this worker gives up (and exits).
+    SWEEP_TIMEOUT_S = 10.0
+
+    def __init__(self, simulate_refusal=False):
+        self.control = None
+        self.reason = None
+        libc = ctypes.CDLL(None, use_errno=True)
+        if simulate_refusal:
+            self.reason = "unshare(CLONE_NEWPID) refused: Operation not permitted (simulated)"
+            return
+        if libc.unshare(CLONE_NEWPID) != 0:  # not root, allowed inside the worker's user namespace
+            self.reason = f"unshare(CLONE_NEWPID) refused: {os.strerror(ctypes.get_errno())}"
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if os.fork() == 0:  # the first child: pid 1 of the new namespace
+            try:
+                ours.close()
+                _namespace_init(theirs, libc)
+            finally:
+                os._exit(0)
+        theirs.close()
+        ours.settimeout(self.SWEEP_TIMEOUT_S)
+        self.control = ours
+
+    @property
+    def fact(self):
+        """What jobs report: ``"private"``, or ``"shared"`` when the OS refused."""
+        return "private" if self.control is not None else "shared"
+
+    def sweep(self):
+        """Have the init kill and reap every process in the namespace but itself (and this
+        worker's own children, which it reaps itself). Exits this worker if the init is gone."""
+        if self.control is None:
+            return
+        try:
+            self.control.send(b"k")
+            if self.control.recv(1) == b"k":
+                return
+        except OSError:
+            pass
+        os._exit(70)  # no init: no job could be forked or swept any more; the caller starts a fresh worker
+
+
+def _namespace_init(control, libc):
+    """Pid 1 of the jobs' namespace: on each request, SIGKILL every other process in it, reap, answer."""
+    # If the worker died before this, its end of ``control`` is closed and the loop below ends at once.
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    keep = control.fileno()
+    os.closerange(0, keep)
+    os.closerange(keep + 1, 1 << 16)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    while control.recv(1):
+        for _ in range(1000):
+            signaled = libc.kill(-1, signal.SIGKILL) == 0  # from pid 1: everything in the namespace but itself
+            reaped = False
+            while True:
+                try:
+                    reaped = os.waitpid(-1, 0)[0] > 0 or reaped
+                except ChildProcessError:
+                    break
+            if not signaled or not reaped:
+                break  # nothing left, or only the worker's own children (the worker reaps those)
+        control.send(b"k")
+
+
+def _descendants_sweep(pgid, uid, namespace=None):
+    """SIGKILL the job's process group, its uid and every child of ours; reap them.
+
+    With the jobs' PID namespace, its init kills and reaps everything in it instead: no process
+    of a job lives outside it, and its orphans are the init's children, not ours."""
     _kill_group(pgid)
+    if namespace is not None and namespace.control is not None:
+        namespace.sweep()  # the job's own process included, when it still lives
+        try:
+            os.waitpid(pgid, 0)  # ``pgid`` is the job's process (our child), unless it was reaped already
+        except ChildProcessError:
+            pass
+        return
     me = os.getpid()
     for _ in range(200):
         if not _have_children():
@@ -363,7 +452,7 @@ def scratch_base(requested):
     return tempfile.gettempdir()
 
 
-def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None):
+def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, namespace=None):
     received = time.monotonic_ns()
     limits = job["limits"]
     rpc = job["mode"] == "rpc"
@@ -378,6 +467,8 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None):
         pid = os.fork()
     except OSError as err:
         _close_all(fd for pair in pipes for fd in pair)
+        if namespace is not None:
+            namespace.sweep()  # exits this worker when the namespace's init is gone (no fork into it can work)
         return {"infra_error": f"fork failed: {err!r}"}
     if pid == 0:
         child_fds = (pipes[4][0], out_w, err_w, res_w, pipes[5][1]) if rpc else (stdin_r, out_w, err_w, res_w)
@@ -393,13 +484,14 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None):
             # The judge host is gone (killed): end the job and this worker; the caller
             # sees the worker crash, retries on a fresh one (with a fresh judge host).
             _kill_group(pid)
-            _descendants_sweep(pid, uid)
+            _descendants_sweep(pid, uid, namespace)
             shutil.rmtree(scratch, ignore_errors=True)
             os._exit(70)
         _close_all((*pipes[4], *pipes[5]))
     else:
         os.set_blocking(stdin_w, False)
     output = _Output(fds, limits["max_output_bytes"])
+    swept = False
     try:
         deadline = started + limits["wall_seconds"]
         if judge_pid is None:
@@ -413,7 +505,8 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None):
         if timed_out or judge_pid is not None:
             _kill_group(pid)
         _, status, usage = os.wait4(pid, 0)
-        _descendants_sweep(pid, uid)  # before draining: a leftover process could hold the pipes open
+        _descendants_sweep(pid, uid, namespace)  # before draining: a leftover process could hold the pipes open
+        swept = namespace is not None and namespace.control is not None  # nothing can have entered the namespace since
         output.drain()
     finally:
         if judge_pid is not None:
@@ -422,7 +515,8 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None):
                 os.kill(judge_pid, signal.SIGKILL)
             except OSError:
                 pass
-        _descendants_sweep(pid, uid)
+        if not swept:
+            _descendants_sweep(pid, uid, namespace)
         _close_all(fds)
         shutil.rmtree(scratch, ignore_errors=True)
     reply = _reply(output, limits, timed_out, wall, status, usage)
@@ -555,10 +649,14 @@ def _harness_ready(line):
 def main():
     extra = sys.argv[1].split(",") if len(sys.argv) > 1 and sys.argv[1] else []
     base = scratch_base(sys.argv[2] if len(sys.argv) > 2 else "")
-    # Tests only: act as if the OS refused mount namespaces (or the new root), to exercise the fallbacks.
+    # Tests only: act as if the OS refused mount namespaces (or the new root, or PID namespaces), to exercise the fallbacks.
     simulate = set(sys.argv[3].split(",")) if len(sys.argv) > 3 else set()
     simulate_refusal = "simulate-no-mount-namespace" in simulate
     side_fd = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[4] else None
+    # Not dumpable, before anything is forked (the flag is inherited): a process of the same
+    # uid (a job, when the user is not root) cannot ptrace this one, the judge host or a judge,
+    # nor read their memory, without CAP_SYS_PTRACE in the initial user namespace.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     _preload(extra)
     network = _isolate_network()
     if simulate_refusal:
@@ -569,6 +667,7 @@ def main():
         view = runtime_view(base)
     sandbox_child.enter_view(*view)
     judge_host = start_judge_host(side_fd)  # before the subreaper flag: the host is not ours to sweep
+    namespace = PidNamespace("simulate-no-pid-namespace" in simulate)  # after the judge host: it stays out of the jobs' sight
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     uid = 100_000 + os.getpid() if os.geteuid() == 0 else None
@@ -576,14 +675,16 @@ def main():
     # from walking (and so copying) it in every child.
     gc.collect()
     gc.freeze()
-    hello = {"ready": True, "network": network, "uid": uid, "nproc_enforced": _nproc_self_test(uid), "pid": os.getpid()}
+    hello = {"ready": True, "network": network, "uid": uid, "nproc_enforced": _nproc_self_test(uid), "pid": os.getpid(),
+             "pid_namespace": namespace.fact, "pid_namespace_reason": namespace.reason}
     print(json.dumps(hello), flush=True)
     for line in sys.stdin:
         try:
-            reply = run_job(json.loads(line), uid, network, base, simulate_refusal, judge_host)
+            reply = run_job(json.loads(line), uid, network, base, simulate_refusal, judge_host, namespace)
         except Exception as err:  # noqa: BLE001 - reported as an infrastructure failure
             reply = {"infra_error": f"{type(err).__name__}: {err}"[:500]}
-        reply.update(network=network, nproc_enforced=hello["nproc_enforced"], uid=uid, scratch_base=base)
+        reply.update(network=network, nproc_enforced=hello["nproc_enforced"], uid=uid, scratch_base=base,
+                     pid_namespace=namespace.fact, pid_namespace_reason=namespace.reason)
         print(json.dumps(reply), flush=True)
 
 

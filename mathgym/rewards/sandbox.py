@@ -216,9 +216,10 @@ class CodeSandbox:
         self.limits = limits
         self.workers = workers
         self.hidden_paths = tuple(str(Path(p).resolve()) for p in (default_hidden_paths() if hidden_paths is None else hidden_paths))
-        # Tests only: MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE=1 (or ..._NO_NEW_ROOT=1) makes the
-        # workers act as if the OS refused mount namespaces (or the new root), to exercise the fallbacks.
-        refusals = {"MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE": "simulate-no-mount-namespace", "MATHGYM_SANDBOX_SIMULATE_NO_NEW_ROOT": "simulate-no-new-root"}
+        # Tests only: MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE=1 (or ..._NO_NEW_ROOT=1, ..._NO_PID_NAMESPACE=1) makes
+        # the workers act as if the OS refused mount namespaces (or the new root, or PID namespaces), to exercise the fallbacks.
+        refusals = {"MATHGYM_SANDBOX_SIMULATE_NO_MOUNT_NAMESPACE": "simulate-no-mount-namespace", "MATHGYM_SANDBOX_SIMULATE_NO_NEW_ROOT": "simulate-no-new-root",
+                    "MATHGYM_SANDBOX_SIMULATE_NO_PID_NAMESPACE": "simulate-no-pid-namespace"}
         simulate = ",".join(flag for variable, flag in refusals.items() if os.environ.get(variable) == "1")
         self._pool = ProcessPool(_WORKER_SCRIPT, workers, args=[",".join(preload), scratch_dir or "", simulate], side_channel=True)
 
@@ -403,7 +404,7 @@ def _files_field(files: Mapping[str, str] | None) -> dict[str, Any]:
 
 
 def _details(reply: Mapping[str, Any], retried: bool) -> dict[str, Any]:
-    keys = ("network", "nproc_enforced", "fs_view", "fs_view_reason", "tmp", "tmp_isolation", "tmp_reason", "hidden_paths", "hide_reason", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated", "spans_us")
+    keys = ("network", "nproc_enforced", "pid_namespace", "pid_namespace_reason", "fs_view", "fs_view_reason", "tmp", "tmp_isolation", "tmp_reason", "hidden_paths", "hide_reason", "scratch_base", "limit", "signal", "cpu_s", "stdout_truncated", "stderr_truncated", "spans_us")
     return {"retried": retried, **{k: reply[k] for k in keys if reply.get(k) is not None}}
 
 
