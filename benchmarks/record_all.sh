@@ -5,8 +5,8 @@
 # a number that moved.
 set -euo pipefail
 python benchmarks/train_run.py --record train_default
-python benchmarks/train_run.py --record train_ppo -- --algo ppo --warm-start-steps 400 --steps 40 --num-tasks 16 --group-size 4 --learning-rate 1e-4 --value-learning-rate 3e-3
-python benchmarks/train_run.py --record train_dpo -- --algo dpo --warm-start-steps 400 --steps 60 --num-tasks 16 --group-size 8 --learning-rate 1e-4 --beta 0.1
+python benchmarks/train_run.py --record train_ppo -- --algo ppo --steps 40 --num-tasks 16 --group-size 4 --learning-rate 1e-4 --value-learning-rate 3e-3
+python benchmarks/train_run.py --record train_dpo -- --algo dpo --steps 60 --num-tasks 16 --group-size 8 --learning-rate 1e-4 --beta 0.1
 python benchmarks/bench_code.py --repeat 3 --floor --ideal --cpu 3 --record code
 python benchmarks/bench_math.py --record math
 python benchmarks/bench_scale.py --envs 8 --rounds 16 --record scale
@@ -14,8 +14,7 @@ python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 
 python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 0 1 2 3 4 --record grpo_vs_trl_5seeds
 python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 --record grpo_vs_trl_seeds_20_39
 # grpo_vs_trl_seeds_20_39_ws47: the same from a warm start built before the prefix tree; not re-takeable from a fresh cache (its record's note)
-python benchmarks/toolbox.py --record toolbox
-python benchmarks/toolbox.py --only "GRPO, batch sampled ahead" --record toolbox_overlap
+python benchmarks/toolbox.py --seed 0 1 2 --record toolbox
 python benchmarks/distill.py --steps 30 --record distill
 python benchmarks/bench_turns.py --record turn_cache
 python benchmarks/bench_score_ahead.py --record score_ahead
