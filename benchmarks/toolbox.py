@@ -84,11 +84,8 @@ def budget(env: str, args: argparse.Namespace) -> tuple[int, int]:
     return (args.multi_turn_steps, args.multi_turn_tasks) if env == GUESS else (args.steps, args.num_tasks)
 
 
-def run_variant(variant: Variant, args: argparse.Namespace, seed: int, model_path: str, before: dict[str, Any]) -> tuple[float, float]:
-    """Train ``variant`` once; ``(held-out pass@1 after, train seconds)``."""
-    from mathgym.algos.grpo import GRPOConfig, GRPOTrainer
-    from mathgym.algos.metrics import read_metrics
-
+def variant_options(variant: Variant, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """The GRPO options of one run of ``variant``: the run's budget, then the variant's own."""
     steps, num_tasks = budget(variant.env, args)
     options = dict(
         env=variant.env, steps=steps, num_tasks=num_tasks, group_size=args.group_size,
@@ -97,8 +94,16 @@ def run_variant(variant: Variant, args: argparse.Namespace, seed: int, model_pat
         lr_schedule="constant",  # as its records ran (GRPO's default decays since 2026-11-29)
         dynamic_sampling=False,  # the plain GRPO baseline (on by default since 2026-11-25); its own row turns it on
     )
+    return {**options, **variant.options}
+
+
+def run_variant(variant: Variant, args: argparse.Namespace, seed: int, model_path: str, before: dict[str, Any]) -> tuple[float, float]:
+    """Train ``variant`` once; ``(held-out pass@1 after, train seconds)``."""
+    from mathgym.algos.grpo import GRPOConfig, GRPOTrainer
+    from mathgym.algos.metrics import read_metrics
+
     with tempfile.TemporaryDirectory(prefix="mathgym-toolbox-") as tmp:
-        config = GRPOConfig(**{**options, **variant.options}, run_dir=tmp)
+        config = GRPOConfig(**variant_options(variant, args, seed), run_dir=tmp)
         trainer = GRPOTrainer(config, model_path=model_path)
         if variant.env in before:  # the warm start's accuracy: measured once per env
             trainer.eval_before = before[variant.env]
@@ -192,7 +197,8 @@ def table(args: argparse.Namespace, outcomes: dict[int, Outcome], start: dict[st
     return recorded
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (``build_parser().parse_args([])``: the recorded defaults)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--num-tasks", type=int, default=16)
@@ -209,7 +215,11 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[], metavar="ENV", help="run only this env's rows, or this variant (repeatable); each env's GRPO row always runs")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3 steps of 2 tasks x 2, 10 eval tasks, 20 warm-start steps")
     parser.add_argument("--record", default="", help="write the figures to benchmarks/results/NAME.json (see benchmarks/record.py)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.quick:
         args.steps, args.num_tasks, args.group_size, args.eval_tasks, args.warm_start_steps = 3, 2, 2, 10, 20
         args.multi_turn_steps, args.multi_turn_tasks, args.multi_turn_eval_tasks = 2, 2, 10
