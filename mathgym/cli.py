@@ -104,6 +104,42 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+#: What ``mathgym sandbox`` reports: a key of ``ExecutionResult.details``, what it means when it
+#: holds, and the key that says why when it does not.
+SANDBOX_FACTS = (
+    ("network", "no network: a network namespace of the job's own", ("netns", "netns-userns"), None),
+    ("pid_namespace", "no other process in sight: the jobs' own PID namespace", ("private",), "pid_namespace_reason"),
+    ("fs_view", "only the runtime in view, read-only: the allow-list", ("allow-list",), "fs_view_reason"),
+    ("tmp", "fresh /tmp, /var/tmp, /dev/shm for each job", ("private",), "tmp_reason"),
+    ("nproc_enforced", "the process limit holds", (True,), None),
+)
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    """Run one program in a :class:`~mathgym.rewards.CodeSandbox` and say which of its protections
+    hold on this machine (they depend on root, user namespaces and the kernel), with the reasons."""
+    import os
+
+    from mathgym.rewards import CodeSandbox, Status
+
+    with CodeSandbox(workers=1) as box:
+        result = box.run("print('ok')")
+    if result.status != Status.CORRECT or result.stdout != "ok\n":
+        print(f"[FAIL] a trivial program did not run: {result.status.value} {result.details.get('error', result.stderr)[-300:]}")
+        return 1
+    details = result.details
+    print(f"running as {'root (each job drops to a uid of its own)' if os.geteuid() == 0 else 'a non-root user (jobs keep your uid, with no capability)'}")
+    weak = 0
+    for key, meaning, good, reason_key in SANDBOX_FACTS:
+        value = details.get(key)
+        held = value in good
+        weak += not held
+        reason = f" ({details[reason_key]})" if not held and reason_key and details.get(reason_key) else ""
+        print(f"[{'OK' if held else 'WEAK'}] {meaning}: {key} = {value}{reason}")
+    print("every protection holds" if not weak else f"{weak} weaker than the full sandbox: see docs/rewards.md, 'How a job is contained'")
+    return 0
+
+
 def _make_env(env_id: str, kwargs: dict[str, Any], **extra: Any) -> Any:
     """``gym.make`` whose option errors are one :class:`ConfigError` naming the env's real options."""
     import gymnasium as gym
@@ -207,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("env_id")
     check.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
     check.set_defaults(func=cmd_check)
+
+    sandbox = sub.add_parser("sandbox", help="run one program in the code sandbox and say which protections hold on this machine")
+    sandbox.set_defaults(func=cmd_sandbox)
 
     play = sub.add_parser("play", help="play ENV_ID yourself in the terminal")
     play.add_argument("env_id")

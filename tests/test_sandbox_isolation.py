@@ -336,3 +336,15 @@ def test_a_job_holds_no_capability_and_cannot_reach_its_worker(as_non_root):
     probe = json.loads(facts["stdout"].splitlines()[-1])
     assert probe == {"remount": -1, "wrote": False, "umount": -1, "ptrace": -1, "ptrace_caller": -1, "signal_caller": -1, "mem": False}, (probe, facts["stderr"])
     assert facts["planted"] is False
+
+
+def test_mathgym_sandbox_says_what_holds_and_why_not(monkeypatch, capsys):
+    from mathgym.cli import main
+
+    assert main(["sandbox"]) == 0
+    out = capsys.readouterr().out
+    assert "pid_namespace = private" in out and "fs_view = allow-list" in out, out
+    monkeypatch.setenv("MATHGYM_SANDBOX_SIMULATE_NO_PID_NAMESPACE", "1")
+    assert main(["sandbox"]) == 0
+    out = capsys.readouterr().out
+    assert "[WEAK] no other process in sight" in out and "(simulated)" in out, out
