@@ -145,7 +145,10 @@ def test_only_the_private_dirs_are_writable_and_fresh_per_job(box):
     assert first.status == Status.CORRECT, (first.stderr[-2000:], first.details)
     facts = json.loads(first.stdout)
     assert facts["dirs"] > 10  # the walk did see the runtime
-    assert set(facts["writable"]) <= {facts["cwd"], *PRIVATE}, facts["writable"]
+    # A runtime under a private dir (a venv under /tmp) has the dirs on the way to it made again in
+    # each job's fresh tmpfs; not root, the job owns them (they vanish with its tmpfs, as all of it).
+    steps = {p for p in facts["writable"] if any(p.startswith(d + "/") for d in PRIVATE) and sys.prefix.startswith(p + "/")}
+    assert set(facts["writable"]) - steps <= {facts["cwd"], *PRIVATE}, facts["writable"]
     assert facts["cwd"] in facts["writable"]
     # A job fills every dir it may write to; the next job finds each of them empty.
     fill = "import os\nfor d in %r + [os.getcwd()]:\n    open(os.path.join(d, 'left-by-job-1'), 'w').write('x')\n" % list(PRIVATE)
