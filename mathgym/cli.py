@@ -118,8 +118,6 @@ SANDBOX_FACTS = (
 def cmd_sandbox(args: argparse.Namespace) -> int:
     """Run one program in a :class:`~mathgym.rewards.CodeSandbox` and say which of its protections
     hold on this machine (they depend on root, user namespaces and the kernel), with the reasons."""
-    import os
-
     from mathgym.rewards import CodeSandbox, Status
 
     with CodeSandbox(workers=1) as box:

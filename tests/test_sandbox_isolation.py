@@ -135,15 +135,9 @@ def test_without_a_pid_namespace_the_uid_still_spares_the_job_beside_it(monkeypa
 
 
 def _children_of(pids: list[int]) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                if entry.isdigit() and int(handle.read().rsplit(b")", 1)[1].split()[1]) in pids:
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
+    from tests.test_hostile_code import _process_table
+
+    return [pid for pid, (ppid, _) in _process_table().items() if ppid in pids]
 
 
 _KILL_AS_NON_ROOT = """
@@ -166,18 +160,7 @@ def test_not_root_kill_minus_one_reaches_no_process_of_the_user():
     """Not root, every job runs under the user's own uid: without the jobs' PID namespace a
     job's kill(-1) would kill every process of the user, the caller included. Run as uid 1000
     inside a PID namespace of the test's own, so that a failure kills nothing beyond it."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.skip("no unshare(1) to become a non-root user")
-    command = [unshare, "--user", "--map-user=1000", "--map-group=1000", "--pid", "--fork"]
-    preflight = subprocess.run([*command, "true"], capture_output=True, text=True, timeout=60)
-    if preflight.returncode != 0:
-        pytest.skip(f"cannot become a non-root user in a PID namespace here: {preflight.stderr.strip()[-200:]}")
-    proc = subprocess.run([*command, sys.executable, "-c", _KILL_AS_NON_ROOT.format(tests=os.path.dirname(__file__))],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.stdout, f"the caller itself was killed (exit {proc.returncode}): {proc.stderr[-500:]}"
-    facts = json.loads(proc.stdout.splitlines()[-1])
-    assert facts["euid"] == 1000
+    facts = _as_non_root(_KILL_AS_NON_ROOT, own_pid_namespace=True)
     if facts.get("pid_namespace") == "shared":  # the OS refused it: the documented fallback, nothing to test here
         pytest.skip(f"no PID namespace for the jobs here: {facts['pid_namespace_reason']}")
     assert facts["survivor"] == "alive\n" and facts["after"] == "still here\n" and facts["bystander"] is True, facts
@@ -233,17 +216,29 @@ print(json.dumps({{"euid": os.geteuid(), "seen": seen, "left": left, **probe.det
 """
 
 
-def test_a_non_root_user_gets_the_same_isolation_through_user_namespaces():
-    """Run as uid 1000 (a user namespace without root mapping): what a user's machine does."""
+def _as_non_root(script: str, *, own_pid_namespace: bool = False) -> dict:
+    """Run ``script`` (formatted with ``tests``, this directory) as uid 1000 in a user namespace
+    without root mapping, what a user's machine does; the JSON of its last line. Skips where the
+    OS does not allow it. ``own_pid_namespace``: inside a PID namespace of its own too, so that a
+    job that reaches beyond its sandbox kills nothing outside the script."""
     unshare = shutil.which("unshare")
     if unshare is None:
         pytest.skip("no unshare(1) to become a non-root user")
-    command = [unshare, "--user", "--map-user=1000", "--map-group=1000", sys.executable, "-c", _AS_NON_ROOT.format(tests=os.path.dirname(__file__))]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0 and not proc.stdout:
-        pytest.skip(f"cannot become a non-root user here: {proc.stderr.strip()[-200:]}")
+    command = [unshare, "--user", "--map-user=1000", "--map-group=1000", *(("--pid", "--fork") if own_pid_namespace else ())]
+    preflight = subprocess.run([*command, "true"], capture_output=True, text=True, timeout=60)
+    if preflight.returncode != 0:
+        pytest.skip(f"cannot become a non-root user here: {preflight.stderr.strip()[-200:]}")
+    proc = subprocess.run([*command, sys.executable, "-c", script.format(tests=os.path.dirname(__file__))],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout, f"the script printed nothing (exit {proc.returncode}; killed?): {proc.stderr[-500:]}"
     facts = json.loads(proc.stdout.splitlines()[-1])
     assert facts["euid"] == 1000
+    return facts
+
+
+def test_a_non_root_user_gets_the_same_isolation_through_user_namespaces():
+    """Run as uid 1000 (a user namespace without root mapping): what a user's machine does."""
+    facts = _as_non_root(_AS_NON_ROOT)
     if facts["tmp"] != "private":  # a machine that refuses user namespaces: the fallback, with its reason
         assert facts["tmp_reason"] and facts["seen"] != "[]"
         return
@@ -287,12 +282,12 @@ print(json.dumps(facts))
 
 _PROBE_AS_NON_ROOT = """
 import json, os, sys
-sys.path.insert(0, {tests!r})
+sys.path.insert(0, {{tests!r}})
 from test_sandbox_isolation import LIMITS, _CAPABILITY_PROBE
 from mathgym.rewards.sandbox import CodeSandbox
 with CodeSandbox(LIMITS, workers=1) as box:
     result = box.run(_CAPABILITY_PROBE.format(marker={marker!r}, caller=os.getpid()))
-print(json.dumps({{"euid": os.geteuid(), "stdout": result.stdout, "stderr": result.stderr[-500:], **result.details}}))
+print(json.dumps({{{{"euid": os.geteuid(), "stdout": result.stdout, "stderr": result.stderr[-500:], **result.details}}}}))
 """
 
 
@@ -301,15 +296,7 @@ def _probe_capabilities(as_non_root: bool) -> dict:
     planted = os.path.join(os.path.dirname(os.__file__), marker)
     try:
         if as_non_root:
-            unshare = shutil.which("unshare")
-            if unshare is None:
-                pytest.skip("no unshare(1) to become a non-root user")
-            script = _PROBE_AS_NON_ROOT.format(tests=os.path.dirname(__file__), marker=marker)
-            proc = subprocess.run([unshare, "--user", "--map-user=1000", "--map-group=1000", sys.executable, "-c", script],
-                                  capture_output=True, text=True, timeout=120)
-            if proc.returncode != 0 and not proc.stdout:
-                pytest.skip(f"cannot become a non-root user here: {proc.stderr.strip()[-200:]}")
-            facts = json.loads(proc.stdout.splitlines()[-1])
+            facts = _as_non_root(_PROBE_AS_NON_ROOT.format(marker=marker))
         else:
             with CodeSandbox(LIMITS, workers=1) as box:
                 result = box.run(_CAPABILITY_PROBE.format(marker=marker, caller=os.getpid()))

@@ -256,7 +256,7 @@ class PidNamespace:
     def __init__(self, simulate_refusal=False):
         self.control = None
         self.reason = None
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = sandbox_child.LIBC
         if simulate_refusal:
             self.reason = "unshare(CLONE_NEWPID) refused: Operation not permitted (simulated)"
             return
@@ -275,14 +275,19 @@ class PidNamespace:
         self.control = ours
 
     @property
+    def active(self):
+        """Whether the jobs live in the namespace (False: the OS refused it)."""
+        return self.control is not None
+
+    @property
     def fact(self):
         """What jobs report: ``"private"``, or ``"shared"`` when the OS refused."""
-        return "private" if self.control is not None else "shared"
+        return "private" if self.active else "shared"
 
     def sweep(self):
         """Have the init kill and reap every process in the namespace but itself (and this
         worker's own children, which it reaps itself). Exits this worker if the init is gone."""
-        if self.control is None:
+        if not self.active:
             return
         try:
             self.control.send(b"k")
@@ -322,7 +327,7 @@ def _descendants_sweep(pgid, uid, namespace=None):
     With the jobs' PID namespace, its init kills and reaps everything in it instead: no process
     of a job lives outside it, and its orphans are the init's children, not ours."""
     _kill_group(pgid)
-    if namespace is not None and namespace.control is not None:
+    if namespace is not None and namespace.active:
         namespace.sweep()  # the job's own process included, when it still lives
         try:
             os.waitpid(pgid, 0)  # ``pgid`` is the job's process (our child), unless it was reaped already
@@ -506,7 +511,7 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, na
             _kill_group(pid)
         _, status, usage = os.wait4(pid, 0)
         _descendants_sweep(pid, uid, namespace)  # before draining: a leftover process could hold the pipes open
-        swept = namespace is not None and namespace.control is not None  # nothing can have entered the namespace since
+        swept = namespace is not None and namespace.active  # nothing can have entered the namespace since
         output.drain()
     finally:
         if judge_pid is not None:
@@ -656,7 +661,8 @@ def main():
     # Not dumpable, before anything is forked (the flag is inherited): a process of the same
     # uid (a job, when the user is not root) cannot ptrace this one, the judge host or a judge,
     # nor read their memory, without CAP_SYS_PTRACE in the initial user namespace.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    libc = sandbox_child.LIBC
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     _preload(extra)
     network = _isolate_network()
     if simulate_refusal:
@@ -668,7 +674,6 @@ def main():
     sandbox_child.enter_view(*view)
     judge_host = start_judge_host(side_fd)  # before the subreaper flag: the host is not ours to sweep
     namespace = PidNamespace("simulate-no-pid-namespace" in simulate)  # after the judge host: it stays out of the jobs' sight
-    libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     uid = 100_000 + os.getpid() if os.geteuid() == 0 else None
     # Forked children inherit the preloaded heap copy-on-write; keep the garbage collector
