@@ -14,7 +14,7 @@ python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 
 python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 0 1 2 3 4 --record grpo_vs_trl_5seeds
 python benchmarks/grpo_vs_trl.py --steps 30 --threads 2 --eval-tasks 500 --seed 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 --record grpo_vs_trl_seeds_20_39
 # grpo_vs_trl_seeds_20_39_ws47: the same from a warm start built before the prefix tree; not re-takeable from a fresh cache (its record's note)
-python benchmarks/toolbox.py --seed 0 1 2 --record toolbox
+python benchmarks/toolbox.py --seed 0 1 2 3 4 --record toolbox
 python benchmarks/distill.py --steps 30 --record distill
 python benchmarks/bench_turns.py --record turn_cache
 python benchmarks/bench_score_ahead.py --record score_ahead

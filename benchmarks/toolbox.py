@@ -11,15 +11,20 @@ against the GRPO row of the same env:
   differs from GRPO by that aggregation only); RLOO; REINFORCE++; GRPO with the batch sampled
   ahead (``off_policy_steps 1``, with ``mismatch_correction tis``): its steps/s ratio is the
   overlap's speed-up;
-- GuessNumber-v0 (multi-turn): GRPO and GiGPO (``advantage gigpo``; "not available" where
-  this mathgym's config does not offer it).
+- GuessNumber-v0 (multi-turn), secrets from 1 to 20 (``--guess-high``; 5 guesses, what a binary
+  search needs): GRPO and GiGPO (``advantage gigpo``; "not available" where this mathgym's config
+  does not offer it). At the env's default 1 to 100 the tiny model's warm start finds 2% of the
+  secrets and neither row moved in 10 steps (the record of 2026-11-29 11:39 UTC); from 1 to 20 it
+  finds about a quarter, so a step's groups hold both outcomes. There are only 20 secrets, so the
+  "held-out" tasks of these rows repeat ones seen in training: they measure the policy, not
+  generalisation.
 
 Train time is the training loop's (the sum of ``perf/step_s``; evaluation excluded), without each
 run's first step, and after an untimed short GRPO run per env (``--warm-up-steps``): one-time costs
 (the scoring helpers starting, the allocator's and kernels' first calls at each shape) would
 otherwise fall on whichever row runs first.
 
-    python benchmarks/toolbox.py --seed 0 1 2 --record toolbox
+    python benchmarks/toolbox.py --seed 0 1 2 3 4 --record toolbox
     python benchmarks/toolbox.py --quick          # a smoke run: a few small steps, one seed
 
 Needs the ``train`` extra.
@@ -78,6 +83,11 @@ class Outcome:
         return self.steps * len(self.train_s) / sum(self.train_s)
 
 
+def env_kwargs(env: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The env options of every run (warm start included) on ``env``."""
+    return {"high": args.guess_high} if env == GUESS else {}
+
+
 def budget(env: str, args: argparse.Namespace) -> tuple[int, int]:
     """``(steps, num_tasks)`` of a run on ``env``: the multi-turn env has its own (each of its steps
     plays several turns per episode, so the same budget would cost many times the single-turn one)."""
@@ -88,7 +98,7 @@ def variant_options(variant: Variant, args: argparse.Namespace, seed: int) -> di
     """The GRPO options of one run of ``variant``: the run's budget, then the variant's own."""
     steps, num_tasks = budget(variant.env, args)
     options = dict(
-        env=variant.env, steps=steps, num_tasks=num_tasks, group_size=args.group_size,
+        env=variant.env, env_kwargs=env_kwargs(variant.env, args), steps=steps, num_tasks=num_tasks, group_size=args.group_size,
         max_new_tokens=args.max_new_tokens, eval_tasks=args.multi_turn_eval_tasks if variant.env == GUESS else args.eval_tasks, seed=seed, threads=args.threads,
         warm_start_steps=args.warm_start_steps, save_every=0, log_samples=0, progress=False,
         lr_schedule="constant",  # as its records ran (GRPO's default decays since 2026-11-29)
@@ -119,7 +129,7 @@ def warm_up(env: str, args: argparse.Namespace, model_path: str) -> None:
     from mathgym.algos.grpo import GRPOConfig, GRPOTrainer
 
     with tempfile.TemporaryDirectory(prefix="mathgym-toolbox-") as tmp:
-        config = GRPOConfig(env=env, steps=args.warm_up_steps, num_tasks=budget(env, args)[1], group_size=args.group_size,
+        config = GRPOConfig(env=env, env_kwargs=env_kwargs(env, args), steps=args.warm_up_steps, num_tasks=budget(env, args)[1], group_size=args.group_size,
                             max_new_tokens=args.max_new_tokens, eval_tasks=0, seed=10_000, threads=args.threads,
                             warm_start_steps=args.warm_start_steps, save_every=0, log_samples=0, progress=False,
                             dynamic_sampling=False, run_dir=tmp)
@@ -135,7 +145,8 @@ def measure(args: argparse.Namespace) -> tuple[dict[int, Outcome], dict[str, flo
     chosen = [v for v in VARIANTS if not args.only or v.env in args.only or v.name in args.only]
     envs = [env for env in (MATH, GUESS) if any(v.env == env for v in chosen)]
     chosen += [v for v in VARIANTS if v.name == "GRPO" and v.env in envs and v not in chosen]  # each env's baseline
-    models = {env: prepare_model(TrainConfig(env=env, warm_start_steps=args.warm_start_steps, progress=False)) for env in envs}
+    models = {env: prepare_model(TrainConfig(env=env, env_kwargs=env_kwargs(env, args), warm_start_steps=args.warm_start_steps, progress=False))
+              for env in envs}
     before: dict[str, Any] = {}
     for env in envs if args.warm_up_steps else ():  # one untimed short run per env, so the first row pays no one-time cost
         warm_up(env, args, models[env])
@@ -162,7 +173,7 @@ def table(args: argparse.Namespace, outcomes: dict[int, Outcome], start: dict[st
     """Print the table; return the figures to record."""
     baseline = {v.env: outcomes[i] for i, v in enumerate(VARIANTS) if v.name == "GRPO" and i in outcomes}
     seeds = ", ".join(map(str, args.seed))
-    print(f"\n{MATH}: {args.steps} steps x {args.num_tasks} tasks; {GUESS}: {args.multi_turn_steps} steps x "
+    print(f"\n{MATH}: {args.steps} steps x {args.num_tasks} tasks; {GUESS} (1 to {args.guess_high}): {args.multi_turn_steps} steps x "
           f"{args.multi_turn_tasks} tasks; G={args.group_size}, {args.threads} threads, seeds {seeds}; "
           f"greedy pass@1 on {args.eval_tasks} ({MATH}) / {args.multi_turn_eval_tasks} ({GUESS}) held-out tasks (warm start: "
           + ", ".join(f"{env} {acc:.1%}" for env, acc in start.items()) + ")\n")
@@ -170,7 +181,7 @@ def table(args: argparse.Namespace, outcomes: dict[int, Outcome], start: dict[st
     print("|---|---|---|---|---|---|---|---|")
     recorded: dict[str, Any] = {
         "steps": args.steps, "num_tasks": args.num_tasks, "multi_turn_steps": args.multi_turn_steps,
-        "multi_turn_tasks": args.multi_turn_tasks, "group_size": args.group_size, "threads": args.threads,
+        "multi_turn_tasks": args.multi_turn_tasks, "guess_high": args.guess_high, "group_size": args.group_size, "threads": args.threads,
         "seeds": list(args.seed), "eval_tasks": args.eval_tasks, "multi_turn_eval_tasks": args.multi_turn_eval_tasks, "warm_start_accuracy": {k: round(v, 4) for k, v in start.items()},
         "rows": {},
     }
@@ -202,8 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--num-tasks", type=int, default=16)
-    parser.add_argument("--multi-turn-steps", type=int, default=10, help="steps of the GuessNumber-v0 rows")
-    parser.add_argument("--multi-turn-tasks", type=int, default=4, help="tasks per step of the GuessNumber-v0 rows")
+    parser.add_argument("--multi-turn-steps", type=int, default=30, help="steps of the GuessNumber-v0 rows")
+    parser.add_argument("--multi-turn-tasks", type=int, default=8, help="tasks per step of the GuessNumber-v0 rows")
+    parser.add_argument("--guess-high", type=int, default=20, help="largest secret of the GuessNumber-v0 rows (the env's default: 100)")
     parser.add_argument("--multi-turn-eval-tasks", type=int, default=50, help="held-out tasks of the GuessNumber-v0 rows")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)

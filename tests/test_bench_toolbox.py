@@ -43,3 +43,10 @@ def test_the_baseline_is_plain_grpo():
             config = _config(variant, args)
             assert config["dynamic_sampling"] is False and config["policy_loss"] == "clip" and config["advantage"] == "grpo"
             assert config["off_policy_steps"] == 0 and config["curriculum"] == "none"
+
+
+def test_the_multi_turn_rows_share_their_env_options_with_their_warm_start():
+    args = toolbox.build_parser().parse_args(["--guess-high", "30"])
+    for variant in toolbox.VARIANTS:
+        assert _config(variant, args)["env_kwargs"] == toolbox.env_kwargs(variant.env, args)
+    assert toolbox.env_kwargs(toolbox.GUESS, args) == {"high": 30} and toolbox.env_kwargs(toolbox.MATH, args) == {}
