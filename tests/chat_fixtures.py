@@ -21,6 +21,9 @@ Styles (:data:`STYLES`):
   turns before the last user turn is dropped, so the template is *not* prefix-preserving.
 - ``gemma``: no system role (the system text is folded into the first user turn),
   ``<start_of_turn>user|model\\n...<end_of_turn>\\n``; EOS ``<eos>`` differs from ``<end_of_turn>``.
+- ``mistral``: like Mistral's first instruct models: ``<s>[INST] ... [/INST]answer</s>``; it
+  *raises* on a system message (and on roles that do not alternate), has no generation-prompt
+  text (the model answers right after ``[/INST]``) and ends an assistant turn with EOS ``</s>``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-STYLES = ("chatml", "chatml-base", "llama3", "qwen3", "gemma")
+STYLES = ("chatml", "chatml-base", "llama3", "qwen3", "gemma", "mistral")
 Arch = Literal["qwen2", "llama"]
 
 #: The ChatML-style templates' default system prompt (injected when a chat has none).
@@ -88,6 +91,15 @@ GEMMA_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
 )
 
+MISTRAL_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for m in messages %}"
+    "{% if m['role'] not in ('user', 'assistant') %}{{ raise_exception('Only user and assistant roles are supported.') }}{% endif %}"
+    "{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Roles must alternate user/assistant.') }}{% endif %}"
+    "{% if m['role'] == 'user' %}{{ '[INST] ' + m['content'] + ' [/INST]' }}{% else %}{{ m['content'] + eos_token }}{% endif %}"
+    "{% endfor %}"
+)
+
 #: style -> (template, special tokens, bos, eos, pad, generation-config EOS tokens).
 _STYLE_SPECS: dict[str, dict[str, Any]] = {
     "chatml": dict(
@@ -109,6 +121,10 @@ _STYLE_SPECS: dict[str, dict[str, Any]] = {
     "gemma": dict(
         template=GEMMA_TEMPLATE, special=["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"], plain=[],
         bos="<bos>", eos="<eos>", pad="<pad>", generation_eos=["<eos>", "<end_of_turn>"],
+    ),
+    "mistral": dict(
+        template=MISTRAL_TEMPLATE, special=["<unk>", "<s>", "</s>"], plain=[],
+        bos="<s>", eos="</s>", pad=None, generation_eos=["</s>"],
     ),
 }
 
@@ -203,7 +219,7 @@ def cached_chat_model(tmp_path_factory: Any, style: str, arch: Arch = "qwen2") -
 
 #: The end-of-turn token each style's template writes after an assistant message.
 END_OF_TURN = {
-    "chatml": "<|im_end|>", "chatml-base": "<|im_end|>", "llama3": "<|eot_id|>", "qwen3": "<|im_end|>", "gemma": "<end_of_turn>",
+    "chatml": "<|im_end|>", "chatml-base": "<|im_end|>", "llama3": "<|eot_id|>", "qwen3": "<|im_end|>", "gemma": "<end_of_turn>", "mistral": "</s>",
 }
 
 
@@ -221,10 +237,12 @@ def assert_episode_text(tokenizer: Any, token_ids: list[int], messages: list[dic
         messages = messages[:-1]
     decoded = tokenizer.decode(token_ids, skip_special_tokens=False)
     stops = [tokenizer.convert_ids_to_tokens(i) for i in stop_ids]
-    body = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True) + messages[-1]["content"]
+    from mathgym.agents.chat import apply_template
+
+    body = apply_template(tokenizer, messages[:-1], tokenize=False, add_generation_prompt=True) + messages[-1]["content"]
     last = token_ids[-1] if token_ids else None
     expected = body + (tokenizer.convert_ids_to_tokens(last) if last in stop_ids else "")
-    full = tokenizer.apply_chat_template(messages, tokenize=False)
+    full = apply_template(tokenizer, messages, tokenize=False)
     assert full.startswith(body), "the template is not prefix-preserving on this chat"
     eot = next((t for t in stops if full.startswith(t, len(body))), None)
     if eot is not None:  # a sampled non-end-of-turn stop token directly before the template's end of turn

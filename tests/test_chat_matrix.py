@@ -19,7 +19,7 @@ from mathgym.agents.settings import MODEL_SETTINGS_FILE, read_model_settings  # 
 from tests.chat_fixtures import STYLES, assert_episode_text, cached_chat_model  # noqa: E402
 from tests.envs_under_test import REASONING_GYM_PREFIX, REASONING_GYM_SAMPLE, contract_env_ids, contract_kwargs  # noqa: E402
 
-ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama"}
+ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama", "mistral": "llama"}
 SMALL = [
     "--steps", "1", "--num-tasks", "2", "--group-size", "2", "--max-new-tokens", "6", "--max-turns", "3",
     "--eval-tasks", "1", "--save-every", "0", "--progress", "false", "--device", "cpu", "--dtype", "float32", "--threads", "1",

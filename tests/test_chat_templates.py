@@ -17,7 +17,7 @@ from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
 from tests.chat_fixtures import DEFAULT_SYSTEM, END_OF_TURN, STYLES, assert_episode_text, cached_chat_model  # noqa: E402
 
-ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama"}
+ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama", "mistral": "llama"}
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +209,17 @@ def test_a_broken_chat_template_is_one_clear_error(tmp_path):
     policy.tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }"  # unclosed: a syntax error
     with pytest.raises(ConfigError, match="cannot render the env's messages"):
         policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+
+
+def test_a_template_without_a_system_role_gets_the_system_text_in_the_first_user_turn(policies):
+    """Mistral-style templates raise on a system message: the system text heads the first user
+    turn, the same in every rendering (so the multi-turn suffix still appends); any other error
+    of the template is still the user's to fix."""
+    policy = policies("mistral")
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
+    assert policy.render_chat(chat) == "<s>[INST] Be brief.\n\n2+2? [/INST]"
+    assert turn_suffix(policy.render_chat, chat, "higher") == "</s>[INST] higher [/INST]"
+    with pytest.raises(ConfigError, match="cannot render the env's messages"):
+        policy.render_chat([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    with pytest.raises(ConfigError, match="cannot render the env's messages"):
+        policy.render_chat([{"role": "system", "content": "alone"}])

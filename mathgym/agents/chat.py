@@ -1,5 +1,6 @@
 """What a chat template says about turns: its end-of-turn token, and the text it inserts
-between the end of an assistant turn and the next generation prompt.
+between the end of an assistant turn and the next generation prompt; and :func:`apply_template`,
+through which every chat is rendered.
 
 Both are read from the template itself (rendering a probe chat), never from a model's name:
 
@@ -30,6 +31,42 @@ Render = Callable[[Sequence[dict[str, str]], bool], str]
 PLACEHOLDER = "MATHGYMPLACEHOLDER"
 
 
+def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The chat with its leading system message moved to the head of the first user turn
+    (``None`` when it does not start with a system message followed by a user message).
+
+    Example:
+        >>> fold_system([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])
+        [{'role': 'user', 'content': 'Be brief.\\n\\n2+2?'}]
+    """
+    if len(messages) < 2 or messages[0].get("role") != "system" or messages[1].get("role") != "user":
+        return None
+    system, user = str(messages[0].get("content") or ""), messages[1]
+    content = f"{system}\n\n{user['content']}" if system else user["content"]
+    return [{**user, "content": content}, *(dict(m) for m in messages[2:])]
+
+
+def apply_template(tokenizer: Any, messages: Sequence[dict[str, Any]], **kwargs: Any) -> Any:
+    """``tokenizer.apply_chat_template(messages, **kwargs)``, also for templates with no system role.
+
+    A template that refuses a system message (it raises, as Mistral's first instruct templates
+    and Gemma's strict ones do) gets the chat with the system text at the head of the first
+    user turn (:func:`fold_system`), which is what templates that accept but have no system
+    role (Gemma's) write themselves. The fold depends only on the messages, so a longer chat
+    renders as the shorter one's continuation, and a multi-turn episode stays token-faithful.
+    Any other error of the template propagates.
+    """
+    from jinja2 import TemplateError
+
+    try:
+        return tokenizer.apply_chat_template(list(messages), **kwargs)
+    except TemplateError:
+        folded = fold_system(messages)
+        if folded is None:
+            raise
+        return tokenizer.apply_chat_template(folded, **kwargs)
+
+
 def _added_token_ids(tokenizer: Any) -> set[int]:
     """Ids of the tokenizer's added tokens (special or not)."""
     decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
@@ -49,7 +86,7 @@ def end_of_turn_id(tokenizer: Any) -> int | None:
         return None
     probe = [{"role": "user", "content": "1"}, {"role": "assistant", "content": PLACEHOLDER}]
     try:
-        text = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=False)
+        text = apply_template(tokenizer, probe, tokenize=False, add_generation_prompt=False)
     except Exception:  # noqa: BLE001 - a template that cannot render the probe: no end-of-turn token known
         return None
     if PLACEHOLDER not in text:

@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from mathgym.agents.chat import apply_template
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.judge import JudgeInput, JudgeMode, LLMJudge, judgement_from_reply
@@ -38,16 +39,10 @@ from mathgym.rewards.judge import JudgeInput, JudgeMode, LLMJudge, judgement_fro
 def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     """Token ids of ``messages`` through ``tokenizer``'s chat template, with the generation prompt.
 
-    A template that refuses a system message (Gemma's) gets the system text at the head of the
-    first user turn instead.
+    A template that refuses a system message gets the system text at the head of the first user
+    turn instead (:func:`mathgym.agents.chat.apply_template`).
     """
-    try:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    except Exception:  # noqa: BLE001 - jinja raises its own TemplateError for an unsupported role
-        if messages[0]["role"] != "system":
-            raise
-        folded = [{"role": "user", "content": messages[0]["content"] + "\n\n" + messages[1]["content"]}, *messages[2:]]
-        ids = tokenizer.apply_chat_template(folded, add_generation_prompt=True, tokenize=True)
+    ids = apply_template(tokenizer, messages, add_generation_prompt=True, tokenize=True)
     if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 returns a BatchEncoding
         ids = ids["input_ids"]
     return list(ids)

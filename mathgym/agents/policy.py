@@ -292,16 +292,15 @@ class LLMPolicy:
         if getattr(self.tokenizer, "chat_template", None):
             from jinja2 import TemplateError
 
-            try:
-                return self.tokenizer.apply_chat_template(
-                    list(messages), add_generation_prompt=add_generation_prompt, tokenize=False
-                )
+            from mathgym.agents.chat import apply_template
+
+            try:  # a template that refuses a system role gets the system text in the first user turn
+                return apply_template(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, tokenize=False)
             except TemplateError as err:  # a broken template, or one that refuses these roles
                 raise ConfigError(
                     f"{self.template_name} cannot render the env's messages "
                     f"(roles {[m['role'] for m in messages]}): {type(err).__name__}: {err}. Fix the template "
-                    "(tokenizer_config.json's chat_template or chat_template.jinja), or pass env option "
-                    "system_prompt='' for a template without a system role."
+                    "(tokenizer_config.json's chat_template or chat_template.jinja)."
                 ) from None
         text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
         return text + ("assistant: " if add_generation_prompt else "")

@@ -69,7 +69,9 @@ def _render(tokenizer: Any, settings: PRMSettings, problem: str, steps: Sequence
             {"role": "user", "content": problem},
             {"role": "assistant", "content": body},
         ]
-        text = tokenizer.apply_chat_template(messages, tokenize=False)
+        from mathgym.agents.chat import apply_template
+
+        text = apply_template(tokenizer, messages, tokenize=False)
         start = text.rfind(body)
         if start < 0:
             raise PRMError("the chat template does not write the assistant's steps verbatim; set chat_template=false")

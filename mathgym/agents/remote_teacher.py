@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from mathgym.agents.chat import apply_template
 from mathgym.endpoint import EndpointError, send
 from mathgym.errors import ConfigError
 
@@ -128,7 +129,7 @@ class RemoteTeacher:
 
     def check_vocabulary(self, tokenizer: Any) -> None:
         """The probe chat's ids from the server's ``/tokenize`` must equal ``tokenizer``'s."""
-        text = tokenizer.apply_chat_template(PROBE_CHAT, tokenize=False) if getattr(tokenizer, "chat_template", None) else (
+        text = apply_template(tokenizer, PROBE_CHAT, tokenize=False) if getattr(tokenizer, "chat_template", None) else (
             "\n".join(m["content"] for m in PROBE_CHAT)
         )
         mine = list(tokenizer(text, add_special_tokens=False).input_ids)

@@ -103,7 +103,9 @@ class RewardModel:
         prompt_messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         response_messages = response if isinstance(response, list) else [{"role": "assistant", "content": response}]
         if getattr(self.tokenizer, "chat_template", None):
-            ids = self.tokenizer.apply_chat_template(prompt_messages + response_messages, tokenize=True)
+            from mathgym.agents.chat import apply_template
+
+            ids = apply_template(self.tokenizer, prompt_messages + response_messages, tokenize=True)
             if isinstance(ids, Mapping) or hasattr(ids, "input_ids"):
                 ids = ids["input_ids"]
             ids = list(ids)

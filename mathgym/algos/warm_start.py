@@ -252,8 +252,10 @@ def chat_token_counter(model_path: str | Path) -> Callable[[Chat], int]:
     """Tokens of a chat rendered with the chat template of the model at ``model_path``."""
     from transformers import AutoTokenizer
 
+    from mathgym.agents.chat import apply_template
+
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    return lambda chat: len(tokenizer(tokenizer.apply_chat_template(chat, tokenize=False), add_special_tokens=False).input_ids)
+    return lambda chat: len(tokenizer(apply_template(tokenizer, chat, tokenize=False), add_special_tokens=False).input_ids)
 
 
 def tiny_warm_start(
