@@ -162,3 +162,28 @@ def test_answer_extraction_modes():
     with pytest.raises(ConfigError, match="conflicts"):
         gym.make("MathReason-v0", answer_extraction="lenient", verifier=MathVerifier())
     assert gym.make("MathReason-v0", verifier=MathVerifier(answer_extraction="lenient")).unwrapped.verifier.answer_extraction == "lenient"
+
+
+def test_rows_in_other_peoples_layouts(tmp_path):
+    """Capitalised names (AIME sets), numeric answers, TRL's conversational prompts and verl's
+    nested ground truth load; a cell that is not text says which column."""
+    from mathgym.envs.data import record_from_row
+    from mathgym.errors import DatasetError
+
+    assert record_from_row({"Problem": "1+1?", "Answer": 2}) == record_from_row({"problem": "1+1?", "answer": "2"})
+    assert record_from_row({"question": "x?", "Answer": 0.5, "Solution": "so"}).answer == "0.5"
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
+    verl = {"prompt": chat, "reward_model": {"ground_truth": "4", "style": "rule"}, "data_source": "x"}
+    record = record_from_row(verl, {"question": "prompt", "answer": "reward_model.ground_truth"})
+    assert (record.question, record.answer) == ("2+2?", "4")
+    with pytest.raises(DatasetError, match="columns option"):
+        record_from_row({"prompt": "q", "target": "1"})
+    with pytest.raises(DatasetError, match="'reward_model.truth'"):
+        record_from_row(verl, {"question": "prompt", "answer": "reward_model.truth"})
+    with pytest.raises(DatasetError, match="column 'answer' holds a dict"):
+        record_from_row({"question": "q", "answer": {"value": 1}})
+    path = tmp_path / "verl.jsonl"
+    path.write_text(json.dumps(verl) + "\n")
+    env = gym.make("MathReason-v0", dataset=str(path), columns={"question": "prompt", "answer": "reward_model.ground_truth"})
+    obs, _ = env.reset(seed=0)
+    assert "2+2?" in obs and env.step("\\boxed{4}")[1] == 1.0

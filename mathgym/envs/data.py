@@ -60,39 +60,87 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
     Args:
         row: The row. GSM8K rows have ``question`` and ``answer`` (with ``#### N``);
             MATH rows have ``problem`` (or ``question``) and ``solution`` (last
-            ``\\boxed{}`` is the answer) and maybe ``answer``.
+            ``\\boxed{}`` is the answer) and maybe ``answer``. These names are matched in any
+            case (``Problem``, ``Answer``). A question given as a chat (a list of
+            ``{"role", "content"}`` messages, TRL's conversational format) is its last user message.
         columns: Custom mapping of ``question`` / ``answer`` / ``solution`` to column
-            names; a mapped ``answer`` column is taken as the final answer verbatim.
+            names; a mapped ``answer`` column is taken as the final answer verbatim. A dotted
+            name reaches into nested objects (``"reward_model.ground_truth"``, verl's layout).
+
+    Example:
+        >>> record_from_row({"Problem": "1+1?", "Answer": 2}).answer
+        '2'
+        >>> row = {"prompt": [{"role": "user", "content": "2+2?"}], "reward_model": {"ground_truth": "4"}}
+        >>> record_from_row(row, {"question": "prompt", "answer": "reward_model.ground_truth"})
+        MathRecord(question='2+2?', answer='4', solution='')
     """
     if columns:
         unknown = set(columns) - {"question", "answer", "solution"}
         if unknown:
             raise DatasetError(f"column mapping keys must be question/answer/solution, got {sorted(unknown)}")
-        try:
-            question = str(row[columns["question"]])
-            solution = str(row[columns["solution"]]) if "solution" in columns else ""
-            if "answer" in columns:
-                answer = str(row[columns["answer"]])
-                if "####" in answer:
-                    solution, answer = solution or answer, gsm8k_final_answer(answer)
-            else:
-                answer = last_boxed(solution) or ""
-        except KeyError as missing:
-            raise DatasetError(f"row has no column {missing}; its columns are {sorted(row)}") from None
+        if "question" not in columns:
+            raise DatasetError("the column mapping must name the 'question' column")
+        question = _text(_column(row, columns["question"]), columns["question"])
+        solution = _text(_column(row, columns["solution"]), columns["solution"]) if "solution" in columns else ""
+        if "answer" in columns:
+            answer = _text(_column(row, columns["answer"]), columns["answer"])
+            if "####" in answer:
+                solution, answer = solution or answer, gsm8k_final_answer(answer)
+        else:
+            answer = last_boxed(solution) or ""
         if not answer:
             raise DatasetError(f"no answer found for question {question[:60]!r}")
         return MathRecord(question, answer, solution)
-    question = row.get("question", row.get("problem"))
-    if question is None:
-        raise DatasetError(f"row has neither 'question' nor 'problem'; its columns are {sorted(row)}")
-    answer_field = row.get("answer")
+    key = _key(row, "question") or _key(row, "problem")
+    if key is None:
+        raise DatasetError(
+            f"row has neither 'question' nor 'problem'; its columns are {sorted(map(str, row))}. Name yours with the "
+            "columns option, e.g. columns={'question': 'prompt', 'answer': 'target'}"
+        )
+    question = _text(row[key], str(key))
+    answer_field = row.get(_key(row, "answer"))
     if isinstance(answer_field, str) and "####" in answer_field:
-        return MathRecord(str(question), gsm8k_final_answer(answer_field), answer_field)
-    solution = str(row.get("solution", ""))
-    answer = str(answer_field) if answer_field not in (None, "") else (last_boxed(solution) or "")
+        return MathRecord(question, gsm8k_final_answer(answer_field), answer_field)
+    solution_field = row.get(_key(row, "solution"))
+    solution = _text(solution_field, "solution") if solution_field is not None else ""
+    answer = _text(answer_field, "answer") if answer_field not in (None, "") else (last_boxed(solution) or "")
     if not answer:
         raise DatasetError(f"no answer: neither an 'answer' field nor a \\boxed{{}} in 'solution' ({question[:60]!r})")
-    return MathRecord(str(question), answer, solution)
+    return MathRecord(question, answer, solution)
+
+
+def _key(row: Mapping[str, Any], name: str) -> Any:
+    """The key of ``row`` that is ``name``, else one that is ``name`` in another case; None if none."""
+    if name in row:
+        return name
+    return next((k for k in row if isinstance(k, str) and k.lower() == name), None)
+
+
+def _column(row: Mapping[str, Any], name: str) -> Any:
+    """``row[name]``, a dotted ``name`` reaching into nested objects (a key holding the dot wins)."""
+    if name in row:
+        return row[name]
+    value: Any = row
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            raise DatasetError(f"row has no column {name!r}; its columns are {sorted(map(str, row))}")
+        value = value[part]
+    return value
+
+
+def _text(value: Any, name: str) -> str:
+    """A cell as text: a string, a number, or a chat (its last user message's content)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        raise DatasetError(f"column {name!r} holds {value!r}, not text")
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list) and value and all(isinstance(m, Mapping) and "content" in m for m in value):
+        users = [m for m in value if m.get("role") == "user"]
+        if users and isinstance(users[-1]["content"], str):
+            return users[-1]["content"]
+    raise DatasetError(f"column {name!r} holds a {type(value).__name__}, not text, a number or a chat with a user message")
 
 
 def jsonl_rows(path: str | Path, what: str) -> Iterator[tuple[str, Any]]:
