@@ -155,6 +155,22 @@ def test_jsonl_in_mbpp_and_humaneval_format(tmp_path):
         gym.make("CodeSandbox-v0", dataset=str(tmp_path / "missing.jsonl"))
 
 
+def test_jsonl_in_sanitized_mbpp_format(tmp_path):
+    """MBPP's sanitized set: ``prompt`` instead of ``text``, and ``test_imports`` the tests need."""
+    row = {"source_file": "x.py", "task_id": 7, "prompt": "Write a function to find the hypotenuse of a right triangle.",
+           "code": "import math\ndef hyp(a, b):\n    return math.sqrt(a * a + b * b)",
+           "test_imports": ["import math"], "test_list": ["assert math.isclose(hyp(3, 4), 5.0)", "assert math.isclose(hyp(5, 12), 13)"]}
+    path = tmp_path / "sanitized.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (task,) = load_code_jsonl(path)
+    assert (task.task_id, task.entry_point) == ("mbpp/7", "hyp") and "hypotenuse" in task.prompt
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    _, reward, _, _, info = _answer(env, 0)
+    assert reward == 1.0, info
+    _, reward, _, _, info = _answer(env, 0, "def hyp(a, b):\n    return a + b if a == 3 else 13\n")  # no import of its own
+    assert reward == 0.5, info
+
+
 def test_env_holds_no_sandbox_and_pickles_after_use():
     env = gym.make("CodeSandbox-v0")
     env.reset(seed=1)

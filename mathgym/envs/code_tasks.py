@@ -123,15 +123,17 @@ def humaneval_task(row: dict, source: str = "HumanEval") -> CodeTask:
 
 
 def mbpp_task(row: dict) -> CodeTask:
-    """A :class:`CodeTask` from one MBPP-format record; the first test is shown as an example."""
+    """A :class:`CodeTask` from one MBPP-format record (the full set's ``text``, or the sanitized
+    set's ``prompt`` and ``test_imports``); the first test is shown as an example."""
     try:
-        text, asserts = row["text"], list(row["test_list"])
+        text, asserts = row["text"] if "text" in row else row["prompt"], list(row["test_list"])
     except KeyError as err:
-        raise DatasetError(f"an MBPP record needs text and test_list; missing {err}") from None
+        raise DatasetError(f"an MBPP record needs text (or prompt) and test_list; missing {err}") from None
     if not asserts:
         raise DatasetError(f"MBPP record {row.get('task_id')!r} has an empty test_list")
     entry = _mbpp_entry_point(asserts[0], row.get("code", "") or "")
-    setup = row.get("test_setup_code", "") or ""
+    imports = row.get("test_imports") or []
+    setup = "\n".join([*(imports if isinstance(imports, list) else [str(imports)]), row.get("test_setup_code", "") or ""]).strip()
     tests = tuple((f"test_{i}", f"{setup}\n{a}\n") for i, a in enumerate(asserts + list(row.get("challenge_test_list") or [])))
     shown = f"{text}\nYour code should pass tests like this one:\n{asserts[0]}"
     return CodeTask(f"mbpp/{row.get('task_id', entry)}", shown, entry, tests, row.get("code", ""))
@@ -149,7 +151,7 @@ def _mbpp_entry_point(first_test: str, code: str) -> str:
 
 def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
     """Read a JSONL of HumanEval-format (``prompt``/``test``/``entry_point``) or MBPP-format
-    (``text``/``test_list``) records; the format is detected per record.
+    (``text`` or, sanitized, ``prompt``, with ``test_list``) records; the format is detected per record.
 
     Raises:
         DatasetError: The file is missing, not JSONL, or a record fits neither format.
@@ -167,10 +169,12 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
             raise DatasetError(f"{path}:{number}: not JSON ({err})") from None
         if "prompt" in row and "entry_point" in row:
             tasks.append(humaneval_task(row, path.stem))
-        elif "text" in row and "test_list" in row:
+        elif "test_list" in row and ("text" in row or "prompt" in row):
             tasks.append(mbpp_task(row))
         else:
-            raise DatasetError(f"{path}:{number}: neither HumanEval (prompt, entry_point, test) nor MBPP (text, test_list) format")
+            raise DatasetError(
+                f"{path}:{number}: neither HumanEval (prompt, entry_point, test) nor MBPP (text or prompt, test_list) format"
+            )
     if not tasks:
         raise DatasetError(f"{path} holds no records")
     report_unverifiable(tasks, str(path))
