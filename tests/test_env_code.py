@@ -171,6 +171,73 @@ def test_jsonl_in_sanitized_mbpp_format(tmp_path):
     assert reward == 0.5, info
 
 
+SUM_PROGRAM = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
+STDIO_ROWS = {
+    "apps": {"problem_id": 4000, "question": "Print the sum of the integers on the input.", "difficulty": "introductory",
+             "solutions": json.dumps([SUM_PROGRAM]), "starter_code": "",
+             "input_output": json.dumps({"inputs": ["1 2\n", "5\n-5 7\n"], "outputs": ["3\n", ["7"]]})},
+    "livecodebench": {"question_id": "abc001_a", "question_title": "Sum", "question_content": "Print the sum of the integers.",
+                      "public_test_cases": json.dumps([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]),
+                      "private_test_cases": "eJzLSM3JyQcABiwCFQ=="},  # compressed pickle: left out, never unpickled
+    "codecontests": {"name": "sum", "description": "Print the sum of the integers.",
+                     "public_tests": {"input": ["1 2\n"], "output": ["3\n"]}, "private_tests": {"input": ["10 -3\n"], "output": ["7\n"]},
+                     "generated_tests": {"input": [], "output": []},
+                     "solutions": {"language": [2, 3], "solution": ["int main() {}", SUM_PROGRAM]}},
+}
+
+
+@pytest.mark.filterwarnings("ignore:.*left out")  # the env loads the file again
+@pytest.mark.parametrize("layout", sorted(STDIO_ROWS))
+def test_jsonl_of_standard_input_output_tasks(tmp_path, layout):
+    """APPS / TACO, LiveCodeBench and CodeContests records: each test feeds the whole program its
+    input and compares what it prints; records whose tests call a function are left out."""
+    path = tmp_path / f"{layout}.jsonl"
+    functional = {"question": "Define f.", "input_output": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [[2]]})}
+    path.write_text(json.dumps(STDIO_ROWS[layout]) + "\n" + json.dumps(functional) + "\n")
+    with pytest.warns(UserWarning, match="1 record left out"):
+        (task,) = load_code_jsonl(path)
+    assert task.entry_point == "" and not task.tests and task.io_tests and "standard input" in task.prompt
+    assert task.io_tests[0][1:] == ("1 2\n", "3\n")
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    obs, _ = env.reset(options={"task_index": 0})
+    assert "sum of the integers" in obs and "1 2" not in obs
+    _, reward, _, _, info = env.step(f"```python\n{SUM_PROGRAM}```")
+    assert reward == 1.0 and info["passed"] == len(task.io_tests), info
+    if layout != "livecodebench":
+        assert env.unwrapped.expert_action() == f"```python\n{SUM_PROGRAM}```"
+    else:
+        assert env.unwrapped.expert_action() is None  # no reference in the record
+    _, reward, _, _, info = _answer(env, 0, "```python\nprint(3)\n```")
+    assert reward == pytest.approx(1 / len(task.io_tests)) if len(task.io_tests) > 1 else reward == 1.0
+
+
+def test_code_repair_on_standard_input_tasks_never_shows_an_expected_output(tmp_path):
+    path = tmp_path / "apps.jsonl"
+    row = {**STDIO_ROWS["apps"], "input_output": json.dumps({"inputs": ["1 2\n", "40 2\n"], "outputs": ["3\n", "42\n"]})}
+    path.write_text(json.dumps(row) + "\n")
+    env = gym.make("CodeRepair-v0", dataset=str(path), max_turns=2)
+    env.reset(options={"task_index": 0})
+    obs, reward, terminated, _, _ = env.step("```python\nprint(-1)\n```")
+    assert not terminated and reward == 0.0
+    assert "with input '1 2\\n' it printed '-1\\n'" in obs and "held-back" in obs and "complete program" in obs
+    assert "3\\n" not in obs and "42" not in obs
+    _, reward, terminated, _, _ = env.step(f"```python\n{SUM_PROGRAM}```")
+    assert terminated and reward == 1.0
+
+
+def test_standard_input_records_without_tests_or_statement_are_refused(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"question": "Q", "input_output": json.dumps({"inputs": [], "outputs": []})}) + "\n")
+    with pytest.raises(DatasetError, match="bad.jsonl:1: the record holds no standard input/output test"):
+        load_code_jsonl(path)
+    path.write_text(json.dumps({"public_tests": {"input": ["1"], "output": ["1"]}}) + "\n")
+    with pytest.raises(DatasetError, match="needs its statement"):
+        load_code_jsonl(path)
+    path.write_text(json.dumps({"question": "Q", "input_output": "{not json"}) + "\n")
+    with pytest.raises(DatasetError, match="input_output is not JSON"):
+        load_code_jsonl(path)
+
+
 def test_env_holds_no_sandbox_and_pickles_after_use():
     env = gym.make("CodeSandbox-v0")
     env.reset(seed=1)

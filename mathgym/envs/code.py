@@ -33,21 +33,22 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
     ``hidden_paths`` (the data set file) are kept from the program, besides the sandbox's own.
     """
     if task.unverifiable:  # reported when the task loaded: no run could decide it without trusting the program
-        info = {"tests": [], "passed": 0, "total": len(task.tests), "unverifiable": task.unverifiable}
+        info = {"tests": [], "passed": 0, "total": len(task.test_names), "unverifiable": task.unverifiable}
         return Judgement(0.0, Status.UNVERIFIABLE, True, reward_breakdown={"tests": 0.0}, info=info)
     code = extract_code(action, task.entry_point)
     if not code.strip():
-        return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"tests": 0.0}, info={"tests": [], "passed": 0, "total": len(task.tests)})
+        return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"tests": 0.0}, info={"tests": [], "passed": 0, "total": len(task.test_names)})
     program = task.program(code)
     error = syntax_error(program)
     if error is not None:  # fails every test; caught here without starting a process
         error = clean_text(error)
-        tests = [{"name": name, "passed": False, "status": "wrong", "message": error} for name, _ in task.tests]
+        tests = [{"name": name, "passed": False, "status": "wrong", "message": error} for name in task.test_names]
         info = {"tests": tests, "passed": 0, "total": len(tests), "stderr": error, "code": code}
         return Judgement(0.0, Status.WRONG, True, reward_breakdown={"tests": 0.0}, info=info)
     from mathgym.rewards.sandbox import TestCase, default_sandbox  # noqa: PLC0415 - starts workers lazily
 
     cases = [TestCase(name, "assert", source) for name, source in task.tests]
+    cases += [TestCase(name, "io", stdin=stdin, expected_stdout=wanted) for name, stdin, wanted in task.io_tests]
     result = default_sandbox().run_tests(program, cases, limits=limits, hidden_paths=hidden_paths, support=task.prefix)
     tests = [{"name": t.name, "passed": t.passed, "status": str(t.status), "message": t.message, "call": t.call} for t in result.tests]
     info = {
@@ -157,8 +158,10 @@ class CodeSandboxEnv(TextEnv):
         request = self._grading(action)
         return self._scored(GRADER, request, lambda: grade(*request))
 
-    def expert_action(self) -> str:
-        """The task's reference solution in a fenced block."""
+    def expert_action(self) -> str | None:
+        """The task's reference solution in a fenced block (``None`` for a task without one)."""
+        if not self.task.answer.strip():
+            return None
         return f"```python\n{self.task.answer}```"
 
 
@@ -204,13 +207,13 @@ class CodeRepairEnv(CodeSandboxEnv):
 
     def held_back(self) -> frozenset[str]:
         """Names of the current task's tests that the feedback never describes."""
-        names = [name for name, _ in self.task.metadata["code_task"].tests]
+        names = self.task.metadata["code_task"].test_names
         return frozenset(names if len(names) == 1 else names[1::2])
 
     def _feedback(self, verdict: Judgement) -> str:
         left = self.max_turns - self.turn
         if verdict.status is Status.UNPARSEABLE:
-            return f"No code found. Answer with the complete function in a ```python block. ({left} attempts left)"
+            return f"No code found. Answer with the complete {self._unit()} in a ```python block. ({left} attempts left)"
         if verdict.status is Status.SANDBOX_ERROR:
             return f"The sandbox could not run the code (not your fault); submit it again. ({left} attempts left)"
         held = self.held_back()
@@ -230,5 +233,9 @@ class CodeRepairEnv(CodeSandboxEnv):
         stderr = str(verdict.info.get("stderr", "")).strip()
         if stderr:
             lines.append(f"stderr (last lines):\n{stderr[-600:]}")
-        lines.append(f"Fix the code and answer with the complete function. ({left} attempts left)")
+        lines.append(f"Fix the code and answer with the complete {self._unit()}. ({left} attempts left)")
         return "\n".join(lines)
+
+    def _unit(self) -> str:
+        """What an answer holds: a function, or a whole program (standard input/output tasks)."""
+        return "function" if self.task.metadata["code_task"].entry_point else "program"

@@ -1,7 +1,8 @@
-"""Code tasks for the code envs: the built-in set, HumanEval, and HumanEval/MBPP-format JSONL.
+"""Code tasks for the code envs: the built-in set, HumanEval, and JSONL in the layouts of
+HumanEval, MBPP, APPS / TACO, LiveCodeBench and CodeContests.
 
-A :class:`CodeTask` is a prompt, hidden tests (Python snippets run after the solution),
-and a reference solution. This module also pulls the program out of a model's answer
+A :class:`CodeTask` is a prompt, hidden tests (Python snippets run after the solution, or
+standard-input / expected-output pairs for a whole program), and a reference solution. This module also pulls the program out of a model's answer
 (fenced block or raw text) and assembles what the sandbox runs. Nothing here executes
 code: parsing uses :mod:`ast` only.
 """
@@ -37,6 +38,9 @@ class CodeTask:
         prefix: Code placed before a model's solution (imports, helpers from the prompt).
         completion_base: For completion-style answers (a function body), the code the body continues.
         level: Difficulty, 0 (easy) to 3 (hard); ``None`` when unknown.
+        io_tests: ``(name, stdin, expected stdout)`` triples: each runs the whole program on the
+            input and passes when it exits 0 and prints the output (trailing whitespace of each
+            line and trailing blank lines ignored). A task of these has no ``entry_point`` (``""``).
         unverifiable: Set when the task loads: why its tests cannot be judged without
             trusting the program (they read an attribute of its function, or need a class
             instance or generator back from the sandbox); ``None`` when they can. Such a
@@ -51,11 +55,17 @@ class CodeTask:
     prefix: str = ""
     completion_base: str = ""
     level: int | None = None
+    io_tests: tuple[tuple[str, str, str], ...] = ()
     unverifiable: str | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         reason = unverifiable_reason([source for _, source in self.tests], self.reference, self.prefix)
         object.__setattr__(self, "unverifiable", reason)
+
+    @property
+    def test_names(self) -> list[str]:
+        """The names of every test, the assert tests' first."""
+        return [name for name, _ in self.tests] + [name for name, _, _ in self.io_tests]
 
     def program(self, code: str) -> str:
         """The program to run for a model's ``code``: a full definition, or a body continuing the prompt."""
@@ -150,8 +160,9 @@ def _mbpp_entry_point(first_test: str, code: str) -> str:
 
 
 def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
-    """Read a JSONL of HumanEval-format (``prompt``/``test``/``entry_point``) or MBPP-format
-    (``text`` or, sanitized, ``prompt``, with ``test_list``) records; the format is detected per record.
+    """Read a JSONL of HumanEval-format (``prompt``/``test``/``entry_point``), MBPP-format (``text``
+    or, sanitized, ``prompt``, with ``test_list``) or standard-input/output records (APPS / TACO,
+    LiveCodeBench, CodeContests: :func:`stdio_task`); the format is detected per record.
 
     Raises:
         DatasetError: The file is missing, not JSONL, or a record fits neither format.
@@ -159,7 +170,7 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"code data set {str(path)!r} not found")
-    tasks = []
+    tasks, skipped = [], 0
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -171,14 +182,122 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
             tasks.append(humaneval_task(row, path.stem))
         elif "test_list" in row and ("text" in row or "prompt" in row):
             tasks.append(mbpp_task(row))
+        elif any(key in row for key in STDIO_LAYOUTS):
+            try:
+                task = stdio_task(row, f"{path.stem}/{len(tasks) + skipped}")
+            except DatasetError as err:
+                raise DatasetError(f"{path}:{number}: {err}") from None
+            if task is None:
+                skipped += 1
+            else:
+                tasks.append(task)
         else:
             raise DatasetError(
-                f"{path}:{number}: neither HumanEval (prompt, entry_point, test) nor MBPP (text or prompt, test_list) format"
+                f"{path}:{number}: none of the layouts HumanEval (prompt, entry_point, test), MBPP (text or prompt, "
+                f"test_list), or standard input/output ({', '.join(STDIO_LAYOUTS)})"
             )
+    if skipped:
+        warnings.warn(
+            f"{path}: {skipped} record{'s' if skipped != 1 else ''} left out: their tests call a function (fn_name, LeetCode-style 'functional') "
+            "rather than feed standard input, and the expected values of that layout are not plain return values",
+            stacklevel=2,
+        )
     if not tasks:
-        raise DatasetError(f"{path} holds no records")
+        raise DatasetError(f"{path} holds no records" + (" it can grade" if skipped else ""))
     report_unverifiable(tasks, str(path))
     return tuple(tasks)
+
+
+#: Keys that mark a record of standard-input / expected-output tests, by the data set that uses them.
+STDIO_LAYOUTS = {
+    "input_output": "APPS / TACO",
+    "public_test_cases": "LiveCodeBench",
+    "private_test_cases": "LiveCodeBench",
+    "public_tests": "CodeContests",
+}
+STDIO_INSTRUCTION = "Write a complete Python program that reads the input from standard input and prints the answer."
+
+
+def stdio_task(row: dict, default_id: str) -> CodeTask | None:
+    """A :class:`CodeTask` of standard-input / expected-output tests from one record in the layout
+    of APPS or TACO (``question``, ``input_output``, ``solutions``), LiveCodeBench
+    (``question_content``, ``public_test_cases``, ``private_test_cases``) or CodeContests
+    (``description``, ``public_tests``, ``private_tests``, ``generated_tests``, ``solutions``).
+    JSON held in a string is decoded (never a pickle: LiveCodeBench's compressed private tests
+    are left out). ``None`` when the record's tests call a function instead (``fn_name``,
+    LiveCodeBench's ``"functional"``): those are left out.
+
+    Raises:
+        DatasetError: No question, or no test.
+    """
+    question = next((row[k] for k in ("question", "question_content", "description", "problem") if isinstance(row.get(k), str)), None)
+    if not question:
+        raise DatasetError("a standard input/output record needs its statement (question, question_content or description)")
+    pairs: list[tuple[str, str]] = []
+    functional = False
+    if "input_output" in row:  # APPS / TACO
+        spec = _json_cell(row["input_output"], "input_output")
+        if not isinstance(spec, dict):
+            raise DatasetError("input_output is not an object with inputs and outputs")
+        functional = bool(spec.get("fn_name"))
+        pairs += zip(spec.get("inputs") or [], spec.get("outputs") or [])
+    for key in ("public_test_cases", "private_test_cases"):  # LiveCodeBench
+        if key in row:
+            cases = _json_cell(row[key], key, optional=key == "private_test_cases")
+            for case in cases if isinstance(cases, list) else []:
+                if isinstance(case, dict) and case.get("testtype", "stdin") == "stdin":
+                    pairs.append((case.get("input", ""), case.get("output", "")))
+                elif isinstance(case, dict):
+                    functional = True
+    for key in ("public_tests", "private_tests", "generated_tests"):  # CodeContests
+        spec = _json_cell(row[key], key) if key in row else None
+        if isinstance(spec, dict):
+            pairs += zip(spec.get("input") or [], spec.get("output") or [])
+    if functional:
+        return None
+    tests = tuple((f"io_{i}", _io_text(given), _io_text(wanted)) for i, (given, wanted) in enumerate(pairs))
+    if not tests:
+        raise DatasetError("the record holds no standard input/output test")
+    task_id = str(next((row[k] for k in ("task_id", "problem_id", "question_id", "id", "name") if row.get(k) not in (None, "")), default_id))
+    shown = f"{question.strip()}\n\n{STDIO_INSTRUCTION}"
+    return CodeTask(task_id, shown, "", (), _python_solution(row.get("solutions")), io_tests=tests)
+
+
+def _json_cell(value: object, key: str, optional: bool = False) -> object:
+    """A cell that holds JSON, or JSON in a string; ``None`` for an optional cell that is neither."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        if optional:
+            return None  # e.g. LiveCodeBench's compressed private tests: never unpickled here
+        raise DatasetError(f"{key} is not JSON") from None
+
+
+def _io_text(value: object) -> str:
+    """A test's input or output as text (a list of lines joined)."""
+    if isinstance(value, list):
+        return "\n".join(str(v) for v in value) + "\n"
+    return "" if value is None else str(value)
+
+
+PYTHON3 = 3  #: CodeContests' language code of Python 3 solutions
+
+
+def _python_solution(solutions: object) -> str:
+    """The first Python solution of a record (APPS: a JSON list of programs; CodeContests:
+    ``{"language": [...], "solution": [...]}``, Python 3 only), else ``""``."""
+    solutions = _json_cell(solutions, "solutions", optional=True) if solutions is not None else None
+    if isinstance(solutions, list):
+        return next((s for s in solutions if isinstance(s, str) and s.strip()), "")
+    if isinstance(solutions, dict):
+        for language, program in zip(solutions.get("language") or [], solutions.get("solution") or []):
+            if language == PYTHON3 and isinstance(program, str):
+                return program
+    return ""
 
 
 def report_unverifiable(tasks: Sequence[CodeTask], source: str) -> None:

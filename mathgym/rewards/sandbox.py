@@ -536,7 +536,9 @@ def _io_outcome(test: TestCase, run: ExecutionResult) -> TestOutcome:
     if run.exit_code != 0:
         return TestOutcome(test.name, False, Status.WRONG, clean_text(f"exit code {run.exit_code}: {run.stderr[-_MESSAGE_CAP:]}"))
     if _normalise(run.stdout) != _normalise(test.expected_stdout):
-        return TestOutcome(test.name, False, Status.WRONG, clean_text(f"expected {test.expected_stdout[:200]!r}, got {run.stdout[:200]!r}"))
+        # ``call``, like an assert test's, holds the input and what the program did, never the expected output.
+        call = clean_text(f"with input {test.stdin[:200]!r} it printed {run.stdout[:200]!r}")
+        return TestOutcome(test.name, False, Status.WRONG, clean_text(f"expected {test.expected_stdout[:200]!r}, got {run.stdout[:200]!r}"), call)
     return TestOutcome(test.name, True, Status.CORRECT)
 
 
