@@ -66,6 +66,20 @@ def test_options_and_data_are_checked(tmp_path):
     assert env.step("Rome, on the Tiber.")[1] == 1.0
 
 
+def test_qa_data_in_triviaqa_and_natural_questions_layouts(tmp_path):
+    from mathgym.envs.open_qa import load_open_qa
+
+    path = tmp_path / "qa.jsonl"
+    rows = [{"question": "Which planet is red?", "answer": {"value": "Mars", "aliases": ["Mars", "the Red Planet"]}},
+            {"question": "Capital of France?", "answers": ["Paris", "City of Paris"]},
+            {"question": "2 + 2?", "answer": 4}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [t.answer for t in load_open_qa(path)] == ["Mars (also accepted: the Red Planet)", "Paris (also accepted: City of Paris)", "4"]
+    path.write_text(json.dumps({"question": "q?", "answers": []}) + "\n")
+    with pytest.raises(DatasetError, match="'answer' / 'answers'"):
+        load_open_qa(path)
+
+
 def test_mathgym_check_passes_with_a_judge(capsys):
     url = fixture_judge_url()
     assert main(["check", "OpenQA-v0", "-o", f"judge_url={url}", "-o", "judge_model=fixture-judge"]) == 0

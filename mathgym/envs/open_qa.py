@@ -11,7 +11,8 @@ infrastructure status, reward 0 but left out of training, never a wrong answer.
 The built-in data are 50 questions with reference answers written for mathgym
 (``mathgym/samples/open_qa.jsonl``: science, history, geography, mathematics, computing,
 economics, health, literature); ``dataset=PATH`` reads another JSONL of
-``{"question", "reference"}`` rows (``id`` optional).
+``{"question", "reference"}`` rows (``id`` optional; ``answer`` / ``answers`` in the layouts of
+TriviaQA and Natural Questions work as the reference).
 
 Example::
 
@@ -39,16 +40,43 @@ DEFAULT_SYSTEM_PROMPT = "Answer the question accurately and concisely."
 
 
 def load_open_qa(path: str | Path) -> list[Task]:
-    """The tasks of a JSONL of ``{"question", "reference", "id"?}`` rows."""
+    """The tasks of a JSONL of ``{"question", "reference", "id"?}`` rows.
+
+    The reference may also come as ``answer`` or ``answers`` in the layouts of QA data sets: a
+    string, a list of accepted answers (Natural Questions' open set: the first is the
+    reference, the rest are named as also accepted), or TriviaQA's ``{"value", "aliases"}``.
+    """
     tasks = []
     for where, row in jsonl_rows(path, "OpenQA-v0: dataset"):
-        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k].strip() for k in ("question", "reference")):
-            raise DatasetError(f"{where}: a row needs non-empty 'question' and 'reference' strings.")
-        task_id = str(row.get("id") or "oqa-" + hashlib.sha1(row["question"].encode()).hexdigest()[:12])
-        tasks.append(Task(task_id, row["question"], row["reference"]))
+        question = row.get("question") if isinstance(row, dict) else None
+        reference = reference_text(next((row[k] for k in ("reference", "answer", "answers") if k in row), None)) if isinstance(row, dict) else None
+        if not isinstance(question, str) or not question.strip() or not reference:
+            raise DatasetError(f"{where}: a row needs a non-empty 'question' string and a 'reference' (or 'answer' / 'answers').")
+        task_id = str(row.get("id") or "oqa-" + hashlib.sha1(question.encode()).hexdigest()[:12])
+        tasks.append(Task(task_id, question, reference))
     if not tasks:
         raise DatasetError(f"OpenQA-v0: dataset {str(path)!r} has no questions.")
     return tasks
+
+
+def reference_text(value: Any) -> str | None:
+    """A reference answer as text; ``None`` when ``value`` holds none.
+
+    Example:
+        >>> reference_text(["Paris", "City of Paris"]), reference_text({"value": "Mars", "aliases": ["mars", "Red Planet"]})
+        ('Paris (also accepted: City of Paris)', 'Mars (also accepted: mars, Red Planet)')
+    """
+    if isinstance(value, dict):
+        aliases = value.get("aliases") if isinstance(value.get("aliases"), list) else []
+        value = [value.get("value"), *aliases]
+    if isinstance(value, list):
+        texts = list(dict.fromkeys(str(v).strip() for v in value if isinstance(v, (str, int, float)) and str(v).strip()))
+        if not texts:
+            return None
+        return texts[0] + (f" (also accepted: {', '.join(texts[1:])})" if len(texts) > 1 else "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value.strip() or None if isinstance(value, str) else None
 
 
 class OpenQAEnv(TextEnv):
