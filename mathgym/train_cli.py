@@ -45,6 +45,7 @@ def _train_parser(config_cls: type | None, algo: str) -> argparse.ArgumentParser
     parser.add_argument("--algo", default=algo, help=f"algorithm: {algos} (options below are {algo}'s) [default: grpo]")
     parser.add_argument("--config", help="YAML file of options")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    parser.add_argument("-o", "--option", metavar="KEY=VALUE", action="append", help=OPTION_HELP)
     if config_cls is not None:
         for name, text in config_help(config_cls).items():
             default = next(f for f in dataclasses.fields(config_cls) if f.name == name)
@@ -58,8 +59,22 @@ def _head_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]
     head.add_argument("--algo")
     head.add_argument("--config")
     head.add_argument("--resume")
+    head.add_argument("-o", "--option", action="append", default=[])
     head.add_argument("-h", "--help", action="store_true")
     return head.parse_known_args(list(argv))
+
+
+OPTION_HELP = "one env option (repeatable), as `mathgym check` and `mathgym play` take it: merged over --env-kwargs"
+
+
+def _with_options(env_kwargs: Any, options: Sequence[str]) -> dict[str, Any]:
+    """``env_kwargs`` (a mapping or its YAML text; ``None``: none) with the ``-o KEY=VALUE`` options over it."""
+    from mathgym.algos.configs import TrainConfig
+    from mathgym.cli import _parse_env_kwargs
+    from mathgym.options import parse_value
+
+    base = parse_value(TrainConfig, "env_kwargs", env_kwargs) if env_kwargs is not None else {}
+    return {**base, **_parse_env_kwargs(options)}
 
 
 def _saved_run_config(run_dir: str) -> dict[str, Any]:
@@ -83,6 +98,9 @@ def run_train(argv: Sequence[str]) -> int:
         print("\nalgorithms: " + ", ".join(f"{k} ({v.description})" for k, v in sorted(ALGORITHMS.items())))
         return 0
     overrides = split_overrides(rest)
+    if known.option:  # over --env-kwargs, else over the config file's or the resumed run's
+        base = overrides.get("env_kwargs", file_values.get("env_kwargs", saved.get("env_kwargs")))
+        overrides["env_kwargs"] = _with_options(base, known.option)
     if known.resume:
         saved.pop("algo", None)
         config = build_config(config_cls, None, {**saved, **overrides, "run_dir": known.resume})
@@ -252,6 +270,7 @@ def _eval_parser() -> argparse.ArgumentParser:
         help=f"hub id, local path or run's final/ directory ('tiny': warm-started tiny model) [default: {TINY_MODEL}]",
     )
     parser.add_argument("--env-kwargs", default=None, help="YAML mapping of env options (the test split is added when the env has one)")
+    parser.add_argument("-o", "--option", metavar="KEY=VALUE", action="append", default=[], help=OPTION_HELP)
     parser.add_argument("--tasks", type=int, default=200, help="number of tasks (seeds --seed .. --seed+tasks-1) [default: 200]")
     parser.add_argument("--seed", type=int, default=defaults.eval_seed, help=f"first task seed [default: {defaults.eval_seed}]")
     parser.add_argument("--k", type=int, default=1, help="samples per task for pass@k (1: greedy pass@1) [default: 1]")
@@ -359,13 +378,12 @@ def eval_env(env: str | None, model: str, trained_on: str | None) -> tuple[str, 
 def run_eval(argv: Sequence[str]) -> int:
     from mathgym.agents.settings import read_model_settings
     from mathgym.algos.configs import TrainConfig, resolved_env_kwargs
-    from mathgym.options import parse_value
 
     args = _eval_parser().parse_args(list(argv))
     if args.tasks < 1 or args.k < 1:
         raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
     check_selection_args(args)
-    user_kwargs = parse_value(TrainConfig, "env_kwargs", args.env_kwargs) if args.env_kwargs else {}
+    user_kwargs = _with_options(args.env_kwargs, args.option)
     progress = args.progress == "true"
     env, note = eval_env(args.env, args.model, read_model_settings(Path(args.model).expanduser()).get("env"))
     config = TrainConfig(env=env, model=args.model, env_kwargs=user_kwargs, progress=progress)

@@ -80,6 +80,9 @@ ERROR_CASES = {
     "resume-missing": (["train", "--resume", "no_such_dir"], ["--resume no_such_dir: does not exist"]),
     "eval-zero-tasks": (["eval", "--tasks", "0"], ["--tasks 0", "at least 1"]),
     "bad-o": (["check", "MathReason-v0", "-o", "difficulty"], ["-o 'difficulty'", "KEY=VALUE"]),
+    "train-bad-o": (["train", "-o", "difficulty"], ["-o 'difficulty'", "KEY=VALUE"]),
+    "train-o-unknown-option": (["train", "--env-kwargs", "{difficulty: 1}", "-o", "difficultly=3"], ["MathReason-v0 has no option 'difficultly'"]),
+    "eval-o-unknown-option": (["eval", "-o", "difficultly=3"], ["MathReason-v0 has no option 'difficultly'"]),
     "check-bad-value-said-once": (["check", "MathReason-v0", "-o", "difficulty=99"], ["difficulty=99 is not allowed"]),
     "play-unknown-option": (["play", "GuessNumber-v0", "-o", "foo=1"], ["GuessNumber-v0 has no option 'foo'", "Its options: low, high"]),
     "play-unknown-env": (["play", "GuessNumbr-v0"], ["Did you mean: GuessNumber-v0"]),
@@ -219,3 +222,10 @@ def test_cli_error_test_helper_can_fail(tmp_path):
     result = subprocess.run([sys.executable, "-c", textwrap.dedent("raise ValueError('x')")], capture_output=True, text=True)
     with pytest.raises(AssertionError):
         assert_one_message(result)
+
+
+def test_env_options_with_o_merge_over_env_kwargs():
+    from mathgym.train_cli import _with_options
+
+    assert _with_options("{difficulty: 1, split: test}", ["difficulty=3", "dataset=x.jsonl"]) == {"difficulty": 3, "split": "test", "dataset": "x.jsonl"}
+    assert _with_options({"high": 20}, []) == {"high": 20} and _with_options(None, ["high=7"]) == {"high": 7}
