@@ -100,6 +100,20 @@ MISTRAL_TEMPLATE = (
     "{% endfor %}"
 )
 
+#: DeepSeek-R1-like: the generation prompt opens the answer with ``<think>\n``, which a finished
+#: assistant turn does not show (its reasoning up to ``</think>`` is dropped). Not in :data:`STYLES`:
+#: its episodes differ from a re-rendering by that opening (tests/test_chat_templates.py).
+THINK_PROMPT_TEMPLATE = (
+    "{% if messages and messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}{% set rest = messages[1:] %}"
+    "{% else %}{% set rest = messages %}{% endif %}"
+    "{% for m in rest %}"
+    "{% if m['role'] == 'user' %}{{ '<|User|>' + m['content'] }}"
+    "{% elif m['role'] == 'assistant' %}{% set c = m['content'] %}{% if '</think>' in c %}{% set c = c.split('</think>')[-1] %}{% endif %}"
+    "{{ '<|Assistant|>' + c + '<|end|>' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|Assistant|><think>\\n' }}{% endif %}"
+)
+
 #: style -> (template, special tokens, bos, eos, pad, generation-config EOS tokens).
 _STYLE_SPECS: dict[str, dict[str, Any]] = {
     "chatml": dict(
@@ -121,6 +135,10 @@ _STYLE_SPECS: dict[str, dict[str, Any]] = {
     "gemma": dict(
         template=GEMMA_TEMPLATE, special=["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"], plain=[],
         bos="<bos>", eos="<eos>", pad="<pad>", generation_eos=["<eos>", "<end_of_turn>"],
+    ),
+    "think-prompt": dict(
+        template=THINK_PROMPT_TEMPLATE, special=["<|pad|>", "<|User|>", "<|Assistant|>", "<|end|>"], plain=["<think>", "</think>"],
+        bos=None, eos="<|end|>", pad="<|pad|>", generation_eos=["<|end|>"],
     ),
     "mistral": dict(
         template=MISTRAL_TEMPLATE, special=["<unk>", "<s>", "</s>"], plain=[],
@@ -150,7 +168,7 @@ def build_tokenizer(style: str, vocab_size: int = 400):
     from transformers import PreTrainedTokenizerFast
 
     if style not in _STYLE_SPECS:
-        raise ValueError(f"style={style!r}; choose one of {', '.join(STYLES)}")
+        raise ValueError(f"style={style!r}; choose one of {', '.join(_STYLE_SPECS)}")
     spec = _STYLE_SPECS[style]
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -13,6 +13,7 @@ from mathgym.agents.chat import end_of_turn_id, turn_suffix  # noqa: E402
 from mathgym.agents.policy import LLMPolicy, SamplingParams  # noqa: E402
 from mathgym.algos.batch import RolloutBatch  # noqa: E402
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings  # noqa: E402
+from mathgym.algos.sft import encode_demonstration  # noqa: E402
 from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
 from tests.chat_fixtures import DEFAULT_SYSTEM, END_OF_TURN, STYLES, assert_episode_text, cached_chat_model  # noqa: E402
@@ -223,3 +224,31 @@ def test_a_template_without_a_system_role_gets_the_system_text_in_the_first_user
         policy.render_chat([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
     with pytest.raises(ConfigError, match="cannot render the env's messages"):
         policy.render_chat([{"role": "system", "content": "alone"}])
+
+
+def test_a_generation_prompt_that_opens_the_answer_is_kept_where_the_model_saw_it(tmp_path_factory):
+    """DeepSeek-R1-style templates end the generation prompt with ``<think>\\n``, which a finished
+    turn does not show: the episode keeps it before each action, and what the template writes
+    after a turn is appended; multi-turn rollouts and SFT demonstrations are built the same way."""
+    policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "think-prompt", "llama")), device="cpu")
+    policy.set_backend("native")
+    chat = [{"role": "system", "content": "S"}, {"role": "user", "content": "Guess."}]
+    assert turn_suffix(policy.render_chat, chat, "higher") == "<|end|><|User|>higher<|Assistant|><think>\n"
+    demo = chat + [{"role": "assistant", "content": "r</think>5"}, {"role": "user", "content": "higher"},
+                   {"role": "assistant", "content": "7"}]
+    ep = encode_demonstration(policy, demo)
+    text = policy.tokenizer.decode(ep.token_ids, skip_special_tokens=False)
+    assert text == "S<|User|>Guess.<|Assistant|><think>\nr</think>5<|end|><|User|>higher<|Assistant|><think>\n7<|end|>"
+    settings = RolloutSettings(group_size=2, sampling=SamplingParams(max_new_tokens=4), max_turns=3)
+    collector = RolloutCollector("GuessNumber-v0", {}, policy, num_tasks=1, settings=settings)
+    try:
+        episodes = collector.collect_episodes([3], torch.Generator().manual_seed(0))
+    finally:
+        collector.close()
+    for ep in episodes:
+        text = policy.tokenizer.decode(ep.token_ids, skip_special_tokens=False)
+        assert text.count("<|Assistant|><think>\n") == len(ep.step_rewards) == len(ep.completions)
+        answered = [m["content"] for m, then in zip(ep.messages[2:], ep.messages[3:]) if m["role"] == "user" and then["role"] == "assistant"]
+        for reply in answered:  # the env's replies the model answered (one after the last action is not in the tokens)
+            assert f"<|end|><|User|>{reply}<|Assistant|><think>\n" in text
+    assert any(len(ep.step_rewards) > 1 for ep in episodes)

@@ -112,7 +112,8 @@ def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> tuple[int, 
 
 
 def turn_suffix(
-    render: Render, chat: Sequence[dict[str, str]], reply: str, template_name: str = "the chat template"
+    render: Render, chat: Sequence[dict[str, str]], reply: str, template_name: str = "the chat template",
+    following: Sequence[dict[str, str]] | None = None,
 ) -> str:
     """Text the template inserts after an assistant turn's content when the env replies ``reply``.
 
@@ -121,19 +122,30 @@ def turn_suffix(
         chat: The messages so far (ending with a generation prompt's turn: system/user/...).
         reply: The env's reply, sent as a user message.
         template_name: Named in the error message.
+        following: The messages between this assistant turn and the next one, when they are not
+            one user message holding ``reply`` (a demonstration's tool results, say).
+
+    A template whose generation prompt opens the answer with text that the finished turn does
+    not show (DeepSeek-R1's and QwQ's ``<think>\\n``, Qwen3's empty think block when thinking is
+    off) is taken as it is: the episode keeps that text where the model saw it, and what
+    follows the turn is the template's own.
 
     Raises:
-        ConfigError: The template renders ``chat + [assistant, user]`` so that it does not
-            start with the rendering of ``chat`` followed by the assistant's content, even with
-            placeholder contents: its turns cannot be appended token-faithfully.
+        ConfigError: The template renders ``chat + [assistant, user]`` so that the text before the
+            assistant's content is not the start of the rendering of ``chat`` with its generation
+            prompt, even with placeholder contents: its turns cannot be appended token-faithfully.
     """
     history = [{**m, "content": PLACEHOLDER} if m["role"] == "assistant" else dict(m) for m in chat]
-    before = render(history, True) + PLACEHOLDER
-    after = render(history + [{"role": "assistant", "content": PLACEHOLDER}, {"role": "user", "content": reply}], True)
-    if not after.startswith(before):
+    replies = [{"role": "user", "content": reply}] if following is None else [dict(m) for m in following]
+    prompt = render(history, True)
+    after = render(history + [{"role": "assistant", "content": PLACEHOLDER}, *replies], True)
+    if after.startswith(prompt + PLACEHOLDER):
+        return after[len(prompt) + len(PLACEHOLDER) :]
+    cut = after.rfind(PLACEHOLDER)  # this turn's content: every later message is the env's
+    if cut < 0 or not prompt.startswith(after[:cut]):
         raise ConfigError(
             f"{template_name} rewrites earlier turns when a turn is added (its rendering of a longer chat does not "
             "start with the shorter one), so a multi-turn episode cannot be kept token-faithful. Use a template "
             "that only appends (edit tokenizer_config.json's chat_template), or a single-turn env."
         )
-    return after[len(before) :]
+    return after[cut + len(PLACEHOLDER) :]  # the generation prompt's opening (``<think>\\n``) stays where it was

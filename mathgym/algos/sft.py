@@ -51,24 +51,33 @@ def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", group_id: int = 0) -> Episode:
-    """Tokens of a chat; assistant contents (and the template's end-of-turn token) are action tokens."""
+    """Tokens of a chat, built as a rollout builds an episode: the prompt up to the first assistant
+    turn; each assistant content (and the template's end-of-turn token) as action tokens; between
+    them the text the template inserts after a turn (:func:`~mathgym.agents.chat.turn_suffix`)."""
+    from mathgym.agents.chat import turn_suffix
+
     ep = Episode(env_id, "", group_id)
-    rendered = ""
     eot_id = policy.end_of_turn_id
-    eos = policy.tokenizer.convert_ids_to_tokens(eot_id) if policy.tokenizer.eos_token else ""
-    for j, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        prefix = policy.render_chat(messages[:j], add_generation_prompt=True)
-        if not prefix.startswith(rendered):
-            raise DatasetError("The chat template rewrites earlier turns; cannot build token-faithful demonstrations.")
-        ep.extend(policy.encode_text(prefix[len(rendered) :]))
-        action = policy.encode_text(message["content"]) + ([eot_id] if eos else [])
-        ep.extend(action, action_step=len(ep.completions), logprobs=[0.0] * len(action))
-        ep.completions.append(message["content"])
-        rendered = prefix + message["content"] + eos
-    if not ep.completions:
+    closes = bool(policy.tokenizer.eos_token)  # a tokenizer without EOS: turns end with no token of their own
+    turns = [j for j, message in enumerate(messages) if message["role"] == "assistant"]
+    if not turns:
         raise DatasetError("A demonstration has no assistant message to learn.")
+    ep.extend(policy.encode_text(policy.render_chat(messages[: turns[0]], add_generation_prompt=True)))
+    for n, j in enumerate(turns):
+        if n:
+            last = turns[n - 1]
+            try:
+                between = turn_suffix(policy.render_chat, messages[:last], "", policy.template_name, following=messages[last + 1 : j])
+            except ConfigError as err:
+                raise DatasetError(f"cannot build token-faithful demonstrations: {err}") from None
+            ids = policy.encode_text(between)
+            if closes and ids and ids[0] == eot_id:  # the end of turn is the action's last token already
+                ids = ids[1:]
+            ep.extend(ids)
+        content = messages[j]["content"]
+        action = policy.encode_text(content) + ([eot_id] if closes else [])
+        ep.extend(action, action_step=n, logprobs=[0.0] * len(action))
+        ep.completions.append(content)
     return ep
 
 
