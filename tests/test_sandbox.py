@@ -139,6 +139,16 @@ def test_code_reward_worker():
     assert extract_code("a\n```python\nx = 1\n```\nb\n```\ny = 2\n```") == "y = 2\n"
 
 
+def test_the_worker_holds_no_module_that_works_in_every_fork(box):
+    """threading and random register work that runs in every forked child (about 170 copy-on-write
+    faults a job between them); the worker never imports them, and a job that does gets its own."""
+    probe = ("import sys\nprint(sorted(m for m in ('threading', 'random', 'tempfile', 'queue') if m in sys.modules))\n"
+             "import random, tempfile, os\nprint(tempfile.gettempdir() == os.getcwd(), random.random())")
+    first, second = box.run(probe), box.run(probe)
+    assert first.stdout.splitlines()[0] == "[]", first.stdout + first.stderr
+    assert first.stdout.splitlines()[1].startswith("True ") and first.stdout != second.stdout  # each job seeds its own
+
+
 def test_executions_are_forks_of_the_warm_workers(box):
     """Each run is a fork of a long-lived warm worker, not a fresh interpreter.
 

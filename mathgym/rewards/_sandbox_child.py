@@ -29,7 +29,6 @@ import os
 import resource
 import signal
 import sys
-import tempfile
 import time
 
 CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
@@ -387,7 +386,8 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
         _set_limits(job["limits"])
         os.environ.clear()
         os.environ.update({"PATH": SAFE_PATH, "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
-        tempfile.tempdir = scratch
+        if "tempfile" in sys.modules:  # not in the worker (see its PRELOAD): a program's own import reads TMPDIR
+            sys.modules["tempfile"].tempdir = scratch
         if network == "socket-blocked":
             _block_sockets()
         for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGXFSZ):

@@ -34,7 +34,6 @@ import builtins
 import fcntl
 import json
 import os
-import random
 import resource
 import sys
 import traceback
@@ -268,6 +267,7 @@ def host(side_fd, sock, codec):
     forks the judge on them and answers its pid (``0`` when the fork failed). It never
     forks untrusted code, is non-dumpable, and exits when the caller or the worker is gone.
     """
+    import random  # noqa: PLC0415, F401 - here, not in the worker (whose every fork would reseed it): the judges inherit it
     import select  # noqa: PLC0415 - only the host needs them
     import socket  # noqa: PLC0415
 
@@ -369,7 +369,7 @@ def judge(job, request_fd, reply_fd, verdict_fd, codec):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
         memory = max(job["limits"]["memory_mb"], 1024) << 20
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        random.seed()  # from os.urandom: a fresh stream per job, not the worker's frozen state
+        sys.modules["random"].seed()  # from os.urandom: a fresh stream per job, not the host's state (imported in host())
         sys.setrecursionlimit(1000)
         code = _judge_tests(job, _Channel(3, 4, codec))
     except BaseException:  # noqa: BLE001 - missing verdicts are reported by the caller
