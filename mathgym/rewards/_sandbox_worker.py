@@ -682,6 +682,7 @@ def main():
     namespace = PidNamespace("simulate-no-pid-namespace" in simulate)  # after the judge host: it stays out of the jobs' sight
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     uid = 100_000 + os.getpid() if os.geteuid() == 0 else None
+    sandbox_child.prepare_worker()  # the jobs' environment and streams, made here once
     # Forked children inherit the preloaded heap copy-on-write; keep the garbage collector
     # from walking (and so copying) it in every child.
     gc.collect()
