@@ -2,8 +2,9 @@
 HumanEval, MBPP, APPS / TACO, LiveCodeBench and CodeContests.
 
 A :class:`CodeTask` is a prompt, hidden tests (Python snippets run after the solution, or
-standard-input / expected-output pairs for a whole program), and a reference solution. This module also pulls the program out of a model's answer
-(fenced block or raw text) and assembles what the sandbox runs. Nothing here executes
+standard-input / expected-output pairs for a whole program), and a reference solution. This
+module also pulls the program out of a model's answer (fenced block or raw text) and assembles
+what the sandbox runs. Nothing here executes
 code: parsing uses :mod:`ast` only.
 """
 
@@ -198,8 +199,9 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
             )
     if skipped:
         warnings.warn(
-            f"{path}: {skipped} record{'s' if skipped != 1 else ''} left out: their tests call a function (fn_name, LeetCode-style 'functional') "
-            "rather than feed standard input, and the expected values of that layout are not plain return values",
+            f"{path}: {skipped} record{'s' if skipped != 1 else ''} left out: their tests call a function (fn_name, "
+            "LeetCode-style 'functional') rather than feed standard input, and the expected values of that layout "
+            "are not plain return values",
             stacklevel=2,
         )
     if not tasks:
