@@ -59,6 +59,15 @@ def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", gr
     ep = Episode(env_id, "", group_id)
     eot_id = policy.end_of_turn_id
     closes = bool(policy.tokenizer.eos_token)  # a tokenizer without EOS: turns end with no token of their own
+    rendered: dict[tuple[str, bool], str] = {}
+
+    def render(chat: Sequence[dict[str, str]], add_generation_prompt: bool) -> str:
+        """The policy's rendering, once per chat: a turn's longer chat is the next turn's history."""
+        key = (json.dumps(list(chat), sort_keys=True), add_generation_prompt)
+        if key not in rendered:
+            rendered[key] = policy.render_chat(chat, add_generation_prompt)
+        return rendered[key]
+
     turns = [j for j, message in enumerate(messages) if message["role"] == "assistant"]
     if not turns:
         raise DatasetError("A demonstration has no assistant message to learn.")
@@ -67,7 +76,7 @@ def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", gr
         if n:
             last = turns[n - 1]
             try:
-                between = turn_suffix(policy.render_chat, messages[:last], "", policy.template_name, following=messages[last + 1 : j])
+                between = turn_suffix(render, messages[:last], "", policy.template_name, following=messages[last + 1 : j])
             except ConfigError as err:
                 raise DatasetError(f"cannot build token-faithful demonstrations: {err}") from None
             ids = policy.encode_text(between)
