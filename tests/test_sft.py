@@ -115,3 +115,27 @@ def test_the_tiny_models_warm_start_is_a_step_before_the_trainer(tmp_path, monke
     assert trainer.policy.name_or_path == path and trainer.env_kwargs["system_prompt"] == ""  # its mathgym.json
     untrained = GRPOConfig(warm_start_steps=0, eval_tasks=0, progress=False, run_dir=str(tmp_path / "run0"))
     assert "warm_start" not in GRPOTrainer(untrained).policy.name_or_path  # no warm start: no step before
+
+
+def test_tasks_without_a_reference_are_left_out_of_demonstrations_and_the_warm_start(tmp_path, monkeypatch, capsys):
+    """A code data set whose records carry no solution (LiveCodeBench's): demonstrations come from the
+    tasks that have one; with none at all, SFT says to give --data and the tiny model's warm start
+    is skipped with a message instead of stopping the run."""
+    from mathgym.algos.sft import NoDemonstrations
+    from mathgym.algos.warm_start import tiny_warm_start
+    from mathgym.agents.tiny import tiny_model_path
+
+    def row(i, solution):
+        return {"problem_id": i, "question": f"Print {i}.", "solutions": json.dumps([solution] if solution else []),
+                "input_output": json.dumps({"inputs": [""], "outputs": [f"{i}\n"]})}
+
+    mixed, bare = tmp_path / "mixed.jsonl", tmp_path / "bare.jsonl"
+    mixed.write_text("".join(json.dumps(row(i, f"print({i})" if i % 2 else "")) + "\n" for i in range(6)))
+    bare.write_text("".join(json.dumps(row(i, "")) + "\n" for i in range(3)))
+    chats = env_demonstrations("CodeSandbox-v0", {"dataset": str(mixed)}, 4, seed=0)
+    assert len(chats) == 4 and all("print(" in chat[-1]["content"] for chat in chats)
+    with pytest.raises(NoDemonstrations, match="--data"):
+        env_demonstrations("CodeSandbox-v0", {"dataset": str(bare)}, 4, seed=0)
+    monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path / "cache"))
+    assert tiny_warm_start("CodeSandbox-v0", {"dataset": str(bare)}, steps=5, progress=False) == tiny_model_path(0)
+    assert "no reference solutions" in capsys.readouterr().out

@@ -29,7 +29,7 @@ from mathgym.algos.update import OptimizerStep, Plan
 from mathgym.errors import ConfigError, DatasetError
 
 __all__ = [
-    "SFTConfig", "SFTTrainer", "demonstrations_batch", "encode_demonstration", "env_demonstrations", "keep_last_tokens",
+    "NoDemonstrations", "SFTConfig", "SFTTrainer", "demonstrations_batch", "encode_demonstration", "env_demonstrations", "keep_last_tokens",
     "load_demonstrations", "sft_loss",
 ]
 
@@ -115,32 +115,48 @@ def load_demonstrations(path: str | Path) -> list[Chat]:
     return chats
 
 
+class NoDemonstrations(ConfigError):
+    """The env's expert has no action for any task tried (no reference solutions in its data)."""
+
+
 def env_demonstrations(env_id: str, env_kwargs: Mapping[str, Any], num: int, seed: int = 0) -> list[Chat]:
-    """Chats of the env's expert (``env.unwrapped.expert_action()``) on tasks ``seed .. seed + num - 1``."""
+    """Chats of the env's expert (``env.unwrapped.expert_action()``) on tasks from seed ``seed`` on.
+
+    A task the expert has no action for (a data set record without a reference solution) is
+    left out and the next seed taken, up to ``4 * num + 16`` tasks in all.
+
+    Raises:
+        ConfigError: The env has no expert.
+        NoDemonstrations: Its expert had an action for none of the tasks tried.
+    """
     env = gym.make(env_id, **dict(env_kwargs))
     expert = getattr(env.unwrapped, "expert_action", None)
     if expert is None:
         raise ConfigError(f"{env_id} has no expert_action(); give SFT a JSONL file with --data.")
-    chats = []
+    chats: list[Chat] = []
+    tried = 0
     try:
-        for i in range(num):
-            _, info = env.reset(seed=seed + i)
-            done = False
+        while len(chats) < num and tried < 4 * num + 16:
+            _, info = env.reset(seed=seed + tried)
+            tried += 1
             if env.unwrapped.max_turns == 1:  # single turn: the transcript is prompt + action, no need to score it
                 action = expert()
-                if action is None:
-                    raise ConfigError(f"{env_id}'s expert has no action for this task; use --data.")
-                chats.append([dict(m) for m in info["messages"]] + [{"role": "assistant", "content": action}])
+                if action is not None:
+                    chats.append([dict(m) for m in info["messages"]] + [{"role": "assistant", "content": action}])
                 continue
-            while not done:
-                action = expert()
-                if action is None:
-                    raise ConfigError(f"{env_id}'s expert has no action for this task; use --data.")
+            done = False
+            while not done and (action := expert()) is not None:
                 _, _, terminated, truncated, info = env.step(action)
                 done = terminated or truncated
-            chats.append([dict(m) for m in info["messages"]])
+            if done:
+                chats.append([dict(m) for m in info["messages"]])
     finally:
         env.close()
+    if not chats:
+        raise NoDemonstrations(
+            f"{env_id}'s expert has no action for any of the {tried} tasks tried (its data holds no reference "
+            "solutions?): give demonstrations in a JSONL file with --data."
+        )
     return chats
 
 

@@ -32,7 +32,7 @@ from mathgym.agents.settings import MODEL_SETTINGS_FILE, write_model_settings
 from mathgym.agents.tiny import TINY_MODEL, TINY_MODEL_VERSION, cache_dir, tiny_model_path
 from mathgym.algos.configs import SFTConfig, TrainConfig, resolved_env_kwargs
 from mathgym.algos.distributed import Distributed
-from mathgym.algos.sft import Chat, SFTTrainer, env_demonstrations
+from mathgym.algos.sft import Chat, NoDemonstrations, SFTTrainer, env_demonstrations
 from mathgym.algos.trainer import readable_as_umask_allows
 from mathgym.errors import ConfigError
 from mathgym.registry import reward_only_options
@@ -282,7 +282,12 @@ def tiny_warm_start(
     if not has_expert:
         print(f"mathgym: {env_id} has no expert_action(); the tiny model starts untrained (no warm start)")
         return base
-    longest, seconds_each = measure_demonstrations(env_id, env_kwargs, chat_token_counter(base), seed)
+    try:
+        longest, seconds_each = measure_demonstrations(env_id, env_kwargs, chat_token_counter(base), seed)
+    except NoDemonstrations:
+        print(f"mathgym: {env_id}'s expert has no action for its tasks (no reference solutions in its data); "
+              "the tiny model starts untrained (no warm start)")
+        return base
     plan = warm_start_plan(longest, budget_s, steps, tiny_max_positions(seed))
     if plan.steps < steps:
         print(f"mathgym: {env_id}'s demonstrations are long ({longest} tokens): the warm start takes {plan.steps} of the "
