@@ -313,3 +313,17 @@ def test_math_tool_errors_are_observations_and_budgets_hold():
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step("<python>print(1)</python> but I answer \\boxed{-1}")
     assert terminated and info["status"] == "wrong"  # a final answer outside code ends the episode
+
+
+@pytest.mark.parametrize("row", [
+    [1, 2],  # not an object
+    {"question": "Q", "input_output": {"inputs": 3, "outputs": ["1"]}},  # inputs not a list
+    {"prompt": "def f():\n", "entry_point": "f", "test": ["assert f()"]},  # HumanEval test not text
+    {"text": "Write f.", "test_list": None},  # MBPP tests missing
+    {"text": "Write f.", "test_list": ["assert f() == 1"], "test_imports": [1, 2]},  # imports not text
+])
+def test_a_malformed_record_is_one_data_set_error_naming_its_line(tmp_path, row):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"text": "Write g.", "test_list": ["assert g() == 1"], "code": "def g():\n    return 1"}) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(DatasetError, match="bad.jsonl:2: "):
+        load_code_jsonl(path)

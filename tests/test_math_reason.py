@@ -187,3 +187,12 @@ def test_rows_in_other_peoples_layouts(tmp_path):
     env = gym.make("MathReason-v0", dataset=str(path), columns={"question": "prompt", "answer": "reward_model.ground_truth"})
     obs, _ = env.reset(seed=0)
     assert "2+2?" in obs and env.step("\\boxed{4}")[1] == 1.0
+
+
+def test_a_malformed_row_or_column_mapping_is_a_data_set_error():
+    from mathgym.envs.data import record_from_row
+
+    with pytest.raises(DatasetError, match="a row is a JSON object, not list"):
+        record_from_row([1, 2])
+    with pytest.raises(DatasetError, match="column names are strings"):
+        record_from_row({"q": "1+1?", "a": "2"}, {"question": "q", "answer": 7})

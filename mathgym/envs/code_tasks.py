@@ -179,24 +179,16 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise DatasetError(f"{path}:{number}: not JSON ({err})") from None
-        if "prompt" in row and "entry_point" in row:
-            tasks.append(humaneval_task(row, path.stem))
-        elif "test_list" in row and ("text" in row or "prompt" in row):
-            tasks.append(mbpp_task(row))
-        elif any(key in row for key in STDIO_LAYOUTS):
-            try:
-                task = stdio_task(row, f"{path.stem}/{len(tasks) + skipped}")
-            except DatasetError as err:
-                raise DatasetError(f"{path}:{number}: {err}") from None
-            if task is None:
-                skipped += 1
-            else:
-                tasks.append(task)
+        try:
+            task = _task_of(row, path.stem, f"{path.stem}/{len(tasks) + skipped}")
+        except DatasetError as err:
+            raise DatasetError(f"{path}:{number}: {err}") from None
+        except (TypeError, ValueError, AttributeError, KeyError) as err:  # a field of the wrong kind, deep in a layout
+            raise DatasetError(f"{path}:{number}: a field holds the wrong kind of value ({type(err).__name__}: {err})") from None
+        if task is None:
+            skipped += 1
         else:
-            raise DatasetError(
-                f"{path}:{number}: none of the layouts HumanEval (prompt, entry_point, test), MBPP (text or prompt, "
-                f"test_list), or standard input/output ({', '.join(STDIO_LAYOUTS)})"
-            )
+            tasks.append(task)
     if skipped:
         warnings.warn(
             f"{path}: {skipped} record{'s' if skipped != 1 else ''} left out: their tests call a function (fn_name, "
@@ -208,6 +200,22 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
         raise DatasetError(f"{path} holds no records" + (" it can grade" if skipped else ""))
     report_unverifiable(tasks, str(path))
     return tuple(tasks)
+
+
+def _task_of(row: object, source: str, default_id: str) -> CodeTask | None:
+    """The task of one record, its layout detected (``None``: a function-call record, left out)."""
+    if not isinstance(row, dict):
+        raise DatasetError(f"a record is a JSON object, not {type(row).__name__}")
+    if "prompt" in row and "entry_point" in row:
+        return humaneval_task(row, source)
+    if "test_list" in row and ("text" in row or "prompt" in row):
+        return mbpp_task(row)
+    if any(key in row for key in STDIO_LAYOUTS):
+        return stdio_task(row, default_id)
+    raise DatasetError(
+        "none of the layouts HumanEval (prompt, entry_point, test), MBPP (text or prompt, test_list), or standard "
+        f"input/output ({', '.join(STDIO_LAYOUTS)})"
+    )
 
 
 #: Keys that mark a record of standard-input / expected-output tests, by the data set that uses them.

@@ -74,12 +74,16 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
         >>> record_from_row(row, {"question": "prompt", "answer": "reward_model.ground_truth"})
         MathRecord(question='2+2?', answer='4', solution='')
     """
+    if not isinstance(row, Mapping):
+        raise DatasetError(f"a row is a JSON object, not {type(row).__name__}")
     if columns:
         unknown = set(columns) - {"question", "answer", "solution"}
         if unknown:
             raise DatasetError(f"column mapping keys must be question/answer/solution, got {sorted(unknown)}")
         if "question" not in columns:
             raise DatasetError("the column mapping must name the 'question' column")
+        if not all(isinstance(name, str) for name in columns.values()):
+            raise DatasetError(f"column names are strings, got {dict(columns)}")
         question = _text(_column(row, columns["question"]), columns["question"])
         solution = _text(_column(row, columns["solution"]), columns["solution"]) if "solution" in columns else ""
         if "answer" in columns:
