@@ -139,8 +139,6 @@ def turn_suffix(
     replies = [{"role": "user", "content": reply}] if following is None else [dict(m) for m in following]
     prompt = render(history, True)
     after = render(history + [{"role": "assistant", "content": PLACEHOLDER}, *replies], True)
-    if after.startswith(prompt + PLACEHOLDER):
-        return after[len(prompt) + len(PLACEHOLDER) :]
     cut = after.rfind(PLACEHOLDER)  # this turn's content: every later message is the env's
     if cut < 0 or not prompt.startswith(after[:cut]):
         raise ConfigError(

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from mathgym.agents.chat import apply_template
 from mathgym.agents.choices import DType
 from mathgym.agents.policy import pick_device, pick_dtype
 from mathgym.errors import ConfigError
@@ -69,8 +70,6 @@ def _render(tokenizer: Any, settings: PRMSettings, problem: str, steps: Sequence
             {"role": "user", "content": problem},
             {"role": "assistant", "content": body},
         ]
-        from mathgym.agents.chat import apply_template
-
         text = apply_template(tokenizer, messages, tokenize=False)
         start = text.rfind(body)
         if start < 0:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mathgym.agents.chat import apply_template
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import RewardResult, Status
 
@@ -103,8 +104,6 @@ class RewardModel:
         prompt_messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         response_messages = response if isinstance(response, list) else [{"role": "assistant", "content": response}]
         if getattr(self.tokenizer, "chat_template", None):
-            from mathgym.agents.chat import apply_template
-
             ids = apply_template(self.tokenizer, prompt_messages + response_messages, tokenize=True)
             if isinstance(ids, Mapping) or hasattr(ids, "input_ids"):
                 ids = ids["input_ids"]

@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from mathgym.agents.chat import turn_suffix
 from mathgym.agents.policy import LLMPolicy
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.configs import SFTConfig
@@ -54,8 +55,6 @@ def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", gr
     """Tokens of a chat, built as a rollout builds an episode: the prompt up to the first assistant
     turn; each assistant content (and the template's end-of-turn token) as action tokens; between
     them the text the template inserts after a turn (:func:`~mathgym.agents.chat.turn_suffix`)."""
-    from mathgym.agents.chat import turn_suffix
-
     ep = Episode(env_id, "", group_id)
     eot_id = policy.end_of_turn_id
     closes = bool(policy.tokenizer.eos_token)  # a tokenizer without EOS: turns end with no token of their own

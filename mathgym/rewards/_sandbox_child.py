@@ -405,9 +405,8 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
         drop_capabilities()
         _write_files(job.get("files") or {})
         _set_limits(job["limits"])
-        if _streams is None:  # not forked from a prepared worker: the environment is the caller's
-            os.environ.clear()
-            os.environ.update(JOB_ENVIRONMENT)
+        if _streams is None:  # the environment would be the caller's: refuse to run the job
+            raise RuntimeError("forked from a worker that did not call prepare_worker()")
         os.environ["HOME"] = os.environ["TMPDIR"] = scratch
         if "tempfile" in sys.modules:  # not in the worker (see its PRELOAD): a program's own import reads TMPDIR
             sys.modules["tempfile"].tempdir = scratch
@@ -415,9 +414,7 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
             _block_sockets()
         for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGXFSZ else signal.SIG_IGN)
-        sys.stdin, sys.stdout, sys.stderr = _streams or (
-            open(fd, mode, encoding="utf-8", errors="replace", closefd=False) for fd, mode in ((0, "r"), (1, "w"), (2, "w"))
-        )
+        sys.stdin, sys.stdout, sys.stderr = _streams
         sys.argv = ["main.py"]
         sys.setrecursionlimit(1000)
         marks.append(time.monotonic_ns())
