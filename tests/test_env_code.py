@@ -15,6 +15,7 @@ from mathgym.envs.code_task_set import builtin_tasks
 from mathgym.envs.code_tasks import humaneval_tasks, load_code_jsonl
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.code import extract_code
+from mathgym.rewards.sandbox import CodeSandbox, Status, TestCase
 
 
 def _answer(env, index, action=None):
@@ -186,16 +187,13 @@ STDIO_ROWS = {
 }
 
 
-@pytest.mark.filterwarnings("ignore:.*left out")  # the env loads the file again
 @pytest.mark.parametrize("layout", sorted(STDIO_ROWS))
 def test_jsonl_of_standard_input_output_tasks(tmp_path, layout):
     """APPS / TACO, LiveCodeBench and CodeContests records: each test feeds the whole program its
-    input and compares what it prints; records whose tests call a function are left out."""
+    input and compares what it prints."""
     path = tmp_path / f"{layout}.jsonl"
-    functional = {"question": "Define f.", "input_output": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [[2]]})}
-    path.write_text(json.dumps(STDIO_ROWS[layout]) + "\n" + json.dumps(functional) + "\n")
-    with pytest.warns(UserWarning, match="1 record left out"):
-        (task,) = load_code_jsonl(path)
+    path.write_text(json.dumps(STDIO_ROWS[layout]) + "\n")
+    (task,) = load_code_jsonl(path)
     assert task.entry_point == "" and not task.tests and task.io_tests and "standard input" in task.prompt
     assert task.io_tests[0][1:] == ("1 2\n", "3\n")
     env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
@@ -209,6 +207,88 @@ def test_jsonl_of_standard_input_output_tasks(tmp_path, layout):
         assert env.unwrapped.expert_action() is None  # no reference in the record
     _, reward, _, _, info = _answer(env, 0, "```python\nprint(3)\n```")
     assert reward == pytest.approx(1 / len(task.io_tests)) if len(task.io_tests) > 1 else reward == 1.0
+
+
+CALL_ROWS = [
+    # APPS / TACO, Codewars style: a module-level function; each output wrapped in a list, as APPS stores many.
+    {"problem_id": 2000, "question": "Return the digits of n squared and joined.", "starter_code": "def square_digits(num):\n\t",
+     "solutions": json.dumps(["def square_digits(num):\n    return int(''.join(str(int(d) ** 2) for d in str(num)))"]),
+     "input_output": json.dumps({"fn_name": "square_digits", "inputs": [[9119], [0], [24]], "outputs": [[811181], [0], [416]]})},
+    # APPS, LeetCode style: a method of class Solution, annotated with List (never imported by the starter code).
+    {"problem_id": 2001, "question": "Return the best profit of one buy and one later sale.",
+     "starter_code": "class Solution:\n    def maxProfit(self, prices: List[int]) -> int:\n        ",
+     "solutions": json.dumps(["class Solution:\n    def maxProfit(self, prices: List[int]) -> int:\n        best, low = 0, float('inf')\n"
+                              "        for p in prices:\n            low = min(low, p)\n            best = max(best, p - low)\n        return best\n"]),
+     "input_output": {"fn_name": "maxProfit", "inputs": [[[7, 1, 5, 3, 6, 4]], [[7, 6, 4, 3, 1]]], "outputs": [5, 0]}},
+    # LiveCodeBench: functional tests, one JSON line per argument; the name in metadata.
+    {"question_id": "3000", "question_content": "Return each pair of neighbours, the k-th argument unused.",
+     "starter_code": "class Solution:\n    def pairUp(self, nums: List[int], k: int) -> List[List[int]]:\n        ",
+     "metadata": json.dumps({"func_name": "pairUp"}),
+     "public_test_cases": json.dumps([{"input": "[1, 2, 3]\n2", "output": "[[1, 2], [2, 3]]", "testtype": "functional"},
+                                      {"input": "[5]\n0", "output": "[]", "testtype": "functional"}]),
+     "private_test_cases": "eJzLSM3JyQcABiwCFQ=="},
+]
+
+
+def test_jsonl_of_function_call_tasks(tmp_path):
+    """APPS / TACO ``fn_name`` records and LiveCodeBench ``functional`` ones: each test calls the
+    function (a ``Solution`` method where the code has one) with the record's arguments, and the
+    result is compared outside the sandbox, as those data sets' graders compare it."""
+    path = tmp_path / "calls.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in CALL_ROWS))
+    tasks = load_code_jsonl(path)
+    assert [(t.task_id, t.entry_point, len(t.tests), t.unverifiable) for t in tasks] == [
+        ("2000", "square_digits", 3, None), ("2001", "maxProfit", 2, None), ("3000", "pairUp", 2, None)]
+    assert "starting from" in tasks[1].prompt and "def maxProfit(self" in tasks[1].prompt and "[7, 1" not in tasks[1].prompt
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    for index in range(2):  # the references, as the records hold them (LiveCodeBench ships none)
+        env.reset(options={"task_index": index})
+        _, reward, _, _, info = env.step(env.unwrapped.expert_action())
+        assert reward == 1.0, info
+    answers = {
+        # a tuple in what is returned compares as a list (JSON has none), as the data sets' graders do
+        (2, "class Solution:\n    def pairUp(self, nums, k):\n        return [(a, b) for a, b in zip(nums, nums[1:])]"): 1.0,
+        (2, "def pairUp(nums, k):\n    return [[1, 2], [2, 3]]"): 0.5,  # no Solution class: the function is called
+        (1, "def maxProfit(prices):\n    return 5"): 0.5,
+        (0, "def square_digits(num):\n    return [811181]"): 1 / 3,  # the stored output itself, or its one element
+        (0, "print(811181)"): 0.0,  # no such function: every call fails
+    }
+    for (index, code), expected in answers.items():
+        _, reward, _, _, info = _answer(env, index, f"```python\n{code}\n```")
+        assert reward == pytest.approx(expected), (code, info)
+    assert "NameError: name 'square_digits' is not defined" in info["tests"][0]["message"]
+    box = CodeSandbox()
+    try:
+        task = tasks[1]
+        result = box.run_tests(task.program(task.reference), [TestCase(name, "assert", source) for name, source in task.tests])
+        assert result.status == Status.CORRECT and result.details["verdict"] == "outputs-compared"
+    finally:
+        box.close()
+
+
+def test_function_call_records_that_cannot_be_graded_are_refused(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    row = CALL_ROWS[2]
+    for bad, message in [({**row, "metadata": "{}"}, "bad.jsonl:1: functional tests need the function's name"),
+                         ({**CALL_ROWS[0], "input_output": {"fn_name": "f x", "inputs": [[1]], "outputs": [1]}}, "not a Python name"),
+                         ({**CALL_ROWS[0], "input_output": {"fn_name": "f", "inputs": [1], "outputs": [1]}}, "not a list of them"),
+                         ({**CALL_ROWS[0], "input_output": {"fn_name": "f", "inputs": [], "outputs": []}}, "no test of f"),
+                         ({**row, "public_test_cases": [{"input": "[1", "output": "1", "testtype": "functional"}], "metadata": {"func_name": "f"}},
+                          "not JSON")]:
+        path.write_text(json.dumps(bad) + "\n")
+        with pytest.raises(DatasetError, match=message):
+            load_code_jsonl(path)
+
+
+def test_code_repair_on_function_call_tasks_never_shows_an_expected_value(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    path.write_text(json.dumps(CALL_ROWS[0]) + "\n")
+    env = gym.make("CodeRepair-v0", dataset=str(path), max_turns=2)
+    env.reset(options={"task_index": 0})
+    obs, reward, terminated, _, _ = env.step("```python\ndef square_digits(num):\n    return -1\n```")
+    assert not terminated and reward == 0.0
+    assert "(9119) returned -1" in obs and "held-back" in obs and "function" in obs
+    assert "811181" not in obs and "416" not in obs
 
 
 def test_code_repair_on_standard_input_tasks_never_shows_an_expected_output(tmp_path):

@@ -1,8 +1,9 @@
 """Code tasks for the code envs: the built-in set, HumanEval, and JSONL in the layouts of
 HumanEval, MBPP, APPS / TACO, LiveCodeBench and CodeContests.
 
-A :class:`CodeTask` is a prompt, hidden tests (Python snippets run after the solution, or
-standard-input / expected-output pairs for a whole program), and a reference solution. This
+A :class:`CodeTask` is a prompt, hidden tests (Python snippets run after the solution, calls
+of its function, or standard-input / expected-output pairs for a whole program), and a
+reference solution. This
 module also pulls the program out of a model's answer (fenced block or raw text) and assembles
 what the sandbox runs. Nothing here executes
 code: parsing uses :mod:`ast` only.
@@ -14,6 +15,7 @@ import ast
 import builtins
 import functools
 import json
+import math
 import re
 from collections.abc import Sequence
 import warnings
@@ -37,6 +39,8 @@ class CodeTask:
         tests: ``(name, source)`` pairs; each source runs after the solution, in its namespace.
         reference: A complete reference solution (runs as is).
         prefix: Code placed before a model's solution (imports, helpers from the prompt).
+        suffix: Trusted code placed after it (the adapter through which the tests of a
+            function-call record reach the function: :func:`call_task`).
         completion_base: For completion-style answers (a function body), the code the body continues.
         level: Difficulty, 0 (easy) to 3 (hard); ``None`` when unknown.
         io_tests: ``(name, stdin, expected stdout)`` triples: each runs the whole program on the
@@ -57,6 +61,7 @@ class CodeTask:
     completion_base: str = ""
     level: int | None = None
     io_tests: tuple[tuple[str, str, str], ...] = ()
+    suffix: str = ""
     unverifiable: str | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -71,8 +76,10 @@ class CodeTask:
     def program(self, code: str) -> str:
         """The program to run for a model's ``code``: a full definition, or a body continuing the prompt."""
         if self.completion_base and not defines(code, self.entry_point):
-            return self.completion_base + code
-        return f"{self.prefix}\n\n{code}" if self.prefix else code
+            program = self.completion_base + code
+        else:
+            program = f"{self.prefix}\n\n{code}" if self.prefix else code
+        return f"{program}\n\n\n{self.suffix}" if self.suffix else program
 
 
 def syntax_error(code: str) -> str | None:
@@ -162,8 +169,9 @@ def _mbpp_entry_point(first_test: str, code: str) -> str:
 
 def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
     """Read a JSONL of HumanEval-format (``prompt``/``test``/``entry_point``), MBPP-format (``text``
-    or, sanitized, ``prompt``, with ``test_list``) or standard-input/output records (APPS / TACO,
-    LiveCodeBench, CodeContests: :func:`stdio_task`); the format is detected per record.
+    or, sanitized, ``prompt``, with ``test_list``), standard-input/output records (APPS / TACO,
+    LiveCodeBench, CodeContests: :func:`stdio_task`) or function-call records (APPS / TACO with
+    ``fn_name``, LiveCodeBench's functional tests: :func:`call_task`); the format is detected per record.
 
     Raises:
         DatasetError: The file is missing, not JSONL, or a record fits neither format.
@@ -171,39 +179,28 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"code data set {str(path)!r} not found")
-    tasks, skipped = [], 0
+    tasks = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DatasetError(f"{path}:{number}: not JSON ({err})") from None
+        except (json.JSONDecodeError, RecursionError) as err:
+            raise DatasetError(f"{path}:{number}: not JSON ({type(err).__name__}: {err})") from None
         try:
-            task = _task_of(row, path.stem, f"{path.stem}/{len(tasks) + skipped}")
+            tasks.append(_task_of(row, path.stem, f"{path.stem}/{len(tasks)}"))
         except DatasetError as err:
             raise DatasetError(f"{path}:{number}: {err}") from None
-        except (TypeError, ValueError, AttributeError, KeyError) as err:  # a field of the wrong kind, deep in a layout
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as err:  # a field of the wrong kind, deep in a layout
             raise DatasetError(f"{path}:{number}: a field holds the wrong kind of value ({type(err).__name__}: {err})") from None
-        if task is None:
-            skipped += 1
-        else:
-            tasks.append(task)
-    if skipped:
-        warnings.warn(
-            f"{path}: {skipped} record{'s' if skipped != 1 else ''} left out: their tests call a function (fn_name, "
-            "LeetCode-style 'functional') rather than feed standard input, and the expected values of that layout "
-            "are not plain return values",
-            stacklevel=2,
-        )
     if not tasks:
-        raise DatasetError(f"{path} holds no records" + (" it can grade" if skipped else ""))
+        raise DatasetError(f"{path} holds no records")
     report_unverifiable(tasks, str(path))
     return tuple(tasks)
 
 
-def _task_of(row: object, source: str, default_id: str) -> CodeTask | None:
-    """The task of one record, its layout detected (``None``: a function-call record, left out)."""
+def _task_of(row: object, source: str, default_id: str) -> CodeTask:
+    """The task of one record, its layout detected."""
     if not isinstance(row, dict):
         raise DatasetError(f"a record is a JSON object, not {type(row).__name__}")
     if "prompt" in row and "entry_point" in row:
@@ -211,7 +208,7 @@ def _task_of(row: object, source: str, default_id: str) -> CodeTask | None:
     if "test_list" in row and ("text" in row or "prompt" in row):
         return mbpp_task(row)
     if any(key in row for key in STDIO_LAYOUTS):
-        return stdio_task(row, default_id)
+        return call_task(row, default_id) or stdio_task(row, default_id)
     raise DatasetError(
         "none of the layouts HumanEval (prompt, entry_point, test), MBPP (text or prompt, test_list), or standard "
         f"input/output ({', '.join(STDIO_LAYOUTS)})"
@@ -228,28 +225,23 @@ STDIO_LAYOUTS = {
 STDIO_INSTRUCTION = "Write a complete Python program that reads the input from standard input and prints the answer."
 
 
-def stdio_task(row: dict, default_id: str) -> CodeTask | None:
+def stdio_task(row: dict, default_id: str) -> CodeTask:
     """A :class:`CodeTask` of standard-input / expected-output tests from one record in the layout
     of APPS or TACO (``question``, ``input_output``, ``solutions``), LiveCodeBench
     (``question_content``, ``public_test_cases``, ``private_test_cases``) or CodeContests
     (``description``, ``public_tests``, ``private_tests``, ``generated_tests``, ``solutions``).
     JSON held in a string is decoded (never a pickle: LiveCodeBench's compressed private tests
-    are left out). ``None`` when the record's tests call a function instead (``fn_name``,
-    LiveCodeBench's ``"functional"``): those are left out.
+    are left out). A record whose tests call a function instead is :func:`call_task`'s.
 
     Raises:
         DatasetError: No question, or no test.
     """
-    question = next((row[k] for k in ("question", "question_content", "description", "problem") if isinstance(row.get(k), str)), None)
-    if not question:
-        raise DatasetError("a standard input/output record needs its statement (question, question_content or description)")
+    question = _statement(row)
     pairs: list[tuple[str, str]] = []
-    functional = False
     if "input_output" in row:  # APPS / TACO
         spec = _json_cell(row["input_output"], "input_output")
         if not isinstance(spec, dict):
             raise DatasetError("input_output is not an object with inputs and outputs")
-        functional = bool(spec.get("fn_name"))
         pairs += zip(spec.get("inputs") or [], spec.get("outputs") or [])
     for key in ("public_test_cases", "private_test_cases"):  # LiveCodeBench
         if key in row:
@@ -257,20 +249,115 @@ def stdio_task(row: dict, default_id: str) -> CodeTask | None:
             for case in cases if isinstance(cases, list) else []:
                 if isinstance(case, dict) and case.get("testtype", "stdin") == "stdin":
                     pairs.append((case.get("input", ""), case.get("output", "")))
-                elif isinstance(case, dict):
-                    functional = True
     for key in ("public_tests", "private_tests", "generated_tests"):  # CodeContests
         spec = _json_cell(row[key], key) if key in row else None
         if isinstance(spec, dict):
             pairs += zip(spec.get("input") or [], spec.get("output") or [])
-    if functional:
-        return None
     tests = tuple((f"io_{i}", _io_text(given), _io_text(wanted)) for i, (given, wanted) in enumerate(pairs))
     if not tests:
         raise DatasetError("the record holds no standard input/output test")
-    task_id = str(next((row[k] for k in ("task_id", "problem_id", "question_id", "id", "name") if row.get(k) not in (None, "")), default_id))
     shown = f"{question.strip()}\n\n{STDIO_INSTRUCTION}"
-    return CodeTask(task_id, shown, "", (), _python_solution(row.get("solutions")), io_tests=tests)
+    return CodeTask(_record_id(row, default_id), shown, "", (), _python_solution(row.get("solutions")), io_tests=tests)
+
+
+def _statement(row: dict) -> str:
+    question = next((row[k] for k in ("question", "question_content", "description", "problem") if isinstance(row.get(k), str)), None)
+    if not question:
+        raise DatasetError("a standard input/output record needs its statement (question, question_content or description)")
+    return question
+
+
+def _record_id(row: dict, default_id: str) -> str:
+    return str(next((row[k] for k in ("task_id", "problem_id", "question_id", "id", "name") if row.get(k) not in (None, "")), default_id))
+
+
+#: The name of the function a function-call record's tests call; the task's suffix defines it.
+CALL_ADAPTER = "_mathgym_call"
+#: Placed before the program of a function-call task: the names the data sets' own graders put
+#: in scope (LeetCode-style starter code annotates with ``List[int]`` and never imports it).
+CALL_PREFIX = (
+    "from typing import *\nfrom collections import *\nfrom itertools import *\nfrom functools import *\n"
+    "from heapq import *\nfrom bisect import *\nimport collections, itertools, functools, heapq, bisect, math, string, re"
+)
+
+
+def call_task(row: dict, default_id: str) -> CodeTask | None:
+    """A :class:`CodeTask` of function-call tests, from an APPS / TACO record whose ``input_output``
+    names a ``fn_name`` (each input a list of arguments, each output the return value or, as
+    APPS's own grader accepts, a one-element list of it) or a LiveCodeBench record with
+    ``"functional"`` tests (each input a line of JSON per argument, the function named by
+    ``metadata.func_name``). ``None`` when the record's tests feed standard input instead.
+
+    As in those data sets' graders, a ``Solution`` class that has the method is called through
+    an instance (LeetCode style), else the module-level function, and tuples in what it returns
+    compare as lists (JSON has no tuples): the adapter doing that (:data:`CALL_ADAPTER`) follows
+    the program, and each test is a plain ``assert`` on its result, compared outside the sandbox.
+
+    Raises:
+        DatasetError: No function name, or an input or output that is not JSON.
+    """
+    name, cases = None, []
+    spec = _json_cell(row["input_output"], "input_output") if "input_output" in row else None
+    if isinstance(spec, dict) and spec.get("fn_name"):  # APPS / TACO
+        name = spec["fn_name"]
+        for given, wanted in zip(spec.get("inputs") or [], spec.get("outputs") or []):
+            if not isinstance(given, list):
+                raise DatasetError(f"a test of {name} has arguments {str(given)[:40]!r}, not a list of them")
+            cases.append((given, [wanted, wanted[0]] if isinstance(wanted, list) and wanted else [wanted]))
+    functional = [case for key in ("public_test_cases", "private_test_cases") if key in row
+                  for case in _json_list(row[key], key) if isinstance(case, dict) and case.get("testtype") == "functional"]
+    if functional:  # LiveCodeBench
+        metadata = _json_cell(row.get("metadata") or {}, "metadata", optional=True)
+        name = metadata.get("func_name") if isinstance(metadata, dict) else None
+        if not name:
+            raise DatasetError("functional tests need the function's name (metadata.func_name)")
+        for case in functional:
+            try:
+                given = [json.loads(line) for line in str(case.get("input", "")).split("\n") if line.strip()]
+                cases.append((given, [json.loads(str(case.get("output", "")))]))
+            except json.JSONDecodeError:
+                raise DatasetError(f"a functional test of {name} holds an input or output that is not JSON") from None
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name.isidentifier():
+        raise DatasetError(f"the function's name {str(name)[:40]!r} is not a Python name")
+    if not cases:
+        raise DatasetError(f"the record holds no test of {name}")
+    tests = tuple(
+        (f"call_{i}", f"assert {CALL_ADAPTER}({', '.join(map(_literal, given))}) in ({''.join(_literal(v) + ', ' for v in accepted)})")
+        for i, (given, accepted) in enumerate(cases)
+    )
+    starter = row.get("starter_code") if isinstance(row.get("starter_code"), str) else ""
+    shown = f"{_statement(row).strip()}\n\nWrite Python code that defines `{name}` (the tests call it; nothing is read from standard input)"
+    shown += f", starting from:\n\n```python\n{starter.rstrip()}\n```" if starter.strip() else "."
+    suffix = (
+        f"def {CALL_ADAPTER}(*args):\n"
+        f"    owner = globals().get('Solution')\n"
+        f"    if isinstance(owner, type) and callable(getattr(owner, {name!r}, None)):\n"
+        f"        result = getattr(owner(), {name!r})(*args)\n"
+        f"    else:\n"
+        f"        result = {name}(*args)\n"
+        f"    return {CALL_ADAPTER}_lists(result)\n\n\n"
+        f"def {CALL_ADAPTER}_lists(value):\n"
+        f"    return [{CALL_ADAPTER}_lists(item) for item in value] if type(value) in (list, tuple) else value\n"
+    )
+    return CodeTask(_record_id(row, default_id), shown, name, tests, _python_solution(row.get("solutions")), prefix=CALL_PREFIX, suffix=suffix)
+
+
+def _json_list(value: object, key: str) -> list:
+    cases = _json_cell(value, key, optional=key == "private_test_cases")
+    return cases if isinstance(cases, list) else []
+
+
+def _literal(value: object) -> str:
+    """Python source for a value decoded from JSON (``float('inf')`` for JSON's Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_literal, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def _json_cell(value: object, key: str, optional: bool = False) -> object:
