@@ -407,3 +407,25 @@ def test_a_malformed_record_is_one_data_set_error_naming_its_line(tmp_path, row)
     path.write_text(json.dumps({"text": "Write g.", "test_list": ["assert g() == 1"], "code": "def g():\n    return 1"}) + "\n" + json.dumps(row) + "\n")
     with pytest.raises(DatasetError, match="bad.jsonl:2: "):
         load_code_jsonl(path)
+
+
+def test_io_tests_stop_at_the_first_failure_when_only_all_passing_counts():
+    """With ``stop_at_failure`` every test up to the first failing one (in order) runs and every
+    later one is reported not run, whichever had started on the other worker: the same outcome
+    each time. Without it (or for the ``fraction`` reward) every test runs."""
+    from mathgym.rewards.sandbox import NOT_RUN
+
+    program = "import sys\nn = int(sys.stdin.read())\nprint(n * n if n != 3 else -1)\n"
+    tests = [TestCase(f"io_{n}", "io", stdin=f"{n}\n", expected_stdout=f"{n * n}\n") for n in range(1, 7)]
+    box = CodeSandbox(workers=2)
+    try:
+        for _ in range(3):
+            result = box.run_tests(program, tests, stop_at_failure=True)
+            assert [(t.status, t.message == NOT_RUN) for t in result.tests] == [
+                (Status.CORRECT, False), (Status.CORRECT, False), (Status.WRONG, False), *[(Status.WRONG, True)] * 3]
+            assert result.status == Status.WRONG and result.passed == 2
+        result = box.run_tests(program, tests)
+        assert [t.passed for t in result.tests] == [True, True, False, True, True, True]
+        assert box.run_tests(program.replace("-1", "n * n"), tests, stop_at_failure=True).status == Status.CORRECT
+    finally:
+        box.close()

@@ -49,7 +49,9 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
 
     cases = [TestCase(name, "assert", source) for name, source in task.tests]
     cases += [TestCase(name, "io", stdin=stdin, expected_stdout=wanted) for name, stdin, wanted in task.io_tests]
-    result = default_sandbox().run_tests(program, cases, limits=limits, hidden_paths=hidden_paths, support=task.prefix)
+    # All-or-nothing: once the program fails a test, the rest cannot change the grade (not run).
+    result = default_sandbox().run_tests(program, cases, limits=limits, hidden_paths=hidden_paths, support=task.prefix,
+                                         stop_at_failure=reward_mode == "all_pass")
     tests = [{"name": t.name, "passed": t.passed, "status": str(t.status), "message": t.message, "call": t.call} for t in result.tests]
     info = {
         "tests": tests,

@@ -38,6 +38,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -283,11 +284,15 @@ class CodeSandbox:
         hidden_paths: Sequence[str] = (),
         support: str = "",
         files: Mapping[str, str] | None = None,
+        stop_at_failure: bool = False,
     ) -> ExecutionResult:
         """Run ``code`` against ``tests``; per-test outcomes in ``result.tests``.
 
         Assert tests share one process of the code (in order); each io test is a separate
-        run of the program. ``result.details["verdict"]`` says whether the outputs were
+        run of the program, up to ``workers`` of them at once, started in order. With
+        ``stop_at_failure`` (all that matters is whether every test passes), no io test
+        starts once the program has failed one (wrong or out of time; an infrastructure
+        failure does not stop them): those not run are wrong, with :data:`NOT_RUN`. ``result.details["verdict"]`` says whether the outputs were
         compared here (``"outputs-compared"``) or the tests ran in the trusted judge
         (``"trusted-tests"``). ``support`` is trusted code (the task's own helpers and
         imports, e.g. HumanEval's ``poly``) that the judge runs before the tests: the
@@ -318,15 +323,44 @@ class CodeSandbox:
                 reply, retried = self._submit(job, limits, hidden_paths)
                 first = _judged_result(reply, retried, asserts)
             outcomes.update((o.name, o) for o in first.tests)
-        for test in tests:
-            if test.kind == "io":
-                run = self.run(code, stdin=test.stdin, limits=limits, hidden_paths=hidden_paths, files=files)
-                outcomes[test.name] = _io_outcome(test, run)
-                first = first or run
+        ios = [t for t in tests if t.kind == "io"]
+        if ios:
+            failed = stop_at_failure and any(o.status in _PROGRAM_FAILURES for o in outcomes.values())
+            ran = self._run_io_tests(code, ios, limits, hidden_paths, files, stop_at_failure, failed)
+            first = first or next((run for _, run in ran.values() if run is not None), None)
+            outcomes.update((name, outcome) for name, (outcome, _) in ran.items())
         ordered = tuple(outcomes[t.name] for t in tests)
         assert first is not None
         details = {**first.details, **verdict}
         return ExecutionResult(_overall(ordered), first.stdout, first.stderr, first.exit_code, first.duration_s, ordered, details)
+
+    def _run_io_tests(self, code: str, tests: Sequence[TestCase], limits: SandboxLimits | None, hidden_paths: Sequence[str],
+                      files: Mapping[str, str] | None, stop_at_failure: bool, failed: bool) -> dict[str, tuple[TestOutcome, ExecutionResult | None]]:
+        """Each io test's outcome and run (``None``: not run). With ``stop_at_failure``, every test
+        up to the first one the program fails (in order) runs and every later one is reported not
+        run, whichever of them had started: the outcome does not depend on which finished first."""
+        first_failure = [-1 if failed else len(tests)]
+        lock = threading.Lock()
+
+        def one(index: int) -> tuple[TestOutcome, ExecutionResult | None]:
+            test = tests[index]
+            if index > first_failure[0]:
+                return TestOutcome(test.name, False, Status.WRONG, NOT_RUN), None
+            run = self.run(code, stdin=test.stdin, limits=limits, hidden_paths=hidden_paths, files=files)
+            outcome = _io_outcome(test, run)
+            if stop_at_failure and outcome.status in _PROGRAM_FAILURES:
+                with lock:
+                    first_failure[0] = min(first_failure[0], index)
+            return outcome, run
+
+        width = min(self.workers, len(tests))
+        if width == 1:
+            results = [one(index) for index in range(len(tests))]
+        else:
+            with ThreadPoolExecutor(width, thread_name_prefix="mathgym-io-test") as threads:
+                results = list(threads.map(one, range(len(tests))))
+        return {test.name: (result if index <= first_failure[0] else (TestOutcome(test.name, False, Status.WRONG, NOT_RUN), None))
+                for index, (test, result) in enumerate(zip(tests, results))}
 
     def _submit(self, job: dict[str, Any], limits: SandboxLimits | None, hidden_paths: Sequence[str] = ()) -> tuple[dict[str, Any], bool]:
         """Send a job to a warm worker; an infrastructure failure is retried once."""
@@ -528,6 +562,12 @@ def _reads_support(tests: Sequence[TestCase], support: str) -> str:
         return ""  # the planner reports a test that does not parse; a support that does not fails in the judge
     shared = sorted(defined & read)
     return f"the tests use {', '.join(shared[:3])} of the task's own code" if shared else ""
+
+
+#: The message of an io test not run, with ``stop_at_failure``, because the program had failed one.
+NOT_RUN = "not run: the program had failed an earlier test"
+#: Statuses of a test the program itself failed (an infrastructure failure is not one).
+_PROGRAM_FAILURES = (Status.WRONG, Status.TIMEOUT)
 
 
 def _io_outcome(test: TestCase, run: ExecutionResult) -> TestOutcome:
