@@ -58,4 +58,4 @@ def test_canonical_solutions_pass_and_none_returning_ones_fail(box):
     # or helpers (docs/rewards.md lists them); those run in the trusted judge and say so.
     judged = sorted(p["task_id"] for p, r in zip(problems, canonical) if r.details["verdict"] == "trusted-tests")
     assert {r.details["verdict"] for r in results} == {"outputs-compared", "trusted-tests"}
-    assert len(judged) == 5, judged
+    assert judged == ["HumanEval/32", "HumanEval/38", "HumanEval/50", "HumanEval/53"], judged

@@ -5,7 +5,7 @@
 encoded as plain data, and a *check* (``<output> == 3``), which this trusted process
 evaluates on the decoded value. The child never receives a test's source or an expected
 value, so it has nothing to read, patch or forge: its only way to pass is to return the
-right values. Shapes handled (found by :mod:`ast`, nothing is executed to find them):
+right values. Shapes handled (found by :mod:`ast`; nothing of the program runs to find them):
 
 * ``assert f(args) == expected`` (either side, any comparison, ``is None/True/False``),
   ``assert f(x)``, ``assert not f(x)``, ``abs(f(x) - y) < 1e-6``, ``math.isclose(...)``,
@@ -14,10 +14,12 @@ right values. Shapes handled (found by :mod:`ast`, nothing is executed to find t
 * HumanEval's ``def check(candidate): assert ...`` followed by ``check(entry_point)``,
   names bound to literal values (``METADATA = {...}``), ``candidate = entry_point``,
   ``import math``, a bare ``print``, and ``for x in <literals or pure builtins>:`` loops
-  (unrolled, at most :data:`MAX_UNROLLED` passes).
+  (unrolled, at most :data:`MAX_UNROLLED` passes);
+* comprehensions of values the test computes itself (``sum([i**2 for i in lst if i > 0])``),
+  no output or call of the code's function inside, at most :data:`MAX_COMPREHENDED` passes.
 
-Anything else (loops, comprehensions, helpers, method calls on outputs, inputs that are
-not plain values) makes :func:`plan_tests` return ``None`` and a reason: those tests run
+Anything else (other loops, comprehensions over outputs, helpers, method calls on outputs,
+inputs that are not plain values) makes :func:`plan_tests` return ``None`` and a reason: those tests run
 in the trusted judge instead (``details["verdict"] == "trusted-tests"``, see
 :mod:`mathgym.rewards._trusted_tests`).
 
@@ -226,6 +228,7 @@ class _Planner:
         self.opaque: set[str] = set()
         self.functions: dict[str, ast.FunctionDef] = {}
         self.checks: list[Check] = []
+        self.comprehending = False  # validating inside a comprehension
 
     def statements(self, body: Sequence[ast.stmt], depth: int) -> None:
         for node in body:
@@ -387,7 +390,41 @@ class _Planner:
             return False
         if isinstance(node, ast.Call):
             return self.validate_call(node, calls)
+        if isinstance(node, _COMPREHENSIONS):
+            self.validate_comprehension(node)
+            return False
         raise NotConvertible(f"line {getattr(node, 'lineno', '?')}: a {type(node).__name__} expression")
+
+    def validate_comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        """A comprehension of values the test computes itself: no call of the code's function and no
+        output inside it (those stay the judge's), at most :data:`MAX_COMPREHENDED` passes in all,
+        evaluated once here to know it ends; its names are bound in its own scope only."""
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call) and self.solution_function(inner.func) is not None:
+                raise NotConvertible(f"line {node.lineno}: a comprehension calling the code's function")
+        saved, outermost = dict(self.env), not self.comprehending
+        self.comprehending = True
+        try:
+            for generator in node.generators:
+                if generator.is_async:
+                    raise NotConvertible(f"line {node.lineno}: an async comprehension")
+                self.validate(generator.iter, None)
+                for name in _target_names(generator.target, node.lineno):
+                    self.env[name] = None  # bound: the checks below read it as a value of the test
+                for condition in generator.ifs:
+                    self.validate(condition, None)
+            for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+                self.validate(part, None)
+        finally:
+            self.env.clear()
+            self.env.update(saved)
+            self.comprehending = not outermost
+        if not outermost:
+            return  # its names hold placeholders here: evaluated within the outermost one
+        try:
+            evaluate(node, self.env, {}, {})
+        except Exception as err:  # noqa: BLE001 - too long, or raises: left to the judge, which runs it as written
+            raise NotConvertible(f"line {node.lineno}: the comprehension raises {type(err).__name__}") from None
 
     def validate_call(self, node: ast.Call, calls: dict[int, int] | None) -> bool:
         if any(isinstance(arg, ast.Starred) for arg in node.args) or any(kw.arg is None for kw in node.keywords):
@@ -502,6 +539,8 @@ def evaluate(node: ast.AST, env: dict[str, Any], calls: dict[int, int], outputs:
         return slice(ev(node.lower), ev(node.upper), ev(node.step))
     if isinstance(node, ast.Attribute):
         return getattr(math, node.attr)
+    if isinstance(node, _COMPREHENSIONS):
+        return _comprehend(node, env, calls, outputs)
     assert isinstance(node, ast.Call)
     if id(node) in calls:
         index = calls[id(node)]
@@ -514,6 +553,63 @@ def evaluate(node: ast.AST, env: dict[str, Any], calls: dict[int, int], outputs:
     function = ev(node.func)  # a builtin of SAFE_FUNCTIONS or a math function
     function = _BOUNDED_CALLS.get(function, function)
     return function(*[ev(a) for a in node.args], **{kw.arg: ev(kw.value) for kw in node.keywords})
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+#: Most passes, over all its ``for`` clauses, of a comprehension a test computes outside the sandbox.
+MAX_COMPREHENDED = 100_000
+
+
+def _target_names(target: ast.expr, line: int) -> list[str]:
+    """The names a comprehension's ``for`` binds: a name, or a tuple or list of them."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts):
+        return [e.id for e in target.elts]  # type: ignore[attr-defined]
+    raise NotConvertible(f"line {line}: a comprehension binding {ast.unparse(target)[:40]}")
+
+
+def _bind(target: ast.expr, value: Any, scope: dict[str, Any]) -> None:
+    if isinstance(target, ast.Name):
+        scope[target.id] = value
+        return
+    names = [e.id for e in target.elts]  # type: ignore[attr-defined]
+    values = tuple(value)
+    if len(values) != len(names):
+        raise ValueError(f"cannot unpack {len(values)} values into {len(names)} names")
+    scope.update(zip(names, values))
+
+
+def _comprehend(node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp, env: dict[str, Any],
+                calls: dict[int, int], outputs: dict[int, tuple[bool, Any]]) -> Any:
+    """The value of a comprehension (a generator expression gives a list: a check only reads it),
+    after at most :data:`MAX_COMPREHENDED` passes (MemoryError past them)."""
+    passes = [0]
+    items: list[Any] = []
+
+    def walk(level: int, scope: dict[str, Any]) -> None:
+        if level == len(node.generators):
+            if isinstance(node, ast.DictComp):
+                items.append((evaluate(node.key, scope, calls, outputs), evaluate(node.value, scope, calls, outputs)))
+            else:
+                items.append(evaluate(node.elt, scope, calls, outputs))
+            return
+        generator = node.generators[level]
+        for value in evaluate(generator.iter, scope, calls, outputs):
+            passes[0] += 1
+            if passes[0] > MAX_COMPREHENDED:
+                raise MemoryError(f"a comprehension of more than {MAX_COMPREHENDED} passes")
+            inner = dict(scope)
+            _bind(generator.target, value, inner)
+            if all(evaluate(condition, inner, calls, outputs) for condition in generator.ifs):
+                walk(level + 1, inner)
+
+    walk(0, dict(env))
+    if isinstance(node, ast.SetComp):
+        return _set(items)
+    if isinstance(node, ast.DictComp):
+        return _dict(items)
+    return items
 
 
 def _check_size(op: ast.operator, left: Any, right: Any) -> None:
