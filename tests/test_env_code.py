@@ -429,3 +429,34 @@ def test_io_tests_stop_at_the_first_failure_when_only_all_passing_counts():
         assert box.run_tests(program.replace("-1", "n * n"), tests, stop_at_failure=True).status == Status.CORRECT
     finally:
         box.close()
+
+
+#: The shape of EvalPlus's MBPP+ ``test`` script (written here): inputs and results, compared by a helper.
+MBPP_PLUS_SCRIPT = '''
+def assertion(out, exp, atol):
+    if atol == 0 and isinstance(exp, float):
+        atol = 1e-6
+    assert abs(out - exp) <= atol if atol else out == exp
+
+inputs = [[(3, 4, 5, 6), (5, 7, 4, 10)], [(1, 2, 3, 4), (5, 4, 3, 7)], [(), (1,)], [(9, 9), (9,)]]
+results = [(4, 5), (3, 4), (), (9,)]
+for i, (inp, exp) in enumerate(zip(inputs, results)):
+    assertion(similar_elements(*inp), exp, 0)
+'''
+
+
+def test_jsonl_in_mbpp_plus_format_runs_the_extended_script_too(tmp_path):
+    row = {"task_id": 2, "prompt": "Write a function to find the shared elements from the given two lists.",
+           "code": "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))\n", "source_file": "x.py",
+           "test_imports": [], "test_list": ["assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))"],
+           "test": MBPP_PLUS_SCRIPT}
+    path = tmp_path / "mbppplus.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (task,) = load_code_jsonl(path)
+    assert task.test_names == ["test_0", "plus"] and task.entry_point == "similar_elements"
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    _, reward, _, _, info = _answer(env, 0)
+    assert reward == 1.0, info
+    # right on the shown test, wrong on the empty intersection the extended inputs hold
+    _, reward, _, _, info = _answer(env, 0, "```python\ndef similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b))) or (0,)\n```")
+    assert reward == 0.5 and [t["passed"] for t in info["tests"]] == [True, False], info

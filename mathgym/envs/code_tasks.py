@@ -142,7 +142,8 @@ def humaneval_task(row: dict, source: str = "HumanEval") -> CodeTask:
 
 def mbpp_task(row: dict) -> CodeTask:
     """A :class:`CodeTask` from one MBPP-format record (the full set's ``text``, or the sanitized
-    set's ``prompt`` and ``test_imports``); the first test is shown as an example."""
+    set's ``prompt`` and ``test_imports``); the first test is shown as an example. EvalPlus's
+    MBPP+ records also hold ``test``, a script over many more inputs: it is one more test, ``plus``."""
     try:
         text, asserts = row["text"] if "text" in row else row["prompt"], list(row["test_list"])
     except KeyError as err:
@@ -153,6 +154,9 @@ def mbpp_task(row: dict) -> CodeTask:
     imports = row.get("test_imports") or []
     setup = "\n".join([*(imports if isinstance(imports, list) else [str(imports)]), row.get("test_setup_code", "") or ""]).strip()
     tests = tuple((f"test_{i}", f"{setup}\n{a}\n") for i, a in enumerate(asserts + list(row.get("challenge_test_list") or [])))
+    extended = row.get("test")  # EvalPlus's MBPP+: a script checking many more inputs
+    if isinstance(extended, str) and extended.strip():
+        tests += (("plus", f"{setup}\n{extended}\n"),)
     shown = f"{text}\nYour code should pass tests like this one:\n{asserts[0]}"
     return CodeTask(f"mbpp/{row.get('task_id', entry)}", shown, entry, tests, row.get("code", ""))
 
