@@ -177,13 +177,25 @@ def test_rows_in_other_peoples_layouts(tmp_path):
     record = record_from_row(verl, {"question": "prompt", "answer": "reward_model.ground_truth"})
     assert (record.question, record.answer) == ("2+2?", "4")
     with pytest.raises(DatasetError, match="columns option"):
+        record_from_row({"query": "q", "target": "1"})
+    with pytest.raises(DatasetError, match=r"no answer for 'q'.*columns=\{'question': 'prompt', 'answer': 'solution'\}"):
         record_from_row({"prompt": "q", "target": "1"})
     with pytest.raises(DatasetError, match="'reward_model.truth'"):
         record_from_row(verl, {"question": "prompt", "answer": "reward_model.truth"})
     with pytest.raises(DatasetError, match="column 'answer' holds a dict"):
         record_from_row({"question": "q", "answer": {"value": 1}})
+    # verl's layout needs no mapping: DAPO-Math-17k and DeepScaleR as verl rows, Skywork-OR1's listed forms
+    assert record_from_row(verl) == record
+    listed = json.dumps(["\\frac{1}{2}", "0.5"])
+    assert record_from_row({**verl, "reward_model": {"ground_truth": listed}}).answer == "\\frac{1}{2}"
+    assert record_from_row({**verl, "reward_model": {"ground_truth": "[0, 1]"}}).answer == "[0, 1]"  # an interval stays one
+    assert record_from_row({"problem": "p", "final_answer": 3, "solution": "long"}).answer == "3"
+    assert record_from_row({"Question": "p", "ground_truth": "x+1"}).answer == "x+1"
     path = tmp_path / "verl.jsonl"
     path.write_text(json.dumps(verl) + "\n")
+    env = gym.make("MathReason-v0", dataset=str(path))
+    obs, _ = env.reset(seed=0)
+    assert "2+2?" in obs and env.step("\\boxed{4}")[1] == 1.0
     env = gym.make("MathReason-v0", dataset=str(path), columns={"question": "prompt", "answer": "reward_model.ground_truth"})
     obs, _ = env.reset(seed=0)
     assert "2+2?" in obs and env.step("\\boxed{4}")[1] == 1.0

@@ -60,8 +60,10 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
     Args:
         row: The row. GSM8K rows have ``question`` and ``answer`` (with ``#### N``);
             MATH rows have ``problem`` (or ``question``) and ``solution`` (last
-            ``\\boxed{}`` is the answer) and maybe ``answer``. These names are matched in any
-            case (``Problem``, ``Answer``). A question given as a chat (a list of
+            ``\\boxed{}`` is the answer) and maybe ``answer``; verl rows (DAPO, Skywork-OR1...)
+            have ``prompt`` and ``reward_model.ground_truth``; ``final_answer`` and
+            ``ground_truth`` are answers too. These names are matched in any case
+            (``Problem``, ``Answer``). A question given as a chat (a list of
             ``{"role", "content"}`` messages, TRL's conversational format) is its last user message.
         columns: Custom mapping of ``question`` / ``answer`` / ``solution`` to column
             names; a mapped ``answer`` column is taken as the final answer verbatim. A dotted
@@ -95,22 +97,52 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
         if not answer:
             raise DatasetError(f"no answer found for question {question[:60]!r}")
         return MathRecord(question, answer, solution)
-    key = _key(row, "question") or _key(row, "problem")
+    key = _key(row, "question") or _key(row, "problem") or _key(row, "prompt")
     if key is None:
         raise DatasetError(
-            f"row has neither 'question' nor 'problem'; its columns are {sorted(map(str, row))}. Name yours with the "
-            "columns option, e.g. columns={'question': 'prompt', 'answer': 'target'}"
+            f"row has neither 'question', 'problem' nor 'prompt'; its columns are {sorted(map(str, row))}. Name yours with "
+            "the columns option, e.g. columns={'question': 'query', 'answer': 'target'}"
         )
     question = _text(row[key], str(key))
     answer_field = row.get(_key(row, "answer"))
     if isinstance(answer_field, str) and "####" in answer_field:
         return MathRecord(question, gsm8k_final_answer(answer_field), answer_field)
+    if answer_field in (None, ""):
+        answer_field = _listed_answer(next((value for value in _answer_fields(row) if value not in (None, "")), None))
     solution_field = row.get(_key(row, "solution"))
     solution = _text(solution_field, "solution") if solution_field is not None else ""
-    answer = _text(answer_field, "answer") if answer_field not in (None, "") else (last_boxed(solution) or "")
+    answer = _text(answer_field, "answer") if answer_field is not None else (last_boxed(solution) or "")
     if not answer:
-        raise DatasetError(f"no answer: neither an 'answer' field nor a \\boxed{{}} in 'solution' ({question[:60]!r})")
+        raise DatasetError(
+            f"no answer for {question[:60]!r}: no 'answer', 'final_answer' or 'ground_truth' field (nor verl's "
+            f"reward_model.ground_truth) and no \\boxed{{}} in 'solution'; its columns are {sorted(map(str, row))}. Name the "
+            f"answer's column with the columns option, e.g. columns={{'question': {str(key)!r}, 'answer': 'solution'}} "
+            "(TRL's data sets keep the final answer itself in 'solution')"
+        )
     return MathRecord(question, answer, solution)
+
+
+def _listed_answer(value: Any) -> Any:
+    """A ground truth given as a JSON list of strings (Skywork-OR1's ``'["3"]'``): its first
+    string, the forms being the same answer's. Anything else as it is (``"[0, 1]"`` is an interval)."""
+    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        try:
+            forms = json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+        if isinstance(forms, list) and forms and all(isinstance(form, str) for form in forms) and forms[0].strip():
+            return forms[0]
+    return value
+
+
+def _answer_fields(row: Mapping[str, Any]) -> Iterator[Any]:
+    """Where other layouts keep the final answer: ``final_answer``, ``ground_truth``, and verl's
+    ``reward_model.ground_truth`` (DAPO, Skywork-OR1 and DeepScaleR as verl rows hold them there)."""
+    for name in ("final_answer", "ground_truth"):
+        yield row.get(_key(row, name))
+    reward_model = row.get(_key(row, "reward_model"))
+    if isinstance(reward_model, Mapping):
+        yield reward_model.get("ground_truth")
 
 
 def _key(row: Mapping[str, Any], name: str) -> Any:
@@ -164,6 +196,8 @@ def jsonl_rows(path: str | Path, what: str) -> Iterator[tuple[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise DatasetError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+            except RecursionError:
+                raise DatasetError(f"{path}:{number}: not valid JSON (nested too deeply)") from None
             yield f"{path}:{number}", row
 
 
