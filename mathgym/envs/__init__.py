@@ -28,7 +28,7 @@ BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (
     ("Game2048-v0", "mathgym.envs.games.game2048:Game2048Env", "Multi-turn game: slide and merge tiles to reach a target tile (seeded spawns)."),
     ("Hanoi-v0", "mathgym.envs.games.hanoi:HanoiEnv", "Multi-turn game: Tower of Hanoi from a seeded position (optimal expert)."),
     ("Hangman-v0", "mathgym.envs.games.hangman:HangmanEnv", "Multi-turn game: find a secret word letter by letter before the lives run out."),
-    ("SQLQuery-v0", "mathgym.envs.sql_query:SQLQueryEnv", "Multi-turn: answer a question about a generated SQLite database with one SQL query; read-only queries first (levels 0-3)."),
+    ("SQLQuery-v0", "mathgym.envs.sql_query:SQLQueryEnv", "Multi-turn: answer a question about a SQLite database with one SQL query; read-only queries first (generated levels 0-3, or Spider / BIRD data with dataset= and db_dir=)."),
     ("InstructionFollow-v0", "mathgym.envs.instruction_follow:InstructionFollowEnv", "Single-turn: a writing request with verifiable constraints (IFEval families); reward = share met."),
     ("MultiTask-v0", "mathgym.envs.multi_task:MultiTaskEnv", "Weighted mixture of env ids (envs={id: weight}); info['source_env'] names the source."),
     ("OpenQA-v0", "mathgym.envs.open_qa:OpenQAEnv", "Single-turn: open-ended questions graded against reference answers by an LLM judge (judge_url + judge_model, or judge=); 50 built-in questions."),
