@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mathgym.core import Judgement, Task, TextEnv
+from mathgym.envs.ifeval_data import IFEvalRecord, load_ifeval
 from mathgym.envs.instruction_checks import RESPONSE_SEPARATOR, words
 from mathgym.envs.instruction_constraints import FAMILIES, Constraint, draw_constraints
 from mathgym.errors import ConfigError
@@ -198,6 +199,9 @@ class InstructionFollowEnv(TextEnv):
 
     Args:
         difficulty: Level 0-4: 1 to 5 constraints per prompt.
+        dataset: An IFEval-layout JSONL file (``prompt``, ``instruction_id_list``, ``kwargs``) to
+            take the prompts from instead of drawing them; graded by IFEval's strict checks
+            (:mod:`mathgym.envs.ifeval_data`). Such a task has no reference answer.
         num_constraints: Constraints per prompt (1-8), over the level's.
         families: Constraint families to draw from (default: every one in
             :data:`~mathgym.envs.instruction_constraints.FAMILIES`).
@@ -209,6 +213,7 @@ class InstructionFollowEnv(TextEnv):
     def __init__(
         self,
         difficulty: int = 1,
+        dataset: str | None = None,
         num_constraints: int | None = None,
         families: Sequence[str] | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
@@ -230,10 +235,20 @@ class InstructionFollowEnv(TextEnv):
                 f"families={list(names)!r}: unknown {unknown or 'none given'}; choose among {', '.join(FAMILIES)}."
             )
         self.difficulty, self.num_constraints, self.families = difficulty, count, names
+        self.dataset = dataset
+        self._records = load_ifeval(dataset) if dataset is not None else ()
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
+        if self._records:
+            index = options.get("task_index", None)
+            if index is None:
+                index = int(self.np_random.integers(len(self._records)))
+            elif isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._records):
+                raise ConfigError(f"options['task_index']={index!r} is not an index of the {len(self._records)} prompts.")
+            record = self._records[index]
+            return Task(f"ifeval/{record.key}", record.prompt, "", {"record": record})
         if "task_index" in options:
-            raise ConfigError("InstructionFollow-v0 draws prompts by seed; options['task_index'] is not supported.")
+            raise ConfigError("InstructionFollow-v0 draws prompts by seed; options['task_index'] is not supported (it is with dataset=).")
         for _ in range(200):
             topic = TOPICS[int(self.np_random.integers(len(TOPICS)))]
             request = f"Write {GENRES[int(self.np_random.integers(len(GENRES)))]} about {topic}."
@@ -256,6 +271,8 @@ class InstructionFollowEnv(TextEnv):
         return Task(f"ifollow-{len(constraints)}-{digest}", prompt, gold, meta)
 
     def _judge(self, action: str) -> Judgement:
+        if "record" in self.task.metadata:
+            return self._judge_record(action, self.task.metadata["record"])
         request, constraints = self.task.metadata["request"], self.task.metadata["constraints"]
         if not words(
             action[:100_000]
@@ -281,6 +298,18 @@ class InstructionFollowEnv(TextEnv):
             info={"constraints": listing},
         )
 
-    def expert_action(self) -> str:
-        """A response meeting every constraint (the task's reference answer)."""
-        return self.task.answer
+    def _judge_record(self, action: str, record: IFEvalRecord) -> Judgement:
+        """An IFEval prompt: the share of its instructions followed (IFEval's strict checks); a
+        response without a word follows none (it would otherwise meet "no comma" for free)."""
+        empty = not words(action[:100_000])
+        met = {name: False for name, _ in record.instructions} if empty else record.check(action)
+        share = sum(met.values()) / len(met)
+        status = Status.UNPARSEABLE if empty else Status.CORRECT if share == 1.0 else Status.PARTIAL if share > 0 else Status.WRONG
+        listing = [{"kind": name, "instruction": name, "met": ok} for name, ok in met.items()]
+        return Judgement(share, status, True, reward_breakdown={k: float(v) for k, v in met.items()}, correct=share == 1.0,
+                         info={"constraints": listing})
+
+    def expert_action(self) -> str | None:
+        """A response meeting every constraint (the task's reference answer); ``None`` for a
+        data set's prompt, which has none."""
+        return self.task.answer or None

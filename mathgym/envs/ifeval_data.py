@@ -1,0 +1,293 @@
+"""IFEval-layout data for InstructionFollow-v0: Google's IFEval records and their checks.
+
+A record (``input_data.jsonl`` of IFEval, or the ``google/IFEval`` data set as JSONL) holds a
+``prompt``, an ``instruction_id_list`` and one ``kwargs`` object per instruction. Each
+instruction is checked here by a function written for mathgym after the published definitions
+of IFEval's *strict* evaluation (Zhou et al., 2023, "Instruction-Following Evaluation for Large
+Language Models", and its reference implementation): the same tests on the same kwargs. Where
+that implementation needs a tokenizer or a language detector, the checks here use regular
+expressions instead and say so (:data:`APPROXIMATED`); ``language:response_language`` has no
+check (a record that uses it is left out, with a warning).
+
+Every check is linear in the response.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mathgym.envs.instruction_checks import count_sentences
+from mathgym.errors import DatasetError
+
+_WORD = re.compile(r"\w+")
+
+
+def _relation(value: int, relation: str, n: int) -> bool:
+    if relation == "less than":
+        return value < n
+    if relation == "at least":
+        return value >= n
+    raise ValueError(f"relation {relation!r} is neither 'less than' nor 'at least'")
+
+
+def _keywords_exist(text: str, keywords: list[str]) -> bool:
+    return all(re.search(re.escape(k), text, re.IGNORECASE) for k in keywords)
+
+
+def _keyword_frequency(text: str, keyword: str, frequency: int, relation: str) -> bool:
+    return _relation(len(re.findall(re.escape(keyword), text, re.IGNORECASE)), relation, frequency)
+
+
+def _forbidden_words(text: str, forbidden_words: list[str]) -> bool:
+    return not any(re.search(r"\b" + re.escape(word) + r"\b", text, re.IGNORECASE) for word in forbidden_words)
+
+
+def _letter_frequency(text: str, letter: str, let_frequency: int, let_relation: str) -> bool:
+    return _relation(Counter(text.lower())[letter.lower()], let_relation, let_frequency)
+
+
+def _number_words(text: str, num_words: int, relation: str) -> bool:
+    return _relation(len(_WORD.findall(text)), relation, num_words)
+
+
+def _number_sentences(text: str, num_sentences: int, relation: str) -> bool:
+    return _relation(count_sentences(text), relation, num_sentences)
+
+
+def _number_paragraphs(text: str, num_paragraphs: int) -> bool:
+    """Paragraphs separated by the Markdown divider ``***``; an empty one is allowed only first or last."""
+    parts = re.split(r"\s?\*\*\*\s?", text)
+    count = len(parts)
+    for index, part in enumerate(parts):
+        if not part.strip():
+            if index in (0, len(parts) - 1):
+                count -= 1
+            else:
+                return False
+    return count == num_paragraphs
+
+
+def _nth_paragraph_first_word(text: str, num_paragraphs: int, nth_paragraph: int, first_word: str) -> bool:
+    """Paragraphs separated by blank lines: exactly ``num_paragraphs``, the ``nth`` beginning with ``first_word``."""
+    parts = re.split(r"\n\n", text)
+    count = sum(1 for part in parts if part.strip())
+    if not 1 <= nth_paragraph <= len(parts) or count != num_paragraphs:
+        return False
+    paragraph = parts[nth_paragraph - 1].strip()
+    if not paragraph:
+        return False
+    word = paragraph.split()[0].strip().lstrip("'").lstrip('"')
+    found = ""
+    for letter in word:
+        if letter in ".,?!'\"":
+            break
+        found += letter.lower()
+    return found == first_word.lower()
+
+
+def _number_placeholders(text: str, num_placeholders: int) -> bool:
+    return len(re.findall(r"\[.*?\]", text)) >= num_placeholders
+
+
+def _postscript(text: str, postscript_marker: str) -> bool:
+    lowered = text.lower()
+    if postscript_marker == "P.P.S":
+        pattern = r"\s*p\.\s?p\.\s?s.*$"
+    elif postscript_marker == "P.S.":
+        pattern = r"\s*p\.\s?s\..*$"
+    else:
+        pattern = r"\s*" + re.escape(postscript_marker.lower()) + r".*$"
+    return re.search(pattern, lowered, flags=re.MULTILINE) is not None
+
+
+def _number_bullet_lists(text: str, num_bullets: int) -> bool:
+    stars = re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)
+    dashes = re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
+    return len(stars) + len(dashes) == num_bullets
+
+
+def _constrained_response(text: str) -> bool:
+    stripped = text.strip()
+    return any(option in stripped for option in ("My answer is yes.", "My answer is no.", "My answer is maybe."))
+
+
+def _number_highlighted_sections(text: str, num_highlights: int) -> bool:
+    single = [h for h in re.findall(r"\*[^\n\*]*\*", text) if h.strip("*").strip()]
+    double = [h for h in re.findall(r"\*\*[^\n\*]*\*\*", text) if h.removeprefix("**").removesuffix("**").strip()]
+    return len(single) + len(double) >= num_highlights
+
+
+def _multiple_sections(text: str, section_spliter: str, num_sections: int) -> bool:
+    return len(re.split(r"\s?" + re.escape(section_spliter) + r"\s?\d+\s?", text)) - 1 >= num_sections
+
+
+def _json_format(text: str) -> bool:
+    body = text.strip()
+    for prefix in ("```json", "```Json", "```JSON", "```"):
+        body = body.removeprefix(prefix)
+    body = body.removesuffix("```").strip()
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _title(text: str) -> bool:
+    return any(title.lstrip("<").rstrip(">").strip() for title in re.findall(r"<<[^\n]+>>", text))
+
+
+def _two_responses(text: str) -> bool:
+    parts = text.split("******")
+    kept = []
+    for index, part in enumerate(parts):
+        if not part.strip():
+            if index not in (0, len(parts) - 1):
+                return False
+        else:
+            kept.append(part)
+    return len(kept) == 2 and kept[0].strip() != kept[1].strip()
+
+
+def _repeat_prompt(text: str, prompt_to_repeat: str) -> bool:
+    return text.strip().lower().startswith(prompt_to_repeat.strip().lower())
+
+
+def _end_checker(text: str, end_phrase: str) -> bool:
+    return text.strip().strip('"').lower().endswith(end_phrase.strip().lower())
+
+
+def _quotation(text: str) -> bool:
+    body = text.strip()
+    return len(body) > 1 and body[0] == '"' and body[-1] == '"'
+
+
+def _capital_word_frequency(text: str, capital_frequency: int, capital_relation: str) -> bool:
+    return _relation(sum(1 for word in _WORD.findall(text) if word.isupper()), capital_relation, capital_frequency)
+
+
+def _english_capital(text: str) -> bool:
+    return text.isupper()
+
+
+def _english_lowercase(text: str) -> bool:
+    return text.islower()
+
+
+def _no_comma(text: str) -> bool:
+    return "," not in text
+
+
+#: IFEval's instruction ids and their checks (``check(response, **kwargs)``).
+CHECKS: dict[str, Callable[..., bool]] = {
+    "keywords:existence": _keywords_exist,
+    "keywords:frequency": _keyword_frequency,
+    "keywords:forbidden_words": _forbidden_words,
+    "keywords:letter_frequency": _letter_frequency,
+    "length_constraints:number_words": _number_words,
+    "length_constraints:number_sentences": _number_sentences,
+    "length_constraints:number_paragraphs": _number_paragraphs,
+    "length_constraints:nth_paragraph_first_word": _nth_paragraph_first_word,
+    "detectable_content:number_placeholders": _number_placeholders,
+    "detectable_content:postscript": _postscript,
+    "detectable_format:number_bullet_lists": _number_bullet_lists,
+    "detectable_format:constrained_response": _constrained_response,
+    "detectable_format:number_highlighted_sections": _number_highlighted_sections,
+    "detectable_format:multiple_sections": _multiple_sections,
+    "detectable_format:json_format": _json_format,
+    "detectable_format:title": _title,
+    "combination:two_responses": _two_responses,
+    "combination:repeat_prompt": _repeat_prompt,
+    "startend:end_checker": _end_checker,
+    "startend:quotation": _quotation,
+    "change_case:capital_word_frequency": _capital_word_frequency,
+    "change_case:english_capital": _english_capital,
+    "change_case:english_lowercase": _english_lowercase,
+    "punctuation:no_comma": _no_comma,
+}
+#: Checks that count with regular expressions where IFEval's own use NLTK's tokenizers (words,
+#: sentences) or also ask langdetect whether the response is English (the two case checks).
+APPROXIMATED = frozenset({
+    "length_constraints:number_words", "length_constraints:number_sentences", "change_case:capital_word_frequency",
+    "change_case:english_capital", "change_case:english_lowercase",
+})
+
+
+@dataclass(frozen=True)
+class IFEvalRecord:
+    """One IFEval prompt: its key, text and instructions (``(instruction id, kwargs)``)."""
+
+    key: str
+    prompt: str
+    instructions: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
+
+    def check(self, response: str) -> dict[str, bool]:
+        """Whether ``response`` follows each instruction (by id; a repeated id: all of them)."""
+        met: dict[str, bool] = {}
+        for name, kwargs in self.instructions:
+            met[name] = met.get(name, True) and bool(CHECKS[name](response, **dict(kwargs)))
+        return met
+
+
+def load_ifeval(path: str | Path) -> tuple[IFEvalRecord, ...]:
+    """The records of an IFEval-layout JSONL file; those using an instruction without a check here
+    are left out, with one warning naming the instructions.
+
+    Raises:
+        DatasetError: The file is missing or holds no usable record, or a record is malformed
+            (naming its line).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"IFEval data set {str(path)!r} not found")
+    records, skipped = [], Counter()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as err:
+            raise DatasetError(f"{path}:{number}: not JSON ({type(err).__name__})") from None
+        record = _record(row, f"{path}:{number}")
+        unknown = [name for name, _ in record.instructions if name not in CHECKS]
+        if unknown:
+            skipped.update(unknown)
+        else:
+            records.append(record)
+    if skipped:
+        total = sum(1 for _ in skipped.elements())
+        warnings.warn(f"{path}: records left out for instructions without a check here ({', '.join(sorted(skipped))}; "
+                      f"{total} use(s))", stacklevel=3)
+    if not records:
+        raise DatasetError(f"{path} holds no record whose instructions can all be checked")
+    return tuple(records)
+
+
+def _record(row: Any, where: str) -> IFEvalRecord:
+    if not isinstance(row, Mapping):
+        raise DatasetError(f"{where}: a record is a JSON object, not {type(row).__name__}")
+    prompt, names, kwargs = row.get("prompt"), row.get("instruction_id_list"), row.get("kwargs")
+    if not isinstance(prompt, str) or not prompt.strip() or not isinstance(names, list) or not names:
+        raise DatasetError(f"{where}: an IFEval record needs a prompt and an instruction_id_list")
+    if kwargs is None:
+        kwargs = [{}] * len(names)
+    if not isinstance(kwargs, list) or len(kwargs) != len(names) or not all(isinstance(k, Mapping) for k in kwargs):
+        raise DatasetError(f"{where}: kwargs must be one object per instruction ({len(names)})")
+    if not all(isinstance(name, str) for name in names):
+        raise DatasetError(f"{where}: instruction ids are strings")
+    # The data set's rows carry every kwarg of every instruction, unused ones as null.
+    instructions = tuple((name, tuple(sorted((k, v) for k, v in args.items() if v is not None))) for name, args in zip(names, kwargs))
+    for name, args in instructions:
+        if name in CHECKS:
+            try:
+                CHECKS[name]("", **dict(args))
+            except (TypeError, ValueError, AttributeError) as err:
+                raise DatasetError(f"{where}: the kwargs of {name} do not fit it ({type(err).__name__}: {err})") from None
+    return IFEvalRecord(str(row.get("key", where)), prompt, instructions)
