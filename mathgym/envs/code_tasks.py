@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mathgym.envs.data import jsonl_rows
 from mathgym.errors import DatasetError
 from mathgym.install import extra_hint
 from mathgym.rewards._trusted_tests import unverifiable_reason
@@ -181,22 +182,14 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
         DatasetError: The file is missing, not JSONL, or a record fits neither format.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"code data set {str(path)!r} not found")
     tasks = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as err:
-            raise DatasetError(f"{path}:{number}: not JSON ({type(err).__name__}: {err})") from None
+    for where, row in jsonl_rows(path, "code data set"):
         try:
             tasks.append(_task_of(row, path.stem, f"{path.stem}/{len(tasks)}"))
         except DatasetError as err:
-            raise DatasetError(f"{path}:{number}: {err}") from None
+            raise DatasetError(f"{where}: {err}") from None
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as err:  # a field of the wrong kind, deep in a layout
-            raise DatasetError(f"{path}:{number}: a field holds the wrong kind of value ({type(err).__name__}: {err})") from None
+            raise DatasetError(f"{where}: a field holds the wrong kind of value ({type(err).__name__}: {err})") from None
     if not tasks:
         raise DatasetError(f"{path} holds no records")
     report_unverifiable(tasks, str(path))

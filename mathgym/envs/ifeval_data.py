@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mathgym.envs.data import jsonl_rows
 from mathgym.envs.instruction_checks import count_sentences
 from mathgym.errors import DatasetError
 
@@ -244,18 +245,9 @@ def load_ifeval(path: str | Path) -> tuple[IFEvalRecord, ...]:
         DatasetError: The file is missing or holds no usable record, or a record is malformed
             (naming its line).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"IFEval data set {str(path)!r} not found")
     records, skipped = [], Counter()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as err:
-            raise DatasetError(f"{path}:{number}: not JSON ({type(err).__name__})") from None
-        record = _record(row, f"{path}:{number}")
+    for where, row in jsonl_rows(path, "IFEval data set"):
+        record = _record(row, where)
         unknown = [name for name, _ in record.instructions if name not in CHECKS]
         if unknown:
             skipped.update(unknown)
