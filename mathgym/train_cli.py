@@ -433,7 +433,9 @@ def run_eval(argv: Sequence[str]) -> int:
 
 def eval_summary(env: str, args: argparse.Namespace, result: Any) -> str:
     """The line ``mathgym eval`` prints: pass@1, and pass@k, maj@k and the selection's accuracy when asked."""
-    head = f"{env} ({args.tasks} tasks from seed {args.seed}): "
+    distinct = len(getattr(result, "task_ids", ()) or ())
+    repeats = f", {distinct} distinct" if 0 < distinct < args.tasks else ""  # a data set smaller than the evaluation
+    head = f"{env} ({args.tasks} tasks from seed {args.seed}{repeats}): "
     if result.select == "beam":
         return head + f"beam search ({args.beam_width} wide, {args.expansions} expansions) accuracy = {result.selected:.1%}"
     if args.k == 1:

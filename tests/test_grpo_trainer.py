@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -312,6 +314,12 @@ def test_run_summary_names_the_split_it_was_evaluated_on(tmp_path):
     on = lambda split: TrainResult(tmp_path, 3, 1.0, before, after, None, 0, split).summary("MathReason-v0")  # noqa: E731
     assert "10 held-out MathReason-v0 tasks" in on("test") and "10 held-out MathReason-v0 tasks" in on(None)
     assert "10 train-split MathReason-v0 tasks" in on("train") and "held-out" not in on("train")
+    # A data set with no held-out split: the evaluated tasks repeat, and some were trained on.
+    repeated = EvalResult(0.7, 0.7, 1, 10, 0.7, task_ids=("a", "b", "c"))
+    said = lambda trained: TrainResult(tmp_path, 3, 1.0, before, repeated, None, 0, None, frozenset(trained)).summary("SQLQuery-v0")  # noqa: E731
+    assert "10 held-out SQLQuery-v0 tasks (3 distinct)" in said({"x"})
+    assert "10 SQLQuery-v0 tasks (3 distinct, 2 of them also drawn for training: not held out" in said({"a", "c", "x"})
+    assert "held-out" not in said({"a"})
 
 
 def test_the_accuracy_before_training_names_the_split_it_was_evaluated_on(model_path, tmp_path, capsys):
@@ -323,3 +331,15 @@ def test_the_accuracy_before_training_names_the_split_it_was_evaluated_on(model_
     assert len(before) == 2
     assert "2 train-split tasks" in before[0] and "held-out" not in before[0]
     assert "2 held-out tasks" in before[1]
+
+
+def test_a_data_set_without_a_held_out_split_is_not_called_held_out(model_path, tmp_path):
+    """Trained and evaluated on the same one-problem file: the summary says the evaluated task was a training task."""
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps({"question": "What is 2 + 3?", "answer": "5"}) + "\n")
+    config = GRPOConfig(model=str(model_path), steps=1, num_tasks=2, group_size=2, max_new_tokens=4, eval_tasks=3, save_every=0,
+                        progress=False, env_kwargs={"dataset": str(data)}, run_dir=str(tmp_path / "run"))
+    result = GRPOTrainer(config).train()
+    assert result.eval_after.task_ids and result.trained_task_ids == frozenset(result.eval_after.task_ids)
+    summary = result.summary("MathReason-v0")
+    assert "3 MathReason-v0 tasks (1 distinct, 1 of them also drawn for training: not held out" in summary and "held-out" not in summary

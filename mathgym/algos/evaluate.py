@@ -29,6 +29,8 @@ class EvalResult:
         maj_at_k: Accuracy of the most frequent final answer among the k samples (``None`` when k = 1).
         select: The selection rule (``None``: none asked for).
         selected: Accuracy of the sample the rule chose.
+        task_ids: The distinct tasks evaluated (a data set smaller than ``num_tasks`` repeats
+            its tasks; a trainer reports those it also trained on).
     """
 
     pass_at_1: float
@@ -40,6 +42,7 @@ class EvalResult:
     maj_at_k: float | None = None
     select: str | None = None
     selected: float | None = None
+    task_ids: tuple[str, ...] = ()
 
     def as_metrics(self, prefix: str = "eval/") -> dict[str, float]:
         out = {f"{prefix}pass@1": self.pass_at_1, f"{prefix}reward": self.mean_reward}
@@ -122,7 +125,7 @@ def evaluate_policy(
     settings = RolloutSettings(group_size=k, sampling=params, max_episode_tokens=max_episode_tokens, max_turns=max_turns)
     generator = torch.Generator().manual_seed(seed)
     correct, any_correct, rewards, statuses = [], [], [], {}
-    majority, chosen = [], []
+    majority, chosen, task_ids = [], [], set()
     same = math_equal() if k > 1 else None
     selector = selector if k > 1 else None
     per_chunk = max(1, chunk // k)
@@ -144,6 +147,7 @@ def evaluate_policy(
                 majority.append(group[picks[0]].correct)
                 chosen.append(group[picks[1]].correct)
             rewards += [e.reward for e in group]
+            task_ids.update(e.task_id for e in group if e.task_id)
             for e in group:
                 statuses[e.status] = statuses.get(e.status, 0) + 1
         bar.update(len(seeds))
@@ -160,6 +164,7 @@ def evaluate_policy(
         maj_at_k=sum(majority) / len(majority) if majority else None,
         select=selector.rule if selector is not None else None,
         selected=sum(chosen) / len(chosen) if selector is not None and chosen else None,
+        task_ids=tuple(sorted(task_ids)),
     )
 
 

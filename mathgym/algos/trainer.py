@@ -88,6 +88,8 @@ class TrainResult:
     """The step this process started from (> 0 when the run was resumed)."""
     eval_split: str | None = None
     """The ``split`` the evaluations ran on (``eval_env_kwargs``); ``None`` or ``"test"``: held-out tasks."""
+    trained_task_ids: frozenset[str] = frozenset()
+    """Every task the run drew for training (its summary says which evaluated tasks were among them)."""
 
     def _steps_text(self) -> str:
         ran = self.steps - self.first_step
@@ -101,7 +103,7 @@ class TrainResult:
         b, a = self.eval_before.pass_at_1 * 100, self.eval_after.pass_at_1 * 100
         return (
             f"accuracy before -> after: {b:.1f}% -> {a:.1f}% ({a - b:+.1f} points), greedy pass@1 on "
-            f"{self.eval_after.num_tasks} {tasks_word(self.eval_split)} {env_id} tasks; {self._steps_text()}; "
+            f"{evaluated_tasks(self.eval_after, self.eval_split, env_id, self.trained_task_ids)}; {self._steps_text()}; "
             f"run dir {self.run_dir}"
         )
 
@@ -109,6 +111,21 @@ class TrainResult:
 def tasks_word(split: str | None) -> str:
     """What evaluated tasks of ``split`` are called: held-out (the test split, or an env without splits), else their split's."""
     return "held-out" if split in (None, "test") else f"{split}-split"
+
+
+def evaluated_tasks(result: EvalResult, split: str | None, env_id: str = "", trained: frozenset[str] | set[str] = frozenset()) -> str:
+    """``"200 held-out MathReason-v0 tasks"``; where the evaluation repeated tasks (a data set
+    smaller than it), how many were distinct, and where some were also drawn for training
+    (a data set with no held-out split), how many, and the word held-out is dropped."""
+    distinct = len(result.task_ids)
+    seen = len(trained.intersection(result.task_ids))
+    env = f" {env_id}" if env_id else ""
+    if not seen:
+        repeats = f" ({distinct} distinct)" if 0 < distinct < result.num_tasks else ""
+        return f"{result.num_tasks} {tasks_word(split)}{env} tasks{repeats}"
+    where = "" if split in (None, "test") else f" of the {split} split"
+    return (f"{result.num_tasks}{env} tasks{where} ({distinct} distinct, {seen} of them also drawn for training: not held out; "
+            "--eval-env-kwargs naming a data set of other tasks measures on unseen ones)")
 
 
 def default_run_dir(algo: str, env_id: str) -> Path:
@@ -254,6 +271,7 @@ class Trainer(UpdateLoop):
         self.generator = torch.Generator().manual_seed(config.seed)
         self.step = 0
         self.eval_before: EvalResult | None = None
+        self.trained_task_ids: set[str] = set()  # every task drawn for training (the summary's held-out check)
         self.resume_changes: list[OptionChange] = []
         self._collectors: dict[int | None, RolloutCollector] = {}  # by curriculum level (None: the env options as given)
         self.curriculum = build_curriculum(config, self.env_kwargs)
@@ -345,6 +363,7 @@ class Trainer(UpdateLoop):
         start = time.perf_counter()
         self.sampling_stats = {}
         batch = self.make_batch(step)
+        self.trained_task_ids.update(task for task in getattr(batch, "task_ids", None) or () if task)
         return batch, {**self.sampling_stats, "perf/rollout_s": time.perf_counter() - start}
 
     def rollouts(self) -> Rollouts:
@@ -453,6 +472,7 @@ class Trainer(UpdateLoop):
             "extra": self.extra_state(),
             "curriculum": None if self.curriculum is None else self.curriculum.state_dict(),
             "rollouts_ahead": ahead,
+            "trained_task_ids": self.all_trained_task_ids(),
         }
         if self.dist.enabled:  # each rank's generator, global RNGs (dropout) and batch ahead: a resumed run continues them
             own = {"generator": self.generator.get_state(), "rng": rng_state(), "rollouts_ahead": ahead}
@@ -487,6 +507,7 @@ class Trainer(UpdateLoop):
         set_rng_state(own["rng"])
         self.step = int(state["step"])
         self.eval_before = state.get("eval_before")
+        self.trained_task_ids = set(state.get("trained_task_ids") or ())
         self.load_extra_state(state.get("extra", {}))
         if self.curriculum is not None and state.get("curriculum") is not None:  # absent: a checkpoint without one
             self.curriculum.load_state_dict(state["curriculum"])
@@ -549,8 +570,7 @@ class Trainer(UpdateLoop):
         if cfg.eval_tasks and self.eval_before is None and main:
             self.eval_before = self.evaluate()
             self.logger.log(self.step, self.eval_before.as_metrics())
-            print(f"accuracy before training: {self.eval_before.pass_at_1:.1%} "
-                  f"(greedy, {cfg.eval_tasks} {tasks_word(self.eval_split())} tasks)")
+            print(f"accuracy before training: {self.eval_before.pass_at_1:.1%} (greedy, {evaluated_tasks(self.eval_before, self.eval_split())})")
         bar = tqdm(total=cfg.steps, initial=self.step, disable=not (cfg.progress and main), desc=f"{self.algo_name} {cfg.env}")
         while self.step < cfg.steps:
             metrics = self.dist.reduce_metrics(self.train_step(), self.summed_stats)
@@ -564,6 +584,7 @@ class Trainer(UpdateLoop):
                 self.save()
         bar.close()
         self.save()
+        trained = self.all_trained_task_ids()
         eval_after = None
         if cfg.eval_tasks and main:
             eval_after = self.evaluate()
@@ -579,7 +600,11 @@ class Trainer(UpdateLoop):
         self.logger.close()
         self.close()
         return TrainResult(self.run_dir, self.step, time.perf_counter() - start, self.eval_before, eval_after, final, first_step,
-                           self.eval_split())
+                           self.eval_split(), trained)
+
+    def all_trained_task_ids(self) -> frozenset[str]:
+        """Every task drawn for training so far, by every rank (a collective call under data parallelism)."""
+        return frozenset().union(*self.dist.gather_objects(sorted(self.trained_task_ids)))
 
     def eval_split(self) -> str | None:
         """The ``split`` the evaluations run on (``eval_env_kwargs``), or ``None`` where they name none."""
