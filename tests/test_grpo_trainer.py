@@ -317,8 +317,8 @@ def test_run_summary_names_the_split_it_was_evaluated_on(tmp_path):
     # A data set with no held-out split: the evaluated tasks repeat, and some were trained on.
     repeated = EvalResult(0.7, 0.7, 1, 10, 0.7, task_ids=("a", "b", "c"))
     said = lambda trained: TrainResult(tmp_path, 3, 1.0, before, repeated, None, 0, None, frozenset(trained)).summary("SQLQuery-v0")  # noqa: E731
-    assert "10 held-out SQLQuery-v0 tasks (3 distinct)" in said({"x"})
-    assert "10 SQLQuery-v0 tasks (3 distinct, 2 of them also drawn for training: not held out" in said({"a", "c", "x"})
+    assert "10 held-out SQLQuery-v0 tasks, 3 distinct;" in said({"x"})
+    assert "10 SQLQuery-v0 tasks, 3 distinct, 2 of them also drawn for training (not held out" in said({"a", "c", "x"})
     assert "held-out" not in said({"a"})
 
 
@@ -342,4 +342,4 @@ def test_a_data_set_without_a_held_out_split_is_not_called_held_out(model_path, 
     result = GRPOTrainer(config).train()
     assert result.eval_after.task_ids and result.trained_task_ids == frozenset(result.eval_after.task_ids)
     summary = result.summary("MathReason-v0")
-    assert "3 MathReason-v0 tasks (1 distinct, 1 of them also drawn for training: not held out" in summary and "held-out" not in summary
+    assert "3 MathReason-v0 tasks, 1 distinct, 1 of them also drawn for training (not held out" in summary and "held-out" not in summary

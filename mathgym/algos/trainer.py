@@ -121,10 +121,10 @@ def evaluated_tasks(result: EvalResult, split: str | None, env_id: str = "", tra
     seen = len(trained.intersection(result.task_ids))
     env = f" {env_id}" if env_id else ""
     if not seen:
-        repeats = f" ({distinct} distinct)" if 0 < distinct < result.num_tasks else ""
+        repeats = f", {distinct} distinct" if 0 < distinct < result.num_tasks else ""
         return f"{result.num_tasks} {tasks_word(split)}{env} tasks{repeats}"
     where = "" if split in (None, "test") else f" of the {split} split"
-    return (f"{result.num_tasks}{env} tasks{where} ({distinct} distinct, {seen} of them also drawn for training: not held out; "
+    return (f"{result.num_tasks}{env} tasks{where}, {distinct} distinct, {seen} of them also drawn for training (not held out: "
             "--eval-env-kwargs naming a data set of other tasks measures on unseen ones)")
 
 
