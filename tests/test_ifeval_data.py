@@ -91,3 +91,34 @@ def test_malformed_records_name_their_line(tmp_path):
         path.write_text(json.dumps(row) + "\n")
         with pytest.raises(DatasetError, match=f"bad.jsonl:1: .*{message}"):
             load_ifeval(path)
+
+
+def test_checks_written_without_backtracking_count_as_ifevals_patterns():
+    """Placeholders, bullets, titles and postscripts are found without regex backtracking (which is
+    quadratic on a line of ``[`` or of blank lines): the same answers as IFEval's patterns on short
+    random strings, and at once on 200,000 characters of the worst kind."""
+    import random
+    import re
+
+    patterns = {  # IFEval's definitions, as regular expressions (fine on short strings)
+        "placeholders": lambda v: len(re.findall(r"\[.*?\]", v)),
+        "bullets": lambda v: len(re.findall(r"^\s*\*[^\*].*$", v, re.M)) + len(re.findall(r"^\s*-.*$", v, re.M)),
+        "title": lambda v: any(t.lstrip("<").rstrip(">").strip() for t in re.findall(r"<<[^\n]+>>", v)),
+        "postscript": lambda v: bool(re.findall(r"\s*p\.\s?s\..*$", v.lower(), re.M)),
+    }
+    ours = {
+        "placeholders": lambda v, n: CHECKS["detectable_content:number_placeholders"](v, num_placeholders=n),
+        "bullets": lambda v, n: CHECKS["detectable_format:number_bullet_lists"](v, num_bullets=n),
+    }
+    rng = random.Random(0)
+    for _ in range(5000):
+        text = "".join(rng.choice(["[", "]", "*", "-", " ", "\n", "\t", "<", ">", "a", "p", ".", "s", "**"]) for _ in range(rng.randint(0, 14)))
+        for name in ("placeholders", "bullets"):
+            n = patterns[name](text)
+            assert ours[name](text, n) and not ours[name](text, n + 1), (name, text)
+        assert CHECKS["detectable_format:title"](text) == patterns["title"](text), text
+        assert CHECKS["detectable_content:postscript"](text, postscript_marker="P.S.") == patterns["postscript"](text), text
+    for chunk in ("[", "\n", " ", "<", "*", "\n\t", "p."):
+        text = chunk * 200_000
+        for name, (kwargs, _, _) in CASES.items():
+            CHECKS[name](text, **kwargs)

@@ -94,23 +94,38 @@ def _nth_paragraph_first_word(text: str, num_paragraphs: int, nth_paragraph: int
 
 
 def _number_placeholders(text: str, num_placeholders: int) -> bool:
-    return len(re.findall(r"\[.*?\]", text)) >= num_placeholders
+    """IFEval's ``\\[.*?\\]`` matches, counted without the regex's retries (quadratic on a line of ``[``):
+    on each line, a ``[`` to the first ``]`` after it, then on from there."""
+    count = 0
+    for line in text.split("\n"):
+        start = line.find("[")
+        while start != -1:
+            end = line.find("]", start + 1)
+            if end == -1:
+                break
+            count += 1
+            start = line.find("[", end + 1)
+    return count >= num_placeholders
 
 
 def _postscript(text: str, postscript_marker: str) -> bool:
+    """IFEval's pattern (``\\s*p\\.\\s?s\\..*$`` for ``P.S.``, per line) can match with no leading space
+    and always ends its line, so it holds exactly where the marker's own pattern is found."""
     lowered = text.lower()
     if postscript_marker == "P.P.S":
-        pattern = r"\s*p\.\s?p\.\s?s.*$"
+        pattern = r"p\.\s?p\.\s?s"
     elif postscript_marker == "P.S.":
-        pattern = r"\s*p\.\s?s\..*$"
+        pattern = r"p\.\s?s\."
     else:
-        pattern = r"\s*" + re.escape(postscript_marker.lower()) + r".*$"
-    return re.search(pattern, lowered, flags=re.MULTILINE) is not None
+        pattern = re.escape(postscript_marker.lower())
+    return re.search(pattern, lowered) is not None
 
 
 def _number_bullet_lists(text: str, num_bullets: int) -> bool:
-    stars = re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)
-    dashes = re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
+    """Lines starting with ``*`` (not ``**``) or ``-`` after blanks; IFEval's ``^\\s*`` may also run over
+    blank lines before the bullet, which finds the same lines (and takes quadratic time on many)."""
+    stars = re.findall(r"^[^\S\n]*\*[^\*].*$", text, flags=re.MULTILINE)
+    dashes = re.findall(r"^[^\S\n]*-.*$", text, flags=re.MULTILINE)
     return len(stars) + len(dashes) == num_bullets
 
 
@@ -142,7 +157,13 @@ def _json_format(text: str) -> bool:
 
 
 def _title(text: str) -> bool:
-    return any(title.lstrip("<").rstrip(">").strip() for title in re.findall(r"<<[^\n]+>>", text))
+    """IFEval's ``<<[^\\n]+>>`` takes, on each line, the first ``<<`` to the last ``>>`` after it (with
+    something between); found here without the regex's backtracking, which is quadratic on a line of ``<``."""
+    for line in text.split("\n"):
+        start, end = line.find("<<"), line.rfind(">>")
+        if start != -1 and end >= start + 3 and line[start : end + 2].lstrip("<").rstrip(">").strip():
+            return True
+    return False
 
 
 def _two_responses(text: str) -> bool:
