@@ -17,7 +17,7 @@ import itertools
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,9 @@ from mathgym.envs.sql_tasks import Compare
 from mathgym.errors import DatasetError
 
 #: Column orders tried when matching a result's columns to the gold ones (after the pruning by
-#: each column's values, more than one is left only for columns holding the same values).
-MAX_COLUMN_ORDERS = 720
+#: each column's values, more than one is left only for columns holding the same values), and
+#: the most partial orders looked at to find them.
+MAX_COLUMN_ORDERS, MAX_ORDER_STEPS = 720, 100_000
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def exact_results_match(candidate: Sequence[Sequence[Any]], gold: Sequence[Seque
     gold_values = [Counter(map(repr, column)) for column in zip(*want)] if want else [Counter()] * width
     fits = [[k for k in range(width) if (set(column_values[k]) == set(gold_values[g]) if compare == "set" else column_values[k] == gold_values[g])]
             for g in range(width)]
-    for order in itertools.islice((o for o in itertools.product(*fits) if len(set(o)) == width), MAX_COLUMN_ORDERS):
+    for order in itertools.islice(_column_orders(fits), MAX_COLUMN_ORDERS):
         rows = [tuple(row[k] for k in order) for row in cand]
         if compare == "ordered":
             same = rows == want
@@ -156,3 +157,24 @@ def exact_results_match(candidate: Sequence[Sequence[Any]], gold: Sequence[Seque
         if same:
             return True, ""
     return False, "the rows differ from the expected result" + (" (in this order)" if compare == "ordered" else "")
+
+
+def _column_orders(fits: list[list[int]]) -> Iterator[tuple[int, ...]]:
+    """Orders giving gold column ``g`` one of the result's columns ``fits[g]``, no column twice;
+    depth first, and no more than :data:`MAX_ORDER_STEPS` partial orders looked at in all."""
+    steps = [0]
+
+    def extend(chosen: list[int]) -> Iterator[tuple[int, ...]]:
+        if len(chosen) == len(fits):
+            yield tuple(chosen)
+            return
+        for column in fits[len(chosen)]:
+            steps[0] += 1
+            if steps[0] > MAX_ORDER_STEPS:
+                return
+            if column not in chosen:
+                chosen.append(column)
+                yield from extend(chosen)
+                chosen.pop()
+
+    yield from extend([])
