@@ -460,3 +460,19 @@ def test_jsonl_in_mbpp_plus_format_runs_the_extended_script_too(tmp_path):
     # right on the shown test, wrong on the empty intersection the extended inputs hold
     _, reward, _, _, info = _answer(env, 0, "```python\ndef similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b))) or (0,)\n```")
     assert reward == 0.5 and [t["passed"] for t in info["tests"]] == [True, False], info
+
+
+def test_all_or_nothing_stops_at_the_first_failing_io_test_except_where_feedback_describes_them(tmp_path):
+    from mathgym.rewards.sandbox import NOT_RUN
+
+    path = tmp_path / "apps.jsonl"
+    row = {**STDIO_ROWS["apps"], "input_output": json.dumps({"inputs": ["1 2\n", "40 2\n", "3 3\n"], "outputs": ["3\n", "42\n", "6\n"]})}
+    path.write_text(json.dumps(row) + "\n")
+    wrong = "```python\nprint(-1)\n```"
+    _, reward, _, _, info = _answer(gym.make("CodeSandbox-v0", dataset=str(path)), 0, wrong)
+    assert reward == 0.0 and [t["message"] == NOT_RUN for t in info["tests"]] == [False, True, True]
+    _, reward, _, _, info = _answer(gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction"), 0, wrong)
+    assert reward == 0.0 and not any(t["message"] == NOT_RUN for t in info["tests"])
+    env = gym.make("CodeRepair-v0", dataset=str(path), max_turns=2)  # its feedback describes each failure: all run
+    _, reward, _, _, info = _answer(env, 0, wrong)
+    assert reward == 0.0 and not any(t["message"] == NOT_RUN for t in info["tests"]) and len(info["tests"]) == 3

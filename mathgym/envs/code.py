@@ -27,10 +27,13 @@ DEFAULT_SYSTEM_PROMPT = "You are an expert Python programmer. Answer with the co
 STDERR_EXCERPT = 1500
 
 
-def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = None, hidden_paths: tuple[str, ...] = ()) -> Judgement:
+def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = None, hidden_paths: tuple[str, ...] = (),
+          every_test: bool = False) -> Judgement:
     """Run the program in ``action`` against ``task``'s tests in the sandbox; a single-turn verdict.
 
     ``hidden_paths`` (the data set file) are kept from the program, besides the sandbox's own.
+    Under ``all_pass`` the standard input/output tests after the first failing one are not run,
+    unless ``every_test`` (an env whose feedback describes every failure).
     """
     if task.unverifiable:  # reported when the task loaded: no run could decide it without trusting the program
         info = {"tests": [], "passed": 0, "total": len(task.test_names), "unverifiable": task.unverifiable}
@@ -51,7 +54,7 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
     cases += [TestCase(name, "io", stdin=stdin, expected_stdout=wanted) for name, stdin, wanted in task.io_tests]
     # All-or-nothing: once the program fails a test, the rest cannot change the grade (not run).
     result = default_sandbox().run_tests(program, cases, limits=limits, hidden_paths=hidden_paths, support=task.prefix,
-                                         stop_at_failure=reward_mode == "all_pass")
+                                         stop_at_failure=reward_mode == "all_pass" and not every_test)
     tests = [{"name": t.name, "passed": t.passed, "status": str(t.status), "message": t.message, "call": t.call} for t in result.tests]
     info = {
         "tests": tests,
@@ -139,6 +142,9 @@ class CodeSandboxEnv(TextEnv):
 
         return SandboxLimits(cpu_seconds=self.cpu_seconds, wall_seconds=self.wall_seconds)
 
+    #: Whether the env's feedback describes each failing test (then every test runs, whatever the reward).
+    describes_failures = False
+
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         index = options.get("task_index")
         if index is None:
@@ -151,7 +157,7 @@ class CodeSandboxEnv(TextEnv):
     def _grading(self, action: str) -> tuple[Any, ...]:
         """:func:`grade`'s arguments for ``action``."""
         data_file = () if self.dataset in ("builtin", "humaneval") else (self.dataset,)
-        return self.task.metadata["code_task"], action, self.reward_mode, self._limits(), data_file
+        return self.task.metadata["code_task"], action, self.reward_mode, self._limits(), data_file, self.describes_failures
 
     def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
         return [(GRADER, self._grading(action))]
@@ -190,6 +196,8 @@ class CodeRepairEnv(CodeSandboxEnv):
             not held back (``False``: their names and statuses only).
         **kwargs: Everything :class:`CodeSandboxEnv` takes.
     """
+
+    describes_failures = True  # the next attempt is written from them: every test runs
 
     def __init__(self, *, max_turns: int = 4, show_tests: bool = True, **kwargs: Any):
         super().__init__(max_turns=max_turns, **kwargs)
