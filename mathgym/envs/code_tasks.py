@@ -1,12 +1,11 @@
 """Code tasks for the code envs: the built-in set, HumanEval, and JSONL in the layouts of
-HumanEval, MBPP, APPS / TACO, LiveCodeBench and CodeContests.
+HumanEval (and HumanEval+), MBPP (and MBPP+), APPS / TACO, LiveCodeBench and CodeContests.
 
 A :class:`CodeTask` is a prompt, hidden tests (Python snippets run after the solution, calls
 of its function, or standard-input / expected-output pairs for a whole program), and a
-reference solution. This
-module also pulls the program out of a model's answer (fenced block or raw text) and assembles
-what the sandbox runs. Nothing here executes
-code: parsing uses :mod:`ast` only.
+reference solution. This module also pulls the program out of a model's answer (fenced block
+or raw text) and assembles what the sandbox runs. Nothing here executes code: parsing uses
+:mod:`ast` only.
 """
 
 from __future__ import annotations

@@ -292,9 +292,10 @@ class CodeSandbox:
         run of the program, up to ``workers`` of them at once, started in order. With
         ``stop_at_failure`` (all that matters is whether every test passes), no io test
         starts once the program has failed one (wrong or out of time; an infrastructure
-        failure does not stop them): those not run are wrong, with :data:`NOT_RUN`. ``result.details["verdict"]`` says whether the outputs were
-        compared here (``"outputs-compared"``) or the tests ran in the trusted judge
-        (``"trusted-tests"``). ``support`` is trusted code (the task's own helpers and
+        failure does not stop them): those not run are wrong, with :data:`NOT_RUN`.
+        ``result.details["verdict"]`` says whether the outputs were compared here
+        (``"outputs-compared"``) or the tests ran in the trusted judge (``"trusted-tests"``).
+        ``support`` is trusted code (the task's own helpers and
         imports, e.g. HumanEval's ``poly``) that the judge runs before the tests: the
         names it defines are the task's, never taken from the code. A test that cannot be
         judged that way is ``unverifiable`` (an infrastructure status: no reward either way).
