@@ -122,3 +122,21 @@ def test_checks_written_without_backtracking_count_as_ifevals_patterns():
         text = chunk * 200_000
         for name, (kwargs, _, _) in CASES.items():
             CHECKS[name](text, **kwargs)
+
+
+def test_loose_evaluation_also_tries_the_response_without_its_first_or_last_line_or_asterisks(tmp_path):
+    path = tmp_path / "ifeval.jsonl"
+    path.write_text(json.dumps(_row(7, "Wrap your answer in quotes; end with 'Bye.'", ["startend:quotation", "startend:end_checker"],
+                                    [{}, {"end_phrase": "Bye."}])) + "\n")
+    response = 'Sure, here it is:\n"It rains. Bye."\n*Hope this helps!*'  # a chatty first and last line
+    (record,) = load_ifeval(path)
+    assert record.check(response) == {"startend:quotation": False, "startend:end_checker": False}
+    assert record.check(response, loose=True) == {"startend:quotation": True, "startend:end_checker": True}
+    rewards = {}
+    for mode in ("strict", "loose"):
+        env = gym.make("InstructionFollow-v0", dataset=str(path), ifeval_mode=mode)
+        env.reset(options={"task_index": 0})
+        rewards[mode] = env.step(response)[1]
+    assert rewards == {"strict": 0.0, "loose": 1.0}
+    with pytest.raises(ConfigError, match="ifeval_mode"):
+        gym.make("InstructionFollow-v0", dataset=str(path), ifeval_mode="lenient")

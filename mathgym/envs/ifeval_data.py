@@ -9,7 +9,8 @@ that implementation needs a tokenizer or a language detector, the checks here us
 expressions instead and say so (:data:`APPROXIMATED`); ``language:response_language`` has no
 check (a record that uses it is left out, with a warning).
 
-Every check is linear in the response.
+Every check is linear in the response. IFEval's *loose* evaluation (the response also tried
+without its first or last line and without ``*``) is :meth:`IFEvalRecord.check`'s ``loose``.
 """
 
 from __future__ import annotations
@@ -250,12 +251,23 @@ class IFEvalRecord:
     prompt: str
     instructions: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
 
-    def check(self, response: str) -> dict[str, bool]:
-        """Whether ``response`` follows each instruction (by id; a repeated id: all of them)."""
+    def check(self, response: str, loose: bool = False) -> dict[str, bool]:
+        """Whether ``response`` follows each instruction (by id; a repeated id: all of them).
+        ``loose``: IFEval's loose evaluation, where it is enough that one of :func:`loose_variants` does."""
+        variants = loose_variants(response) if loose else [response]
         met: dict[str, bool] = {}
         for name, kwargs in self.instructions:
-            met[name] = met.get(name, True) and bool(CHECKS[name](response, **dict(kwargs)))
+            follows = any(CHECKS[name](variant, **dict(kwargs)) for variant in variants)
+            met[name] = met.get(name, True) and follows
         return met
+
+
+def loose_variants(response: str) -> list[str]:
+    """The responses IFEval's loose evaluation tries: the response, without its first line, its last
+    line or both, each also without ``*`` (Markdown emphasis); empty ones left out."""
+    lines = response.split("\n")
+    cut = [response, "\n".join(lines[1:]).strip(), "\n".join(lines[:-1]).strip(), "\n".join(lines[1:-1]).strip()]
+    return [variant for text in cut for variant in (text, text.replace("*", "")) if variant.strip()]
 
 
 def load_ifeval(path: str | Path) -> tuple[IFEvalRecord, ...]:

@@ -19,7 +19,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.ifeval_data import IFEvalRecord, load_ifeval
 from mathgym.envs.instruction_checks import RESPONSE_SEPARATOR, words
 from mathgym.envs.instruction_constraints import FAMILIES, Constraint, draw_constraints
-from mathgym.errors import ConfigError
+from mathgym.errors import ConfigError, require_option
 from mathgym.rewards.base import Status
 
 DEFAULT_SYSTEM_PROMPT = "Follow every instruction of the request exactly."
@@ -202,6 +202,9 @@ class InstructionFollowEnv(TextEnv):
         dataset: An IFEval-layout JSONL file (``prompt``, ``instruction_id_list``, ``kwargs``) to
             take the prompts from instead of drawing them; graded by IFEval's strict checks
             (:mod:`mathgym.envs.ifeval_data`). Such a task has no reference answer.
+        ifeval_mode: ``"strict"`` (default) or ``"loose"``: IFEval's two evaluations of a
+            ``dataset`` prompt (loose also tries the response without its first or last line
+            and without ``*``).
         num_constraints: Constraints per prompt (1-8), over the level's.
         families: Constraint families to draw from (default: every one in
             :data:`~mathgym.envs.instruction_constraints.FAMILIES`).
@@ -210,10 +213,13 @@ class InstructionFollowEnv(TextEnv):
         render_mode: ``None`` or ``"ansi"``.
     """
 
+    reward_only_options = frozenset({"ifeval_mode"})
+
     def __init__(
         self,
         difficulty: int = 1,
         dataset: str | None = None,
+        ifeval_mode: str = "strict",
         num_constraints: int | None = None,
         families: Sequence[str] | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
@@ -235,7 +241,8 @@ class InstructionFollowEnv(TextEnv):
                 f"families={list(names)!r}: unknown {unknown or 'none given'}; choose among {', '.join(FAMILIES)}."
             )
         self.difficulty, self.num_constraints, self.families = difficulty, count, names
-        self.dataset = dataset
+        require_option("ifeval_mode", ifeval_mode, ("strict", "loose"))
+        self.dataset, self.ifeval_mode = dataset, ifeval_mode
         self._records = load_ifeval(dataset) if dataset is not None else ()
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
@@ -302,7 +309,7 @@ class InstructionFollowEnv(TextEnv):
         """An IFEval prompt: the share of its instructions followed (IFEval's strict checks); a
         response without a word follows none (it would otherwise meet "no comma" for free)."""
         empty = not words(action[:100_000])
-        met = {name: False for name, _ in record.instructions} if empty else record.check(action)
+        met = {name: False for name, _ in record.instructions} if empty else record.check(action, loose=self.ifeval_mode == "loose")
         share = sum(met.values()) / len(met)
         status = Status.UNPARSEABLE if empty else Status.CORRECT if share == 1.0 else Status.PARTIAL if share > 0 else Status.WRONG
         listing = [{"kind": name, "instruction": name, "met": ok} for name, ok in met.items()]
