@@ -280,24 +280,25 @@ def test_function_call_records_that_cannot_be_graded_are_refused(tmp_path):
             load_code_jsonl(path)
 
 
-def test_code_repair_on_function_call_tasks_never_shows_an_expected_value(tmp_path):
-    path = tmp_path / "calls.jsonl"
-    path.write_text(json.dumps(CALL_ROWS[0]) + "\n")
+def _first_repair_attempt(tmp_path, row, code):
+    """CodeRepair-v0 on the one-record data set ``row``: the env and its reply to a first, wrong ``code``."""
+    path = tmp_path / "repair.jsonl"
+    path.write_text(json.dumps(row) + "\n")
     env = gym.make("CodeRepair-v0", dataset=str(path), max_turns=2)
     env.reset(options={"task_index": 0})
-    obs, reward, terminated, _, _ = env.step("```python\ndef square_digits(num):\n    return -1\n```")
+    return env, env.step(f"```python\n{code}\n```")
+
+
+def test_code_repair_on_function_call_tasks_never_shows_an_expected_value(tmp_path):
+    _, (obs, reward, terminated, _, _) = _first_repair_attempt(tmp_path, CALL_ROWS[0], "def square_digits(num):\n    return -1")
     assert not terminated and reward == 0.0
     assert "(9119) returned -1" in obs and "held-back" in obs and "function" in obs
     assert "811181" not in obs and "416" not in obs
 
 
 def test_code_repair_on_standard_input_tasks_never_shows_an_expected_output(tmp_path):
-    path = tmp_path / "apps.jsonl"
     row = {**STDIO_ROWS["apps"], "input_output": json.dumps({"inputs": ["1 2\n", "40 2\n"], "outputs": ["3\n", "42\n"]})}
-    path.write_text(json.dumps(row) + "\n")
-    env = gym.make("CodeRepair-v0", dataset=str(path), max_turns=2)
-    env.reset(options={"task_index": 0})
-    obs, reward, terminated, _, _ = env.step("```python\nprint(-1)\n```")
+    env, (obs, reward, terminated, _, _) = _first_repair_attempt(tmp_path, row, "print(-1)")
     assert not terminated and reward == 0.0
     assert "with input '1 2\\n' it printed '-1\\n'" in obs and "held-back" in obs and "complete program" in obs
     assert "3\\n" not in obs and "42" not in obs

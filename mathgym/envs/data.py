@@ -179,8 +179,10 @@ def _text(value: Any, name: str) -> str:
     raise DatasetError(f"column {name!r} holds a {type(value).__name__}, not text, a number or a chat with a user message")
 
 
-def jsonl_rows(path: str | Path, what: str) -> Iterator[tuple[str, Any]]:
-    """Each JSON value of a JSONL file with where it stands (``"FILE:LINE"``), blank lines skipped.
+def jsonl_rows(path: str | Path, what: str, json_list: bool = False) -> Iterator[tuple[str, Any]]:
+    """Each JSON value of a JSONL file with where it stands (``"FILE:LINE"``), blank lines skipped;
+    with ``json_list``, a file that is one JSON list (as Spider's ``dev.json``) gives its items
+    (``"FILE: record N"``).
 
     Raises:
         DatasetError: The file does not exist (``what`` names it in the message) or a line is not JSON.
@@ -189,16 +191,26 @@ def jsonl_rows(path: str | Path, what: str) -> Iterator[tuple[str, Any]]:
     if not path.is_file():
         raise DatasetError(f"{what} {str(path)!r} does not exist")
     with path.open(encoding="utf-8") as handle:
+        if json_list and handle.read(4096).lstrip().startswith("["):
+            handle.seek(0)
+            rows = _parsed(handle.read(), str(path))
+            if not isinstance(rows, list):
+                raise DatasetError(f"{path}: not a JSON list")
+            yield from ((f"{path}: record {index}", row) for index, row in enumerate(rows))
+            return
+        handle.seek(0)
         for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DatasetError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-            except RecursionError:
-                raise DatasetError(f"{path}:{number}: not valid JSON (nested too deeply)") from None
-            yield f"{path}:{number}", row
+            if line.strip():
+                yield f"{path}:{number}", _parsed(line, f"{path}:{number}")
+
+
+def _parsed(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DatasetError(f"{where}: not valid JSON ({err.msg})") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: not valid JSON (nested too deeply)") from None
 
 
 def load_jsonl(path: str | Path, columns: Mapping[str, str] | None = None) -> list[MathRecord]:

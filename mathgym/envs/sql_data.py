@@ -14,7 +14,6 @@ top-level ``ORDER BY``. Columns may come in any order (as Spider's test-suite ev
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mathgym.envs.data import jsonl_rows
 from mathgym.envs.sql_tasks import Compare
 from mathgym.errors import DatasetError
 
@@ -58,16 +58,10 @@ def load_sql_dataset(path: str | Path, db_dir: str | Path | None) -> tuple[SQLRe
             gold query or database (naming the record).
     """
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"SQL data set {str(path)!r} not found")
-    text = path.read_text(encoding="utf-8")
-    try:
-        rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
-    except (json.JSONDecodeError, RecursionError) as err:
-        raise DatasetError(f"{path}: neither a JSON list nor JSONL ({type(err).__name__}: {err})") from None
-    if not rows:
+    rows = jsonl_rows(path, "SQL data set", json_list=True)
+    records = tuple(_record(row, index, path, db_dir) for index, (_, row) in enumerate(rows))
+    if not records:
         raise DatasetError(f"{path} holds no records")
-    records = tuple(_record(row, index, path, db_dir) for index, row in enumerate(rows))
     missing = sorted({r.db_path for r in records if not Path(r.db_path).is_file()})
     if missing:
         raise DatasetError(f"{path}: {len(missing)} database file(s) not found, e.g. {missing[0]!r} (db_dir={str(db_dir)!r})")
