@@ -111,6 +111,9 @@ def test_feedback_text_is_the_chat_template_continuation(model_dir):
 def test_reward_func_signature_and_scores():
     out = mg.reward_func(["Q: 2+2?\nA: the answer is \\boxed{4}", "Q: 2+2?\nA: 5"], ["Q: 2+2?\n", "Q: 2+2?\n"], ["4", "4"])
     assert out["rewards"].tolist() == [1.0, 0.0] and out["scores"].tolist() == [1.0, 0.0]
+    listed = json.dumps(["\\frac{1}{3}", "0.333"])
+    out = mg.reward_func(["Q\n\\boxed{0.333}", "Q\n\\boxed{2x}", "Q\n\\boxed{2}"], ["Q\n"] * 3, [listed, "2x", "2x"])
+    assert out["rewards"].tolist() == [1.0, 1.0, 0.0]  # any listed form; bare LaTeX read as LaTeX
 
 
 def test_label_is_the_env_task_as_json():

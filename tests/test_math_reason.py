@@ -187,7 +187,11 @@ def test_rows_in_other_peoples_layouts(tmp_path):
     # verl's layout needs no mapping: DAPO-Math-17k and DeepScaleR as verl rows, Skywork-OR1's listed forms
     assert record_from_row(verl) == record
     listed = json.dumps(["\\frac{1}{2}", "0.5"])
-    assert record_from_row({**verl, "reward_model": {"ground_truth": listed}}).answer == "\\frac{1}{2}"
+    listed_record = record_from_row({**verl, "reward_model": {"ground_truth": listed}})
+    assert (listed_record.answer, listed_record.alternatives) == ("\\frac{1}{2}", ("0.5",))
+    assert record_from_row({**verl, "reward_model": {"ground_truth": ["3", "", "3.0"]}}).alternatives == ("3.0",)
+    mapped = record_from_row({**verl, "reward_model": {"ground_truth": listed}}, {"question": "prompt", "answer": "reward_model.ground_truth"})
+    assert mapped == listed_record
     assert record_from_row({**verl, "reward_model": {"ground_truth": "[0, 1]"}}).answer == "[0, 1]"  # an interval stays one
     assert record_from_row({"problem": "p", "final_answer": 3, "solution": "long"}).answer == "3"
     assert record_from_row({"Question": "p", "ground_truth": "x+1"}).answer == "x+1"
@@ -199,6 +203,39 @@ def test_rows_in_other_peoples_layouts(tmp_path):
     env = gym.make("MathReason-v0", dataset=str(path), columns={"question": "prompt", "answer": "reward_model.ground_truth"})
     obs, _ = env.reset(seed=0)
     assert "2+2?" in obs and env.step("\\boxed{4}")[1] == 1.0
+
+
+def test_an_answer_listed_in_several_forms_is_matched_by_any(tmp_path):
+    # forms that are not equal as numbers (an exact value and its rounding), so only the list makes both count
+    rows = [{"prompt": "A third of one?", "reward_model": {"ground_truth": json.dumps(["\\frac{1}{3}", "0.333"])}}]
+    path = tmp_path / "forms.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    replies = {"\\boxed{\\frac{1}{3}}": 1.0, "\\boxed{0.333}": 1.0, "\\boxed{1/3}": 1.0, "\\boxed{0.33}": 0.0}
+    env = gym.make("MathReason-v0", dataset=str(path))
+    for reply, reward in replies.items():
+        env.reset(seed=0)
+        assert env.step(reply)[1] == reward, reply
+    # a vector env's step scores every form ahead in one batch and reaches the same verdicts
+    envs = gym.make_vec("MathReason-v0", num_envs=4, vectorization_mode="sync", dataset=str(path))
+    envs.reset(seed=0)
+    _, rewards, *_ = envs.step(list(replies))
+    assert rewards.tolist() == list(replies.values())
+    envs.close()
+
+
+def test_verls_reward_function_reads_other_peoples_ground_truths_as_the_env_does():
+    from mathgym.integrations import verl as mg  # needs no verl
+
+    # bare LaTeX is LaTeX (math-verify alone reads "2x" as 2 and "x \geq 5" as 5)
+    assert mg.compute_score("x", "so \\boxed{2x}", "2x") == 1.0
+    assert mg.compute_score("x", "so \\boxed{x \\geq 5}", "x \\geq 5") == 1.0
+    assert mg.compute_score("x", "so \\boxed{5}", "x \\geq 5") == 0.0
+    # Skywork-OR1's list of forms, as JSON text or as a list column: any form matches
+    listed = json.dumps(["\\frac{1}{3}", "0.333"])
+    assert mg.compute_score("x", "so \\boxed{0.333}", listed) == 1.0
+    assert mg.compute_score("x", "so \\boxed{0.333}", ["\\frac{1}{3}", "0.333"]) == 1.0
+    assert mg.compute_score("x", "so \\boxed{0.25}", listed) == 0.0
+    assert mg.compute_score("x", "so \\boxed{[0,1]}", "[0, 1]") == 1.0  # an interval is one answer
 
 
 def test_a_malformed_row_or_column_mapping_is_a_data_set_error():

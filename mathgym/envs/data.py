@@ -22,6 +22,7 @@ from mathgym.errors import DatasetError
 #: must run offline: ``gym.make("MathReason-v0", dataset=str(GSM8K_SAMPLE))``.
 GSM8K_SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gsm8k_test_sample.jsonl"
 from mathgym.rewards.extract import last_boxed
+from mathgym.rewards.math import answer_forms
 
 _GSM8K_MARK = re.compile(r"####\s*(.+?)\s*$", re.S)
 
@@ -34,11 +35,15 @@ class MathRecord:
         question: The problem statement.
         answer: The gold final answer (e.g. ``"18"``, ``"\\frac{1}{2}"``).
         solution: The reference solution as written in the data set ('' if none).
+        alternatives: Other forms of the same answer the data set lists (a ground truth given
+            as a list of forms, Skywork-OR1's ``'["3", "3.0"]'``); a response matching any
+            form, ``answer`` included, is correct.
     """
 
     question: str
     answer: str
     solution: str = ""
+    alternatives: tuple[str, ...] = ()
 
 
 def gsm8k_final_answer(answer_field: str) -> str:
@@ -66,7 +71,8 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
             (``Problem``, ``Answer``). A question given as a chat (a list of
             ``{"role", "content"}`` messages, TRL's conversational format) is its last user message.
         columns: Custom mapping of ``question`` / ``answer`` / ``solution`` to column
-            names; a mapped ``answer`` column is taken as the final answer verbatim. A dotted
+            names; a mapped ``answer`` column is taken as the final answer verbatim (a list of
+            forms as its forms). A dotted
             name reaches into nested objects (``"reward_model.ground_truth"``, verl's layout).
 
     Example:
@@ -74,7 +80,7 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
         '2'
         >>> row = {"prompt": [{"role": "user", "content": "2+2?"}], "reward_model": {"ground_truth": "4"}}
         >>> record_from_row(row, {"question": "prompt", "answer": "reward_model.ground_truth"})
-        MathRecord(question='2+2?', answer='4', solution='')
+        MathRecord(question='2+2?', answer='4', solution='', alternatives=())
     """
     if not isinstance(row, Mapping):
         raise DatasetError(f"a row is a JSON object, not {type(row).__name__}")
@@ -88,15 +94,16 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
             raise DatasetError(f"column names are strings, got {dict(columns)}")
         question = _text(_column(row, columns["question"]), columns["question"])
         solution = _text(_column(row, columns["solution"]), columns["solution"]) if "solution" in columns else ""
+        alternatives: tuple[str, ...] = ()
         if "answer" in columns:
-            answer = _text(_column(row, columns["answer"]), columns["answer"])
+            answer, alternatives = _answer_forms(_column(row, columns["answer"]), columns["answer"])
             if "####" in answer:
                 solution, answer = solution or answer, gsm8k_final_answer(answer)
         else:
             answer = last_boxed(solution) or ""
         if not answer:
             raise DatasetError(f"no answer found for question {question[:60]!r}")
-        return MathRecord(question, answer, solution)
+        return MathRecord(question, answer, solution, alternatives)
     key = _key(row, "question") or _key(row, "problem") or _key(row, "prompt")
     if key is None:
         raise DatasetError(
@@ -108,10 +115,10 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
     if isinstance(answer_field, str) and "####" in answer_field:
         return MathRecord(question, gsm8k_final_answer(answer_field), answer_field)
     if answer_field in (None, ""):
-        answer_field = _listed_answer(next((value for value in _answer_fields(row) if value not in (None, "")), None))
+        answer_field = next((value for value in _answer_fields(row) if value not in (None, "")), None)
     solution_field = row.get(_key(row, "solution"))
     solution = _text(solution_field, "solution") if solution_field is not None else ""
-    answer = _text(answer_field, "answer") if answer_field is not None else (last_boxed(solution) or "")
+    answer, alternatives = _answer_forms(answer_field, "answer") if answer_field is not None else (last_boxed(solution) or "", ())
     if not answer:
         raise DatasetError(
             f"no answer for {question[:60]!r}: no 'answer', 'final_answer' or 'ground_truth' field (nor verl's "
@@ -119,20 +126,16 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
             f"answer's column with the columns option, e.g. columns={{'question': {str(key)!r}, 'answer': 'solution'}} "
             "(TRL's data sets keep the final answer itself in 'solution')"
         )
-    return MathRecord(question, answer, solution)
+    return MathRecord(question, answer, solution, alternatives)
 
 
-def _listed_answer(value: Any) -> Any:
-    """A ground truth given as a JSON list of strings (Skywork-OR1's ``'["3"]'``): its first
-    string, the forms being the same answer's. Anything else as it is (``"[0, 1]"`` is an interval)."""
-    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
-        try:
-            forms = json.loads(value)
-        except (ValueError, RecursionError):
-            return value
-        if isinstance(forms, list) and forms and all(isinstance(form, str) for form in forms) and forms[0].strip():
-            return forms[0]
-    return value
+def _answer_forms(value: Any, name: str) -> tuple[str, tuple[str, ...]]:
+    """An answer cell as its first form and the other forms (:func:`~mathgym.rewards.math.answer_forms`:
+    a list of strings or a JSON list of strings in a string); any other cell is one form, as text."""
+    if isinstance(value, str) or (isinstance(value, (list, tuple)) and value and all(isinstance(form, str) for form in value)):
+        forms = answer_forms(value)
+        return forms[0], tuple(forms[1:])
+    return _text(value, name), ()
 
 
 def _answer_fields(row: Mapping[str, Any]) -> Iterator[Any]:

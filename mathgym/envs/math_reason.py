@@ -11,7 +11,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.data import MathRecord, load_dataset
 from mathgym.envs.problems import MAX_LEVEL, generate
 from mathgym.errors import ConfigError, require_option
-from mathgym.rewards.math import ANSWER_EXTRACTIONS, AnswerExtraction, MathVerifier, latex_gold
+from mathgym.rewards.math import ANSWER_EXTRACTIONS, AnswerExtraction, MathVerifier, best_of_forms, latex_gold
 
 DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."
 INSTRUCTION = "Give the final answer in \\boxed{}."
@@ -105,6 +105,8 @@ class MathReasonEnv(TextEnv):
             raise ConfigError(f"options['task_index']={index!r} is out of range; the data set has {len(self._records)} tasks.")
         record = self._records[index]
         meta = {"solution": record.solution, "index": index}
+        if record.alternatives:
+            meta["alternatives"] = list(record.alternatives)
         return Task(f"{self.dataset_name}-{index}", self._prompt(record.question), record.answer, meta)
 
     @staticmethod
@@ -112,13 +114,22 @@ class MathReasonEnv(TextEnv):
         return f"{question}\n{INSTRUCTION}"
 
     def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
-        """The verifier's pair: a vector env's step verifies its envs' answers in one batch (the
-        answers math-verify must check go to its helper processes side by side)."""
-        return [(self.verifier, (action, latex_gold(self.task.answer)))]
+        """The verifier's pairs, one per form of the answer: a vector env's step verifies its envs'
+        answers in one batch (the answers math-verify must check go to its helper processes side by side)."""
+        return [(self.verifier, (action, gold)) for gold in self._golds()]
+
+    def _golds(self) -> list[str]:
+        """The answer's forms as math-verify reads them: the answer, then the data set's other forms."""
+        return [latex_gold(form) for form in (self.task.answer, *self.task.metadata.get("alternatives", ()))]
 
     def _judge(self, action: str) -> Judgement:
-        request = (action, latex_gold(self.task.answer))
-        result = self._scored(self.verifier, request, lambda: self.verifier.score(*request))
+        results = []
+        for gold in self._golds():  # the first form that matches decides; most answers have one form
+            request = (action, gold)
+            results.append(self._scored(self.verifier, request, lambda request=request: self.verifier.score(*request)))
+            if results[-1].score >= 1.0:
+                break
+        result = best_of_forms(results)
         return Judgement(
             reward=result.score,
             status=result.status,

@@ -83,7 +83,9 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     """OpenRLHF's ``reward_func(queries, prompts, labels)``: 1.0 where the response's final answer is the label.
 
     ``queries`` are prompt + response as text; the response is what follows the prompt.
-    Scored by :class:`~mathgym.rewards.math.MathVerifier` in ``"lenient"`` mode.
+    Scored by :class:`~mathgym.rewards.math.MathVerifier` in ``"lenient"`` mode, each label read
+    as MathReason-v0 reads a data set's answer (bare LaTeX as LaTeX, a JSON list of forms matched
+    by any: :meth:`~mathgym.rewards.math.MathVerifier.score_references`).
     """
     import torch
 
@@ -91,7 +93,7 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     if _VERIFIER is None:
         _VERIFIER = MathVerifier(answer_extraction="lenient")
     responses = [q[len(p):] if q.startswith(p) else q for q, p in zip(queries, prompts)]
-    results = _VERIFIER.score_batch(responses, [str(x) for x in labels])
+    results = _VERIFIER.score_references(responses, list(labels))
     scores = torch.tensor([r.score for r in results], dtype=torch.float32)
     return {"rewards": scores, "scores": scores, "extra_logs": {}}
 

@@ -44,13 +44,15 @@ def compute_score(
     """verl's custom reward function: 1.0 when ``solution_str``'s final answer equals ``ground_truth``.
 
     Uses mathgym's :class:`~mathgym.rewards.math.MathVerifier` in ``"lenient"`` mode (it
-    scores other people's prompts, whose answer format it does not control). An
-    infrastructure failure (the verifier crashed) scores 0.0 and is not retried.
+    scores other people's prompts, whose answer format it does not control), reading the
+    ground truth as MathReason-v0 reads a data set's: bare LaTeX as LaTeX (``x \\geq 5``), and
+    a list of forms (Skywork-OR1's ``'["3", "3.0"]'``) matched by any. An infrastructure
+    failure (the verifier crashed) scores 0.0 and is not retried.
     """
     global _VERIFIER
     if _VERIFIER is None:
         _VERIFIER = MathVerifier(answer_extraction="lenient")
-    return float(_VERIFIER.score(str(solution_str), str(ground_truth)).score)
+    return float(_VERIFIER.score_references([str(solution_str)], [ground_truth])[0].score)
 
 
 def verl_rows(

@@ -23,6 +23,7 @@ Design (see ``docs/rewards.md``):
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,8 +43,8 @@ from mathgym.rewards.math_relations import Answer, Relation
 from mathgym.rewards.math_values import Scalar
 
 __all__ = [
-    "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "gold_for_math_verify", "latex_gold", "numeric_verdict", "parse_number",
-    "parse_numeric",
+    "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "answer_forms", "best_of_forms", "gold_for_math_verify", "latex_gold",
+    "numeric_verdict", "parse_number", "parse_numeric",
 ]
 
 AnswerExtraction = Literal["strict", "lenient"]
@@ -80,6 +81,37 @@ def latex_gold(answer: str) -> str:
     if _PLAIN_GOLD.fullmatch(text) or any(mark in text for mark in _DELIMITERS):
         return text
     return f"${text}$"
+
+
+def answer_forms(reference: Any) -> list[str]:
+    """The forms a data set gives one reference answer in; a completion matching any of them is correct.
+
+    A list or tuple of strings, or a string holding a JSON list of strings (Skywork-OR1's
+    ``'["\\frac{1}{2}", "0.5"]'``), is one answer in several forms; empty forms are dropped. Anything
+    else is one form, as text (``"[0, 1]"`` is an interval, not a list of forms). A Parquet list
+    column read through NumPy (an array) counts as a list.
+
+    Example:
+        >>> answer_forms('["3", "3.0"]'), answer_forms("[0, 1]"), answer_forms(7)
+        (['3', '3.0'], ['[0, 1]'], ['7'])
+    """
+    if hasattr(reference, "tolist") and not isinstance(reference, (str, bytes)):
+        reference = reference.tolist()
+    forms: Any = reference
+    if isinstance(reference, str) and reference.startswith("[") and reference.endswith("]"):
+        try:
+            forms = json.loads(reference)
+        except (ValueError, RecursionError):
+            forms = reference
+    if isinstance(forms, (list, tuple)) and forms and all(isinstance(form, str) for form in forms):
+        return [form for form in forms if form.strip()] or [""]
+    return [str(reference)]
+
+
+def best_of_forms(results: Sequence[RewardResult]) -> RewardResult:
+    """The verdict against an answer in several forms (:func:`answer_forms`): the first result
+    that scores full marks, else the first form's."""
+    return next((result for result in results if result.score >= 1.0), results[0])
 
 
 def gold_for_math_verify(gold: str) -> str:
@@ -224,6 +256,21 @@ class MathVerifier:
             with ThreadPoolExecutor(len(groups)) as threads:
                 list(threads.map(check, groups))
         return results  # type: ignore[return-value]
+
+    def score_references(self, completions: Sequence[str], references: Sequence[Any]) -> list[RewardResult]:
+        """Score completions against data sets' reference answers, as the math envs do: each
+        reference's forms (:func:`answer_forms`) read as math-verify should (:func:`latex_gold`),
+        a completion correct when it matches any. For other people's labels (verl's
+        ``ground_truth``, OpenRLHF's ``label``)."""
+        if len(completions) != len(references):
+            raise ConfigError(f"got {len(completions)} completions but {len(references)} reference answers.")
+        golds = [[latex_gold(form) for form in answer_forms(reference)] for reference in references]
+        flat = self.score_batch([c for c, forms in zip(completions, golds) for _ in forms], [g for forms in golds for g in forms])
+        results, start = [], 0
+        for forms in golds:
+            results.append(best_of_forms(flat[start : start + len(forms)]))
+            start += len(forms)
+        return results
 
     def batch_key(self) -> tuple[Any, ...]:
         """Verifiers of equal settings score each other's pairs (one vector-env step's envs, each
