@@ -84,7 +84,7 @@ def test_records_load_in_the_hubs_layout_and_grade_in_the_env(tmp_path):
 
 def test_malformed_records_name_their_line(tmp_path):
     path = tmp_path / "bad.jsonl"
-    for row, message in [({"prompt": "x"}, "needs a prompt and an instruction_id_list"),
+    for row, message in [({"prompt": "x"}, "needs IFEval's prompt and instruction_id_list"),
                          (_row(1, "x", ["punctuation:no_comma"], [{}, {}]), "one object per instruction"),
                          (_row(1, "x", ["keywords:frequency"], [{"keyword": "a", "frequency": 1, "relation": "about"}]), "do not fit it"),
                          (_row(1, "x", ["length_constraints:number_words"], [{"num_words": 3}]), "do not fit it")]:

@@ -1,4 +1,5 @@
-"""IFEval-layout data for InstructionFollow-v0: Google's IFEval records and their checks.
+"""IFEval-layout data for InstructionFollow-v0: Google's IFEval records and their checks
+(and open-instruct's layouts of the same instructions, :func:`load_ifeval`).
 
 A record (``input_data.jsonl`` of IFEval, or the ``google/IFEval`` data set as JSONL) holds a
 ``prompt``, an ``instruction_id_list`` and one ``kwargs`` object per instruction. Each
@@ -15,6 +16,7 @@ without its first or last line and without ``*``) is :meth:`IFEvalRecord.check`'
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import warnings
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mathgym.envs.data import jsonl_rows
+from mathgym.envs.ifeval_rlvr import RLVR_CHECKS, choice_options
 from mathgym.envs.instruction_checks import count_sentences
 from mathgym.errors import DatasetError
 
@@ -235,6 +238,8 @@ CHECKS: dict[str, Callable[..., bool]] = {
     "change_case:english_lowercase": _english_lowercase,
     "punctuation:no_comma": _no_comma,
 }
+#: Every instruction a record may name: IFEval's ids and RLVR-IFeval's function names.
+ALL_CHECKS: dict[str, Callable[..., bool]] = {**CHECKS, **RLVR_CHECKS}
 #: Checks that count with regular expressions where IFEval's own use NLTK's tokenizers (words,
 #: sentences) or also ask langdetect whether the response is English (the two case checks).
 APPROXIMATED = frozenset({
@@ -257,7 +262,7 @@ class IFEvalRecord:
         variants = loose_variants(response) if loose else [response]
         met: dict[str, bool] = {}
         for name, kwargs in self.instructions:
-            follows = any(CHECKS[name](variant, **dict(kwargs)) for variant in variants)
+            follows = any(ALL_CHECKS[name](variant, **dict(kwargs)) for variant in variants)
             met[name] = met.get(name, True) and follows
         return met
 
@@ -271,17 +276,24 @@ def loose_variants(response: str) -> list[str]:
 
 
 def load_ifeval(path: str | Path) -> tuple[IFEvalRecord, ...]:
-    """The records of an IFEval-layout JSONL file; those using an instruction without a check here
-    are left out, with one warning naming the instructions.
+    """The records of an instruction-following JSONL file (or one JSON list); those using an
+    instruction without a check here are left out, with one warning naming the instructions.
+
+    Three layouts are read, row by row: IFEval's (``prompt``, ``instruction_id_list``, ``kwargs``);
+    open-instruct's ``ground_truth`` holding ``[{"instruction_id": [...], "kwargs": [...]}]`` (IFEval's
+    ids, ``allenai/IF_multi_constraints_upto5``); and RLVR-IFeval's ``ground_truth`` holding
+    ``{"func_name": ..., ...}`` (``allenai/RLVR-IFeval``, checked as open-instruct checks it:
+    :mod:`mathgym.envs.ifeval_rlvr`). The last two take the prompt from ``messages`` (the last user
+    message) or ``prompt``, the ground truth also from verl's ``reward_model.ground_truth``.
 
     Raises:
         DatasetError: The file is missing or holds no usable record, or a record is malformed
             (naming its line).
     """
     records, skipped = [], Counter()
-    for where, row in jsonl_rows(path, "IFEval data set"):
+    for where, row in jsonl_rows(path, "IFEval data set", json_list=True):
         record = _record(row, where)
-        unknown = [name for name, _ in record.instructions if name not in CHECKS]
+        unknown = [name for name, _ in record.instructions if name not in ALL_CHECKS]
         if unknown:
             skipped.update(unknown)
         else:
@@ -296,23 +308,82 @@ def load_ifeval(path: str | Path) -> tuple[IFEvalRecord, ...]:
 
 
 def _record(row: Any, where: str) -> IFEvalRecord:
+    """One record in any of the layouts :func:`load_ifeval` reads."""
     if not isinstance(row, Mapping):
         raise DatasetError(f"{where}: a record is a JSON object, not {type(row).__name__}")
-    prompt, names, kwargs = row.get("prompt"), row.get("instruction_id_list"), row.get("kwargs")
+    if "instruction_id_list" in row:
+        prompt, names, kwargs = row.get("prompt"), row.get("instruction_id_list"), row.get("kwargs")
+    else:
+        truth = row.get("ground_truth")
+        if truth is None and isinstance(row.get("reward_model"), Mapping):
+            truth = row["reward_model"].get("ground_truth")
+        if truth is None:
+            raise DatasetError(f"{where}: a record needs IFEval's prompt and instruction_id_list, or a ground_truth "
+                               "(open-instruct's instruction_id and kwargs, or RLVR-IFeval's func_name)")
+        prompt = _prompt_text(row.get("messages", row.get("prompt")))
+        names, kwargs = _ground_truth(_parsed_truth(truth, where), where)
     if not isinstance(prompt, str) or not prompt.strip() or not isinstance(names, list) or not names:
         raise DatasetError(f"{where}: an IFEval record needs a prompt and an instruction_id_list")
     if kwargs is None:
         kwargs = [{}] * len(names)
+    if isinstance(kwargs, list):
+        kwargs = [{} if args is None else args for args in kwargs]
     if not isinstance(kwargs, list) or len(kwargs) != len(names) or not all(isinstance(k, Mapping) for k in kwargs):
         raise DatasetError(f"{where}: kwargs must be one object per instruction ({len(names)})")
     if not all(isinstance(name, str) for name in names):
         raise DatasetError(f"{where}: instruction ids are strings")
     # The data set's rows carry every kwarg of every instruction, unused ones as null.
-    instructions = tuple((name, tuple(sorted((k, v) for k, v in args.items() if v is not None))) for name, args in zip(names, kwargs))
+    instructions = tuple((name, tuple(sorted((k, _frozen(v)) for k, v in args.items() if v is not None))) for name, args in zip(names, kwargs))
     for name, args in instructions:
-        if name in CHECKS:
+        if name in ALL_CHECKS:
             try:
-                CHECKS[name]("", **dict(args))
+                ALL_CHECKS[name]("", **dict(args))
             except (TypeError, ValueError, AttributeError) as err:
                 raise DatasetError(f"{where}: the kwargs of {name} do not fit it ({type(err).__name__}: {err})") from None
     return IFEvalRecord(str(row.get("key", where)), prompt, instructions)
+
+
+def _prompt_text(value: Any) -> Any:
+    """A prompt given as text, or as a chat (its last user message)."""
+    if isinstance(value, list):
+        users = [m.get("content") for m in value if isinstance(m, Mapping) and m.get("role") == "user"]
+        return users[-1] if users else None
+    return value
+
+
+def _parsed_truth(truth: Any, where: str) -> Any:
+    """A ground truth as data: JSON text, or the Python literal open-instruct writes (``str()`` of a list)."""
+    if not isinstance(truth, str):
+        return truth
+    try:
+        return json.loads(truth)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return ast.literal_eval(truth.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise DatasetError(f"{where}: ground_truth is neither JSON nor a Python literal: {truth[:80]!r}") from None
+
+
+def _ground_truth(truth: Any, where: str) -> tuple[Any, Any]:
+    """Instruction ids and kwargs from open-instruct's two ground-truth layouts: RLVR-IFeval's
+    ``{"func_name": name, argument: value, ...}`` (one instruction, checked as open-instruct
+    checks it: :mod:`mathgym.envs.ifeval_rlvr`), and ``[{"instruction_id": [...], "kwargs": [...]}]``
+    (IFEval's ids, as in ``allenai/IF_multi_constraints_upto5``; open-instruct reads the first entry)."""
+    if isinstance(truth, list) and truth:
+        truth = truth[0]
+    if isinstance(truth, Mapping) and isinstance(truth.get("func_name"), str):
+        arguments = {k: v for k, v in truth.items() if k != "func_name"}
+        if truth["func_name"] == "validate_choice" and arguments.get("options") is not None:
+            arguments["options"] = choice_options(arguments["options"])  # read once, here
+        return [truth["func_name"]], [arguments]
+    if isinstance(truth, Mapping) and "instruction_id" in truth:
+        return truth["instruction_id"], truth.get("kwargs")
+    raise DatasetError(f"{where}: ground_truth holds neither a func_name (RLVR-IFeval) nor instruction_id and kwargs")
+
+
+def _frozen(value: Any) -> Any:
+    """A kwarg as a hashable value (lists as tuples): records are compared and hashed."""
+    if isinstance(value, list):
+        return tuple(_frozen(item) for item in value)
+    return value

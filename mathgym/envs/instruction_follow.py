@@ -201,7 +201,9 @@ class InstructionFollowEnv(TextEnv):
         difficulty: Level 0-4: 1 to 5 constraints per prompt.
         dataset: An IFEval-layout JSONL file (``prompt``, ``instruction_id_list``, ``kwargs``) to
             take the prompts from instead of drawing them; graded by IFEval's strict checks
-            (:mod:`mathgym.envs.ifeval_data`). Such a task has no reference answer.
+            (:mod:`mathgym.envs.ifeval_data`). open-instruct's layouts (RLVR-IFeval's
+            ``ground_truth`` with a ``func_name``, checked as open-instruct checks it; or one with
+            ``instruction_id`` and ``kwargs``) are read too. Such a task has no reference answer.
         ifeval_mode: ``"strict"`` (default) or ``"loose"``: IFEval's two evaluations of a
             ``dataset`` prompt (loose also tries the response without its first or last line
             and without ``*``).
