@@ -6,6 +6,7 @@ import ast
 import json
 import pickle
 import re
+import warnings
 
 import gymnasium as gym
 import pytest
@@ -477,3 +478,134 @@ def test_all_or_nothing_stops_at_the_first_failing_io_test_except_where_feedback
     env = gym.make("CodeRepair-v0", dataset=str(path), max_turns=2)  # its feedback describes each failure: all run
     _, reward, _, _, info = _answer(env, 0, wrong)
     assert reward == 0.0 and not any(t["message"] == NOT_RUN for t in info["tests"]) and len(info["tests"]) == 3
+
+
+KODCODE_TEST = '''import pytest
+from solution import two_sum as pair_sum, helper
+
+LIMIT = 10
+
+
+def test_found():
+    assert pair_sum([2, 7, 11, 15], 9) == [0, 1]
+
+
+@pytest.mark.parametrize("nums, target, expected", [([3, 2, 4], 6, [1, 2]), ([3, 3], 6, [0, 1])])
+def test_cases(nums, target, expected):
+    assert pair_sum(nums, target) == expected
+
+
+def test_none_raises():
+    with pytest.raises(ValueError):
+        pair_sum([1], LIMIT)
+
+
+class TestHelper:
+    def test_helper(self):
+        assert helper() == 3
+
+
+if __name__ == "__main__":
+    pytest.main()
+'''
+KODCODE_SOLUTION = '''def helper():
+    return 3
+
+
+def two_sum(nums, target):
+    seen = {}
+    for i, n in enumerate(nums):
+        if target - n in seen:
+            return [seen[target - n], i]
+        seen[n] = i
+    raise ValueError("no pair")
+'''
+
+
+def test_jsonl_of_pytest_files_importing_from_solution(tmp_path):
+    """KodCode's records: a pytest file importing the code from ``solution``; each test function,
+    each parametrize case and each test method is one test, run without pytest's runner."""
+    rows = [
+        {"question_id": "Leetcode_1", "question": "Return the indices of two numbers adding up to target.", "solution": KODCODE_SOLUTION,
+         "test": KODCODE_TEST, "test_info": [{"function_name": "two_sum", "parameter_list": "(nums, target)"}], "style": "instruct"},
+        {"question_id": "Leetcode_2", "question": "Write a file.", "solution": "def save(path):\n    open(path, 'w').close()\n",
+         "test": "from solution import save\n\ndef test_save(tmp_path):\n    save(tmp_path / 'a')\n", "test_info": []},
+    ]
+    path = tmp_path / "kodcode.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.warns(UserWarning, match="1 of 2 code tasks score 'unverifiable'.*test_save needs the pytest fixture"):
+        task, fixture = load_code_jsonl(path)
+    assert task.task_id == "Leetcode_1" and task.entry_point == "two_sum" and "defines `two_sum`" in task.prompt
+    assert [name for name, _ in task.tests] == ["test_found", "test_cases[0]", "test_cases[1]", "test_none_raises", "TestHelper.test_helper"]
+    assert all("pytest.main" not in source for _, source in task.tests)
+    with warnings.catch_warnings():  # the load above warned already
+        warnings.simplefilter("ignore")
+        env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    env.reset(options={"task_index": 0})
+    _, reward, _, _, info = env.step(env.unwrapped.expert_action())
+    assert reward == 1.0, info
+    wrong = KODCODE_SOLUTION.replace('raise ValueError("no pair")', "return []").replace("return 3", "return 4")
+    _, reward, _, _, info = _answer(env, 0, f"```python\n{wrong}```")
+    assert reward == pytest.approx(3 / 5) and [t["passed"] for t in info["tests"]] == [True, True, True, False, False], info
+    _, reward, _, _, info = _answer(env, 1, f"```python\n{rows[1]['solution']}```")
+    assert (reward, info["status"]) == (0.0, Status.UNVERIFIABLE)
+
+
+PRIME_CASES = [{"fn_name": None, "input": "1 2\n", "output": "3\n", "type": "stdin_stdout"},
+               {"fn_name": None, "input": "10 -3\n", "output": "7\n", "type": "stdin_stdout"}]
+INPUT_OUTPUT_ROWS = {
+    "primeintellect": {"problem_id": "pi_1", "prompt": "Print the sum of the integers.", "task_type": "verifiable_code",
+                       "gold_standard_solution": f"```python\n{SUM_PROGRAM}```",
+                       "verification_info": json.dumps({"language": "python", "test_cases": PRIME_CASES})},
+    "deepcoder": {"problem": "Print the sum of the integers.", "solutions": [SUM_PROGRAM],
+                  "tests": json.dumps([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}, {"input": "10 -3\n", "output": "7\n", "testtype": "stdin"}])},
+    "verl": {"data_source": "codecontests", "prompt": [{"role": "user", "content": "Print the sum of the integers."}],
+             "reward_model": {"style": "rule", "ground_truth": json.dumps({"inputs": ["1 2\n", "10 -3\n"], "outputs": ["3\n", "7\n"]})}},
+}
+
+
+@pytest.mark.parametrize("layout", sorted(INPUT_OUTPUT_ROWS))
+def test_jsonl_of_other_input_output_layouts(tmp_path, layout):
+    """PrimeIntellect's verification_info, DeepCoder's tests and verl's code rows read as APPS's tests."""
+    path = tmp_path / f"{layout}.jsonl"
+    path.write_text(json.dumps(INPUT_OUTPUT_ROWS[layout]) + "\n")
+    (task,) = load_code_jsonl(path)
+    assert task.io_tests == (("io_0", "1 2\n", "3\n"), ("io_1", "10 -3\n", "7\n")) and "sum of the integers" in task.prompt
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    assert _answer(env, 0, f"```python\n{SUM_PROGRAM}```")[1] == 1.0
+    assert _answer(env, 0, "```python\nprint(3)\n```")[1] == 0.5
+    if layout != "verl":  # the record's reference, out of its Markdown fence where it has one
+        assert env.unwrapped.expert_action() == f"```python\n{SUM_PROGRAM}```"
+
+
+def test_jsonl_of_function_calls_and_asserts_in_other_layouts(tmp_path):
+    """PrimeIntellect's function_call cases (APPS's fn_name semantics), DeepCoder's functional ones
+    (LiveCodeBench's), and AceCode's list of asserts."""
+    rows = [
+        {"problem_id": "pi_2", "prompt": "Return n squared.",
+         "verification_info": {"test_cases": [{"fn_name": "square", "input": [3], "output": [9], "type": "function_call"},
+                                              {"fn_name": "square", "input": [-2], "output": [4], "type": "function_call"}]}},
+        {"problem": "Return the sum of a list.", "metadata": {"func_name": "total"},
+         "tests": [{"input": "[1, 2, 3]", "output": "6", "testtype": "functional"}, {"input": "[]", "output": "0", "testtype": "functional"}]},
+        {"id": "oss_1", "question": "Write a function that doubles a number.", "test_cases": ["assert double(2) == 4", "assert double(-1) == -2"]},
+    ]
+    path = tmp_path / "calls.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tasks = load_code_jsonl(path)
+    assert [(t.task_id, t.entry_point, len(t.tests)) for t in tasks] == [("pi_2", "square", 2), ("calls/1", "total", 2), ("oss_1", "double", 2)]
+    answers = {(0, "def square(n):\n    return n * n"): 1.0, (0, "def square(n):\n    return 9"): 0.5,
+               (1, "def total(xs):\n    return sum(xs)"): 1.0, (1, "def total(xs):\n    return 6"): 0.5,
+               (2, "def double(x):\n    return 2 * x"): 1.0, (2, "def double(x):\n    return 4"): 0.5}
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    for (index, code), expected in answers.items():
+        assert _answer(env, index, f"```python\n{code}\n```")[1] == pytest.approx(expected), code
+    bad = tmp_path / "bad.jsonl"
+    for row, message in [({"problem": "p", "tests": "7"}, "neither an object of inputs and outputs nor a list"),
+                         ({"prompt": "p", "verification_info": {"test_cases": [{"fn_name": "a", "input": [1], "output": 1, "type": "function_call"},
+                                                                               {"fn_name": "b", "input": [1], "output": 1, "type": "function_call"}]}},
+                          "name 2 functions"),
+                         ({"question": "q", "test": "from solution import f\n\ndef helper():\n    pass\n"}, "no test function"),
+                         ({"question": "q", "test": "from solution import f\ndef test_(:\n"}, "does not parse")]:
+        bad.write_text(json.dumps(row) + "\n")
+        with pytest.raises(DatasetError, match=f"bad.jsonl:1: .*{message}"):
+            load_code_jsonl(bad)

@@ -193,7 +193,12 @@ def test_tests_that_need_the_programs_objects_are_unverifiable(worker):
     """A test reading an attribute of the function, or passing it a lambda: no grade the program could not forge."""
     attribute = [TestCase("name", "assert", "for x in (1, 2):\n    assert double(x) == 2 * x\nassert double.__name__ == 'double'\n")]
     callback = [TestCase("callback", "assert", "for x in (1, 2):\n    assert apply(lambda v: v + 1, x) == x + 1\n")]
-    for code, tests in (("def double(x):\n    return 2 * x\n", attribute), ("def apply(f, x):\n    return f(x)\n", callback)):
+    # a name of the program compared or tested for truth instead of called: its value stays in the sandbox
+    # (the stand-in was always true and equal only to itself, so "assert double" passed any program)
+    values = [TestCase("value", "assert", f"for x in (1,):\n    assert {test}\n") for test in ("double", "LIMIT == 3", "not LIMIT != 3")]
+    cases = [("def double(x):\n    return 2 * x\n", attribute), ("def apply(f, x):\n    return f(x)\n", callback)]
+    cases += [("LIMIT = 3\ndef double(x):\n    return 2 * x\n", [test]) for test in values]
+    for code, tests in cases:
         result = worker.score(_answer(code), tests)
         assert (result.score, result.status) == (0.0, Status.UNVERIFIABLE), result.details["tests"]
         assert result.status in INFRA_STATUSES and result.status.is_infra_failure

@@ -1,5 +1,6 @@
 """Code tasks for the code envs: the built-in set, HumanEval, and JSONL in the layouts of
-HumanEval (and HumanEval+), MBPP (and MBPP+), APPS / TACO, LiveCodeBench and CodeContests.
+HumanEval (and HumanEval+), MBPP (and MBPP+), APPS / TACO, LiveCodeBench, CodeContests,
+PrimeIntellect, DeepCoder, verl's code rows, KodCode (pytest files) and AceCode (asserts).
 
 A :class:`CodeTask` is a prompt, hidden tests (Python snippets run after the solution, calls
 of its function, or standard-input / expected-output pairs for a whole program), and a
@@ -25,7 +26,7 @@ from mathgym.envs.data import jsonl_rows
 from mathgym.errors import DatasetError
 from mathgym.install import extra_hint
 from mathgym.rewards._trusted_tests import unverifiable_reason
-from mathgym.rewards.code import defines
+from mathgym.rewards.code import defines, extract_code
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,9 @@ class CodeTask:
             line and trailing blank lines ignored). A task of these has no ``entry_point`` (``""``).
         unverifiable: Set when the task loads: why its tests cannot be judged without
             trusting the program (they read an attribute of its function, or need a class
-            instance or generator back from the sandbox); ``None`` when they can. Such a
-            task scores 0 with status ``unverifiable``, which trainers leave out of the loss.
+            instance or generator back from the sandbox, or a pytest fixture); ``None`` when
+            they can. Such a task scores 0 with status ``unverifiable``, which trainers leave
+            out of the loss. A loader that knows a reason already passes it.
     """
 
     task_id: str
@@ -62,10 +64,10 @@ class CodeTask:
     level: int | None = None
     io_tests: tuple[tuple[str, str, str], ...] = ()
     suffix: str = ""
-    unverifiable: str | None = field(init=False, default=None, compare=False)
+    unverifiable: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        reason = unverifiable_reason([source for _, source in self.tests], self.reference, self.prefix)
+        reason = self.unverifiable or unverifiable_reason([source for _, source in self.tests], self.reference, self.prefix)
         object.__setattr__(self, "unverifiable", reason)
 
     @property
@@ -174,8 +176,10 @@ def _mbpp_entry_point(first_test: str, code: str) -> str:
 def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
     """Read a JSONL of HumanEval-format (``prompt``/``test``/``entry_point``), MBPP-format (``text``
     or, sanitized, ``prompt``, with ``test_list``), standard-input/output records (APPS / TACO,
-    LiveCodeBench, CodeContests: :func:`stdio_task`) or function-call records (APPS / TACO with
-    ``fn_name``, LiveCodeBench's functional tests: :func:`call_task`); the format is detected per record.
+    LiveCodeBench, CodeContests: :func:`stdio_task`), function-call records (APPS / TACO with
+    ``fn_name``, LiveCodeBench's functional tests: :func:`call_task`), the same tests in
+    PrimeIntellect's, DeepCoder's or verl's layout, pytest files (KodCode: :func:`pytest_task`)
+    or lists of asserts (AceCode: :func:`assert_list_task`); the format is detected per record.
 
     Raises:
         DatasetError: The file is missing, not JSONL, or a record fits neither format.
@@ -203,12 +207,187 @@ def _task_of(row: object, source: str, default_id: str) -> CodeTask:
         return humaneval_task(row, source)
     if "test_list" in row and ("text" in row or "prompt" in row):
         return mbpp_task(row)
+    if isinstance(row.get("test"), str) and _imports_solution(row["test"]):
+        return pytest_task(row, default_id)
+    if isinstance(row.get("test_cases"), list) and all(isinstance(case, str) for case in row["test_cases"]):
+        return assert_list_task(row, default_id)
+    row = _as_apps_or_livecodebench(row)
     if any(key in row for key in STDIO_LAYOUTS):
         return call_task(row, default_id) or stdio_task(row, default_id)
     raise DatasetError(
-        "none of the layouts HumanEval (prompt, entry_point, test), MBPP (text or prompt, test_list), or standard "
-        f"input/output ({', '.join(STDIO_LAYOUTS)})"
+        "none of the layouts HumanEval (prompt, entry_point, test), MBPP (text or prompt, test_list), KodCode (a pytest "
+        "file importing from solution), AceCode (test_cases, a list of asserts), or tests by input and output "
+        f"({', '.join(STDIO_LAYOUTS)}; PrimeIntellect's verification_info, DeepCoder's tests, verl's reward_model.ground_truth)"
     )
+
+
+def _as_apps_or_livecodebench(row: dict) -> dict:
+    """A record whose tests are given by input and output in another data set's layout, rewritten in
+    APPS's (``input_output``) or LiveCodeBench's (``public_test_cases`` with ``testtype``):
+
+    * PrimeIntellect's (``verification_info``: ``{"test_cases": [{"type": "stdin_stdout" or
+      "function_call", "fn_name", "input", "output"}]}``, the statement in ``prompt``);
+    * DeepCoder's (``tests``: APPS's object, or a list of cases with LiveCodeBench's ``testtype``
+      or PrimeIntellect's ``type``; the statement in ``problem``);
+    * verl's code rows (``reward_model.ground_truth`` holding APPS's object, as PRIME's Eurus-2 and
+      Skywork-OR1 write them; the statement the prompt's last user message).
+
+    Other records are returned as they are."""
+    if any(key in row for key in STDIO_LAYOUTS):
+        return row
+    cases: object = None
+    if "verification_info" in row:
+        info = _json_cell(row["verification_info"], "verification_info")
+        cases = info.get("test_cases") if isinstance(info, dict) else None
+    elif "tests" in row:
+        cases = _json_cell(row["tests"], "tests")
+    elif isinstance(row.get("reward_model"), dict):
+        cases = _json_cell(row["reward_model"].get("ground_truth"), "reward_model.ground_truth", optional=True)
+        if not (isinstance(cases, dict) and "inputs" in cases):
+            return row
+    else:
+        return row
+    rewritten = {**row, "question": _statement_of(row)}
+    gold = row.get("gold_standard_solution")  # PrimeIntellect's reference, in a Markdown fence
+    if "solutions" not in row and isinstance(gold, str) and gold.strip():
+        rewritten["solutions"] = [extract_code(gold, "")]
+    if isinstance(cases, dict):
+        return {**rewritten, "input_output": cases}
+    if not isinstance(cases, list):
+        raise DatasetError("the record's tests are neither an object of inputs and outputs nor a list of cases")
+    calls = [case for case in cases if isinstance(case, dict) and case.get("type") == "function_call"]
+    if calls:  # PrimeIntellect's function calls: APPS's fn_name layout
+        names = {case.get("fn_name") for case in calls}
+        if len(names) != 1:
+            raise DatasetError(f"function-call tests name {len(names)} functions, not one")
+        spec = {"fn_name": names.pop(), "inputs": [case.get("input") for case in calls], "outputs": [case.get("output") for case in calls]}
+        return {**rewritten, "input_output": spec}
+    listed = []
+    for case in cases:
+        if not isinstance(case, dict):
+            raise DatasetError("a test case is not an object with input and output")
+        kind = case.get("testtype", "stdin" if case.get("type", "stdin_stdout") == "stdin_stdout" else case.get("type"))
+        listed.append({"input": case.get("input", ""), "output": case.get("output", ""), "testtype": kind})
+    return {**rewritten, "public_test_cases": listed}
+
+
+def _statement_of(row: dict) -> str:
+    """The problem statement of a record in any layout: a text field, or a chat's last user message."""
+    for key in ("question", "question_content", "description", "problem", "prompt"):
+        value = row.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, list):
+            users = [m.get("content") for m in value if isinstance(m, dict) and m.get("role") == "user"]
+            if users and isinstance(users[-1], str):
+                return users[-1]
+    raise DatasetError("the record has no statement (question, problem, description, or prompt)")
+
+
+def _imports_solution(test: str) -> bool:
+    """Whether a test file imports the code under test from a module ``solution`` (KodCode's pytest files)."""
+    return re.search(r"^\s*(from\s+solution\s+import|import\s+solution\b)", test, re.MULTILINE) is not None
+
+
+def pytest_task(row: dict, default_id: str) -> CodeTask:
+    """A :class:`CodeTask` from a record whose ``test`` is a pytest file importing the code under test
+    from a module ``solution`` (KodCode: ``question``, ``solution``, ``test``, ``test_info``).
+
+    Each test function (``def test_*()``, and ``test_*`` methods of ``Test*`` classes) is one test,
+    run after the file's other statements; the names imported from ``solution`` are the program's
+    own (``as`` aliases bound to them), and ``@pytest.mark.parametrize`` with literal values gives
+    one test per case. A test that needs a fixture cannot run outside pytest: the task is then
+    ``unverifiable`` (:attr:`CodeTask.unverifiable`), not graded on the rest.
+
+    Raises:
+        DatasetError: No statement, a test file that does not parse, or no test function.
+    """
+    source = row["test"]
+    try:
+        module = ast.parse(source)
+    except SyntaxError as err:
+        raise DatasetError(f"the pytest file does not parse ({err.msg}, line {err.lineno})") from None
+    preamble, aliases, imported = [], [], []
+    functions, classes = [], []
+    for node in module.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "solution":
+            for name in node.names:
+                imported.append(name.name)
+                if name.asname and name.asname != name.name:
+                    aliases.append(f"{name.asname} = {name.name}")
+        elif isinstance(node, ast.Import) and any(name.name == "solution" for name in node.names):
+            raise DatasetError("the pytest file imports the module solution itself; only 'from solution import ...' is read")
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            functions.append(node)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            classes.append(node)
+        elif not _runs_as_main(node):
+            preamble.append(ast.get_source_segment(source, node) or "")
+    setup = "\n".join([*preamble, *aliases])
+    tests: list[tuple[str, str]] = []
+    unjudged: list[str] = []
+    for node in functions:
+        runs = _pytest_calls(source, setup, node)
+        if isinstance(runs, str):
+            unjudged.append(runs)
+        else:
+            tests += runs
+    for owner in classes:
+        for method in (n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")):
+            definition = ast.get_source_segment(source, owner) or ""
+            tests.append((f"{owner.name}.{method.name}", f"{setup}\n{definition}\n{owner.name}().{method.name}()\n"))
+    if not tests and not unjudged:
+        raise DatasetError("the pytest file holds no test function (def test_...)")
+    info = row.get("test_info")
+    declared = [item.get("function_name") for item in info if isinstance(item, dict)] if isinstance(info, list) else []
+    entry = next((name for name in [*declared, *imported] if isinstance(name, str) and name.isidentifier() and name != "*"), "")
+    statement = _statement_of(row).strip()
+    shown = f"{statement}\n\nWrite Python code that defines `{entry}` (tests import it from your solution)." if entry else statement
+    reason = f"{unjudged[0]}; pytest is not run here" if unjudged else None
+    return CodeTask(_record_id(row, default_id), shown, entry, tuple(tests), row.get("solution", "") or "", unverifiable=reason)
+
+
+def _runs_as_main(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__": ...`` (a test file calling ``pytest.main()``): left out."""
+    return isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
+
+
+def _pytest_calls(source: str, setup: str, node: ast.FunctionDef) -> list[tuple[str, str]] | str:
+    """The runs of one test function: one call, or one per ``parametrize`` case with literal values;
+    or why it cannot run outside pytest (a parameter nothing fills, a fixture)."""
+    definition = ast.get_source_segment(source, node) or ""  # from ``def``: the decorators are not in it
+    cases: list[dict[str, object]] = [{}]
+    for decorator in node.decorator_list:
+        if not (isinstance(decorator, ast.Call) and ast.unparse(decorator.func).endswith("mark.parametrize")):
+            continue
+        try:
+            names, values = ast.literal_eval(decorator.args[0]), ast.literal_eval(decorator.args[1])
+        except (ValueError, SyntaxError, TypeError, IndexError, MemoryError, RecursionError):
+            return f"{node.name} is parametrized with values that are not literals"
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        rows = [value if len(names) > 1 else (value,) for value in values]
+        cases = [{**case, **dict(zip(names, values_of))} for case in cases for values_of in rows]
+    missing = [arg.arg for arg in node.args.args if arg.arg not in cases[0]]
+    if missing:
+        return f"{node.name} needs the pytest fixture(s) {', '.join(missing)}"
+    runs = []
+    for index, case in enumerate(cases):
+        arguments = ", ".join(f"{key}={_literal(value)}" for key, value in case.items())
+        label = node.name if len(cases) == 1 else f"{node.name}[{index}]"
+        runs.append((label, f"{setup}\n{definition}\n{node.name}({arguments})\n"))
+    return runs
+
+
+def assert_list_task(row: dict, default_id: str) -> CodeTask:
+    """A :class:`CodeTask` from a record whose ``test_cases`` is a list of ``assert`` statements
+    (AceCode: ``question``, ``test_cases``); the function is the first one the first test calls
+    that is not a builtin, and the first test is shown as an example."""
+    asserts = [case for case in row["test_cases"] if case.strip()]
+    if not asserts:
+        raise DatasetError("test_cases is empty")
+    entry = _mbpp_entry_point(asserts[0], "")
+    shown = f"{_statement_of(row).strip()}\nYour code should pass tests like this one:\n{asserts[0]}"
+    return CodeTask(_record_id(row, default_id), shown, entry, tuple((f"test_{i}", f"{a}\n") for i, a in enumerate(asserts)), "")
 
 
 #: Keys that mark a record of standard-input / expected-output tests, by the data set that uses them.

@@ -191,6 +191,15 @@ class _Program:
     def __repr__(self):
         return f"<function {self._name} of the program>"
 
+    def _as_value(self, *_):
+        """Compared or tested for truth: the program's value stays in the sandbox (a proxy would be
+        always true and equal only to itself, a verdict the program never earned)."""
+        self._channel.unverifiable = f"the test uses {self._name} as a value, not a call: it stays in the sandbox"
+        raise Unverifiable(self._channel.unverifiable)
+
+    __eq__ = __ne__ = __bool__ = _as_value
+    __hash__ = object.__hash__
+
 
 def _short_repr(value):
     try:
