@@ -195,6 +195,8 @@ def test_rows_in_other_peoples_layouts(tmp_path):
     assert record_from_row({**verl, "reward_model": {"ground_truth": "[0, 1]"}}).answer == "[0, 1]"  # an interval stays one
     assert record_from_row({"problem": "p", "final_answer": 3, "solution": "long"}).answer == "3"
     assert record_from_row({"Question": "p", "ground_truth": "x+1"}).answer == "x+1"
+    sharegpt = [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "3+3?"}]
+    assert record_from_row({"conversations": sharegpt, "answer": "6"}, {"question": "conversations", "answer": "answer"}).question == "3+3?"
     path = tmp_path / "verl.jsonl"
     path.write_text(json.dumps(verl) + "\n")
     env = gym.make("MathReason-v0", dataset=str(path))

@@ -168,7 +168,8 @@ def _column(row: Mapping[str, Any], name: str) -> Any:
 
 
 def _text(value: Any, name: str) -> str:
-    """A cell as text: a string, a number, or a chat (its last user message's content)."""
+    """A cell as text: a string, a number, or a chat (its last user message's content; ShareGPT's
+    ``{"from": "human", "value": ...}`` turns too)."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool) or value is None:
@@ -179,6 +180,10 @@ def _text(value: Any, name: str) -> str:
         users = [m for m in value if m.get("role") == "user"]
         if users and isinstance(users[-1]["content"], str):
             return users[-1]["content"]
+    if isinstance(value, list) and value and all(isinstance(m, Mapping) and "value" in m and "from" in m for m in value):
+        users = [m for m in value if m.get("from") in ("human", "user")]  # ShareGPT's turns
+        if users and isinstance(users[-1]["value"], str):
+            return users[-1]["value"]
     raise DatasetError(f"column {name!r} holds a {type(value).__name__}, not text, a number or a chat with a user message")
 
 
