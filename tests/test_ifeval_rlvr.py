@@ -101,13 +101,15 @@ def test_rlvr_ifeval_and_instruction_id_rows_load_and_grade_in_the_env(tmp_path)
         {"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Title it; no commas."}],
          "ground_truth": str([{"instruction_id": ["detectable_format:title", "punctuation:no_comma"], "kwargs": [None, None]}])},
         {"prompt": "Mention the word 'owl' twice.", "reward_model": {"ground_truth": _gt("verify_keyword_frequency", word="owl", N=2)}},
+        # the list's entry itself JSON text
+        {"prompt": "No commas.", "ground_truth": str([json.dumps({"instruction_id": ["punctuation:no_comma"], "kwargs": [{}]})])},
     ]
     path = tmp_path / "rlvr.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     with pytest.warns(UserWarning, match=r"validate_response_language; 1 use"):
         records = load_ifeval(path)
     assert [r.instructions[0][0] for r in records] == ["validate_lowercase", "validate_word_constraint", "detectable_format:title",
-                                                       "verify_keyword_frequency"]
+                                                       "verify_keyword_frequency", "punctuation:no_comma"]
     assert records[2].prompt == "Title it; no commas."
     with pytest.warns(UserWarning):
         env = gym.make("InstructionFollow-v0", dataset=str(path))
@@ -116,6 +118,10 @@ def test_rlvr_ifeval_and_instruction_id_rows_load_and_grade_in_the_env(tmp_path)
         (1, "  the long nile  ", 1.0), (1, "it is the long nile river", 0.0),
         (2, "<<Owls>> at night", 1.0), (2, "<<Owls>>, at night", 0.5),
         (3, "An owl met an OWL.", 1.0), (3, "An owl met owls.", 0.0),
+        # graded as open-instruct grades: the answer after a reasoning model's thinking, without <answer> tags
+        (0, "<think>The Lake needs Care.</think>\n<answer>the lake is calm.</answer>", 1.0),
+        (2, "<think>no, commas</think><<Owls>> at night", 1.0),
+        (2, "<think>Thinking at length, but no answer after it.</think>", 0.0),  # no word answered: nothing met for free
     ]
     for index, reply, reward in replies:
         obs, _ = env.reset(options={"task_index": index})

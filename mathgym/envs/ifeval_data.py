@@ -255,16 +255,27 @@ class IFEvalRecord:
     key: str
     prompt: str
     instructions: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
+    #: An open-instruct record: the response is graded as open-instruct grades it, its answer only
+    #: (:func:`answer_part`: after the last ``</think>``, without ``<answer>`` tags, stripped).
+    answer_only: bool = False
 
     def check(self, response: str, loose: bool = False) -> dict[str, bool]:
         """Whether ``response`` follows each instruction (by id; a repeated id: all of them).
         ``loose``: IFEval's loose evaluation, where it is enough that one of :func:`loose_variants` does."""
+        if self.answer_only:
+            response = answer_part(response)
         variants = loose_variants(response) if loose else [response]
         met: dict[str, bool] = {}
         for name, kwargs in self.instructions:
             follows = any(ALL_CHECKS[name](variant, **dict(kwargs)) for variant in variants)
             met[name] = met.get(name, True) and follows
         return met
+
+
+def answer_part(response: str) -> str:
+    """What open-instruct grades of a response: the text after the last ``</think>`` (a reasoning
+    model's thinking left out), without ``<answer>`` / ``</answer>`` tags, stripped."""
+    return response.rsplit("</think>", 1)[-1].replace("<answer>", "").replace("</answer>", "").strip()
 
 
 def loose_variants(response: str) -> list[str]:
@@ -340,7 +351,7 @@ def _record(row: Any, where: str) -> IFEvalRecord:
                 ALL_CHECKS[name]("", **dict(args))
             except (TypeError, ValueError, AttributeError) as err:
                 raise DatasetError(f"{where}: the kwargs of {name} do not fit it ({type(err).__name__}: {err})") from None
-    return IFEvalRecord(str(row.get("key", where)), prompt, instructions)
+    return IFEvalRecord(str(row.get("key", where)), prompt, instructions, answer_only="instruction_id_list" not in row)
 
 
 def _prompt_text(value: Any) -> Any:
@@ -372,6 +383,8 @@ def _ground_truth(truth: Any, where: str) -> tuple[Any, Any]:
     (IFEval's ids, as in ``allenai/IF_multi_constraints_upto5``; open-instruct reads the first entry)."""
     if isinstance(truth, list) and truth:
         truth = truth[0]
+        if isinstance(truth, str):  # the list's entry itself JSON text, as open-instruct also accepts
+            truth = _parsed_truth(truth, where)
     if isinstance(truth, Mapping) and isinstance(truth.get("func_name"), str):
         arguments = {k: v for k, v in truth.items() if k != "func_name"}
         if truth["func_name"] == "validate_choice" and arguments.get("options") is not None:

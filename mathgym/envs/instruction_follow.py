@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mathgym.core import Judgement, Task, TextEnv
-from mathgym.envs.ifeval_data import IFEvalRecord, load_ifeval
+from mathgym.envs.ifeval_data import IFEvalRecord, answer_part, load_ifeval
 from mathgym.envs.instruction_checks import RESPONSE_SEPARATOR, words
 from mathgym.envs.instruction_constraints import FAMILIES, Constraint, draw_constraints
 from mathgym.errors import ConfigError, require_option
@@ -310,7 +310,7 @@ class InstructionFollowEnv(TextEnv):
     def _judge_record(self, action: str, record: IFEvalRecord) -> Judgement:
         """An IFEval prompt: the share of its instructions followed (IFEval's strict checks); a
         response without a word follows none (it would otherwise meet "no comma" for free)."""
-        empty = not words(action[:100_000])
+        empty = not words((answer_part(action) if record.answer_only else action)[:100_000])
         met = {name: False for name, _ in record.instructions} if empty else record.check(action, loose=self.ifeval_mode == "loose")
         share = sum(met.values()) / len(met)
         status = Status.UNPARSEABLE if empty else Status.CORRECT if share == 1.0 else Status.PARTIAL if share > 0 else Status.WRONG
