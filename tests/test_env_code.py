@@ -530,11 +530,16 @@ def test_jsonl_of_pytest_files_importing_from_solution(tmp_path):
          "test": KODCODE_TEST, "test_info": [{"function_name": "two_sum", "parameter_list": "(nums, target)"}], "style": "instruct"},
         {"question_id": "Leetcode_2", "question": "Write a file.", "solution": "def save(path):\n    open(path, 'w').close()\n",
          "test": "from solution import save\n\ndef test_save(tmp_path):\n    save(tmp_path / 'a')\n", "test_info": []},
+        # a class: its instances stay in the sandbox, the test calls their methods there
+        {"question_id": "Leetcode_3", "question": "Write a counter class.",
+         "solution": "class Counter:\n    def __init__(self):\n        self.n = 0\n    def tick(self):\n        self.n += 1\n        return self.n\n",
+         "test": "from solution import Counter\n\ndef test_ticks():\n    c = Counter()\n    assert c.tick() == 1 and c.tick() == 2 and c.n == 2\n",
+         "test_info": [{"function_name": "Counter"}]},
     ]
     path = tmp_path / "kodcode.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    with pytest.warns(UserWarning, match="1 of 2 code tasks score 'unverifiable'.*test_save needs the pytest fixture"):
-        task, fixture = load_code_jsonl(path)
+    with pytest.warns(UserWarning, match="1 of 3 code tasks score 'unverifiable'.*test_save needs the pytest fixture"):
+        task, fixture, counter = load_code_jsonl(path)
     assert task.task_id == "Leetcode_1" and task.entry_point == "two_sum" and "defines `two_sum`" in task.prompt
     assert [name for name, _ in task.tests] == ["test_found", "test_cases[0]", "test_cases[1]", "test_none_raises", "TestHelper.test_helper"]
     assert all("pytest.main" not in source for _, source in task.tests)
@@ -549,6 +554,8 @@ def test_jsonl_of_pytest_files_importing_from_solution(tmp_path):
     assert reward == pytest.approx(3 / 5) and [t["passed"] for t in info["tests"]] == [True, True, True, False, False], info
     _, reward, _, _, info = _answer(env, 1, f"```python\n{rows[1]['solution']}```")
     assert (reward, info["status"]) == (0.0, Status.UNVERIFIABLE)
+    assert counter.unverifiable is None and _answer(env, 2)[1] == 1.0
+    assert _answer(env, 2, "```python\nclass Counter:\n    n = 2\n    def tick(self):\n        return 1\n```")[1] == 0.0
 
 
 PRIME_CASES = [{"fn_name": None, "input": "1 2\n", "output": "3\n", "type": "stdin_stdout"},

@@ -172,7 +172,8 @@ def test_the_programs_exceptions_reach_the_test_and_faults_are_never_swallowed(w
         assert worker.score(_answer(code), expects_raise).status == Status.WRONG, code
     swallowing = [TestCase("runs", "assert", "for x in range(3):\n    try:\n        root(x)\n    except BaseException:\n        pass\n")]
     assert worker.score(_answer("def root(x):\n    return x\n"), swallowing).status == Status.CORRECT
-    for code in ("import os\ndef root(x):\n    os._exit(0)\n", "def root(x):\n    return object()\n", "def root(x):\n    raise SystemExit\n"):
+    too_deep = "def root(x):\n    a = []\n    for _ in range(500):\n        a = [a]\n    return a\n"  # cannot be sent back
+    for code in ("import os\ndef root(x):\n    os._exit(0)\n", too_deep, "def root(x):\n    raise SystemExit\n"):
         result = worker.score(_answer(code), swallowing)
         assert (result.score, result.status) == (0.0, Status.WRONG), (code, result.details["tests"])
 
@@ -204,6 +205,66 @@ def test_tests_that_need_the_programs_objects_are_unverifiable(worker):
         assert result.status in INFRA_STATUSES and result.status.is_infra_failure
 
 
+MIN_STACK = """class MinStack:
+    def __init__(self):
+        self.items, self.label = [], "empty"
+
+    def push(self, x):
+        self.items.append(x)
+        self.label = "used"
+
+    def pop(self):
+        return self.items.pop()
+
+    def get_min(self):
+        return min(self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __str__(self):
+        return f"MinStack{self.items}"
+
+
+def total(stack, start=0):
+    return start + sum(stack.items)
+"""
+#: A test of a class, written as a user would: instances built, their methods, attributes and
+#: protocols (len, iteration, in, indexing, str, truth) used, an exception expected.
+CLASS_TEST = (
+    "s = MinStack()\nassert not s and len(s) == 0 and s.label == 'empty'\nfor x in (5, 2, 7):\n    s.push(x)\n"
+    "assert s.get_min() == 2 and len(s) == 3 and list(s) == [5, 2, 7] and 7 in s and 3 not in s and s[-1] == 7\n"
+    "assert str(s) == 'MinStack[5, 2, 7]' and s.label == 'used'\ns.label = 'renamed'\nassert s.label == 'renamed'\n"
+    "assert total(s) == 14 and total(start=1, stack=s) == 15\nassert s.pop() == 7 and s.get_min() == 2\ntry:\n    MinStack().pop()\nexcept IndexError:\n    pass\nelse:\n    raise AssertionError('pop of an empty stack')\n"
+)
+
+
+def test_a_class_is_tested_through_its_instances_which_stay_in_the_sandbox(worker):
+    """An instance a call returns stays in the sandbox; the test holds a handle whose methods,
+    attributes and protocols run there. Its own ``__eq__`` never reaches the verdict: compared
+    with a value it fails (the program gave an object where a value was wanted), compared with
+    another of the program's objects the test is unverifiable."""
+    tests = [TestCase("class", "assert", CLASS_TEST)]
+    assert worker.score(_answer(MIN_STACK), tests).status == Status.CORRECT
+    for wrong in (MIN_STACK.replace("return min(self.items)", "return self.items[0]"),
+                  MIN_STACK.replace('self.label = "used"', "pass"),
+                  MIN_STACK.replace("return self.items.pop()", "return self.items.pop() if self.items else None")):
+        assert worker.score(_answer(wrong), tests).status == Status.WRONG
+    liar = "class Liar:\n    def __eq__(self, other):\n        return True\n    def __bool__(self):\n        return True\n\ndef add(x, y):\n    return Liar()\n"
+    # (an assignment first: the judge runs these, not the call planner)
+    for test in ("assert x == 3", "assert 3 == x", "assert x in (3, 4)", "try:\n    assert x >= 3\nexcept Exception:\n    pass"):
+        result = worker.score(_answer(liar), [TestCase("liar", "assert", f"x = add(1, 2)\n{test}\n")])
+        assert (result.score, result.status, result.details["verdict"]) == (0.0, Status.WRONG, "trusted-tests"), (test, result.details)
+    both = worker.score(_answer(liar), [TestCase("both", "assert", "x, y = add(1, 2), add(2, 1)\nassert x == y\n")])
+    assert both.status == Status.UNVERIFIABLE
+
+
 @pytest.mark.filterwarnings("ignore:.*unverifiable")
 def test_unverifiable_tasks_are_reported_when_loaded_and_never_scored(tmp_path):
     rows = [
@@ -217,10 +278,11 @@ def test_unverifiable_tasks_are_reported_when_loaded_and_never_scored(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tasks = load_code_jsonl(path)
-    assert [bool(t.unverifiable) for t in tasks] == [True, True, False]
-    assert any("2 of 3 code tasks score 'unverifiable'" in str(w.message) for w in caught)
+    # the class's instance stays in the sandbox, used through a handle: that task can be graded
+    assert [bool(t.unverifiable) for t in tasks] == [False, True, False]
+    assert any("1 of 3 code tasks score 'unverifiable'" in str(w.message) for w in caught)
     env = gym.make("CodeSandbox-v0", dataset=str(path))
-    for index, expected in ((0, (0.0, Status.UNVERIFIABLE)), (1, (0.0, Status.UNVERIFIABLE)), (2, (1.0, Status.CORRECT))):
+    for index, expected in ((0, (1.0, Status.CORRECT)), (1, (0.0, Status.UNVERIFIABLE)), (2, (1.0, Status.CORRECT))):
         env.reset(options={"task_index": index})
         _, reward, _, _, info = env.step(env.unwrapped.expert_action())
         assert (reward, info["status"]) == expected, info

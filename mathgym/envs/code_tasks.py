@@ -48,8 +48,8 @@ class CodeTask:
             input and passes when it exits 0 and prints the output (trailing whitespace of each
             line and trailing blank lines ignored). A task of these has no ``entry_point`` (``""``).
         unverifiable: Set when the task loads: why its tests cannot be judged without
-            trusting the program (they read an attribute of its function, or need a class
-            instance or generator back from the sandbox, or a pytest fixture); ``None`` when
+            trusting the program (they read an attribute of its function, or need a
+            generator function's items, or a pytest fixture); ``None`` when
             they can. Such a task scores 0 with status ``unverifiable``, which trainers leave
             out of the loss. A loader that knows a reason already passes it.
     """

@@ -512,6 +512,7 @@ def _serve_calls(job):
         return 0
     reply({"ready": True})
     pending = bytearray()
+    objects = []  # what calls returned that is not plain data, by handle (the judge holds only the numbers)
     while True:
         end = pending.find(b"\n")
         if end < 0:
@@ -522,39 +523,120 @@ def _serve_calls(job):
             continue
         request = loads(bytes(pending[:end]))
         del pending[: end + 1]
-        reply(_answer(namespace, request, encode, decode))
+        reply(_answer(namespace, request, encode, decode, objects))
 
 
-def _answer(namespace, request, encode, decode):
-    """Run one requested call; its reply (value or exception, and arguments it changed in place)."""
+#: Most objects one job's calls may hand out by handle (each stays alive in the child).
+MAX_HANDLES = 100_000
+
+
+def _set_item(owner, key, value):
+    owner[key] = value
+
+
+def _del_item(owner, key):
+    del owner[key]
+
+
+#: What a test may ask of the program's object besides its methods: each answered by the object
+#: itself, as a method's result is (comparisons are not among them: an object's own ``__eq__``
+#: would let it equal whatever the test expects).
+_OPERATIONS = {
+    "len": len, "bool": bool, "str": str, "iter": iter, "contains": lambda owner, item: item in owner,
+    "getitem": lambda owner, key: owner[key], "setitem": _set_item, "delitem": _del_item,
+    "setattr": lambda owner, name, value: setattr(owner, str(name), value), "delattr": lambda owner, name: delattr(owner, str(name)),
+}
+
+
+def _answer(namespace, request, encode, decode, objects):
+    """Run one request; its reply (value, handle or exception, and arguments changed in place).
+
+    A request names a function of the program (``fn``), or a method (``fn``) or attribute
+    (``attr``) of an object an earlier call returned (``obj``, its handle); ``handles`` and
+    ``kw_handles`` put such objects in the arguments. A returned value that is not plain data
+    stays here and is answered by a new handle (``{"handle": n, "type": name}``), so a test can
+    build an instance and call its methods; only plain values ever cross.
+    """
+    owner = request.get("obj")
+    if owner is not None:
+        if type(owner) is not int or not 0 <= owner < len(objects):
+            return {"error": "an unknown object", "type": None}
+        owner = objects[owner]
+        if request.get("op") in _OPERATIONS:  # len(obj), obj[key], x in obj... as the object itself answers them
+            try:
+                args = [decode(a) for a in request.get("args", ())]
+                value = _OPERATIONS[request["op"]](owner, *args)
+            except BaseException as err:  # noqa: BLE001
+                return {"error": _describe(err), "type": type(err).__name__}
+            return _reply_value(value, encode, objects)
+        if "attr" in request:
+            try:
+                value = getattr(owner, request["attr"])
+                if callable(value):
+                    return {"method": True}
+            except BaseException as err:  # noqa: BLE001
+                return {"error": _describe(err), "type": type(err).__name__}
+            return _reply_value(value, encode, objects)
     name = request["fn"]
     args = [decode(a) for a in request["args"]]
     kwargs = {k: decode(v) for k, v in request["kwargs"].items()}
-    function = namespace.get(name)
-    if function is None:
-        return {"error": f"NameError: name {name!r} is not defined", "type": "NameError"}
+    handled = {int(k): v for k, v in request.get("handles", {}).items()}
+    for position, handle in [*handled.items(), *request.get("kw_handles", {}).items()]:
+        if type(handle) is not int or not 0 <= handle < len(objects):
+            return {"error": "an unknown object", "type": None}
+        if type(position) is int:
+            args[position] = objects[handle]
+        else:
+            kwargs[position] = objects[handle]
+    if owner is not None:
+        try:
+            function = getattr(owner, name)
+        except BaseException as err:  # noqa: BLE001
+            return {"error": _describe(err), "type": type(err).__name__}
+    else:
+        function = namespace.get(name)
+        if function is None:
+            return {"error": f"NameError: name {name!r} is not defined", "type": "NameError"}
     try:
         value = function(*args, **kwargs)
     except BaseException as err:  # noqa: BLE001 - SystemExit in a call is a failed call too
         answer = {"error": _describe(err), "type": type(err).__name__}
     else:
-        try:
-            # An iterator (a generator, map, zip...) is drained here and is an iterator again on
-            # the judge's side: list(f(x)) works, f(x) == [...] stays False, as in Python.
-            iterator = type(value) not in (str, bytes, list, tuple, dict, set, frozenset) and hasattr(type(value), "__next__")
-            answer = {"iter": encode(list(value))} if iterator else {"ok": encode(value)}
-        except BaseException as err:  # noqa: BLE001
-            answer = {"error": f"the returned value cannot leave the sandbox: {_describe(err)}"[:500], "type": None}
+        answer = _reply_value(value, encode, objects)
     try:
-        after = [encode(a) for a in args]
+        after = [None if i in handled else encode(a) for i, a in enumerate(args)]
         if after != request["args"]:
             answer["args"] = after
-        after_kw = {k: encode(v) for k, v in kwargs.items()}
-        if after_kw != request["kwargs"]:
+        after_kw = {k: encode(v) for k, v in kwargs.items() if k not in request.get("kw_handles", {})}
+        if after_kw != {k: v for k, v in request["kwargs"].items() if k not in request.get("kw_handles", {})}:
             answer["kwargs"] = after_kw
     except BaseException:  # noqa: BLE001 - an argument turned into something unsendable: left as it was
         pass
     return answer
+
+
+def _reply_value(value, encode, objects):
+    """A returned value as a reply: plain data, an iterator drained, else a handle to the object kept here."""
+    try:
+        # An iterator (a generator, map, zip...) is drained here and is an iterator again on
+        # the judge's side: list(f(x)) works, f(x) == [...] stays False, as in Python.
+        if type(value) not in (str, bytes, list, tuple, dict, set, frozenset) and hasattr(type(value), "__next__"):
+            return {"iter": encode(list(value))}
+    except BaseException as err:  # noqa: BLE001
+        return {"error": f"the returned value cannot leave the sandbox: {_describe(err)}"[:500], "type": None}
+    try:
+        return {"ok": encode(value)}
+    except TypeError as err:
+        if len(objects) >= MAX_HANDLES:
+            return {"error": f"the returned value cannot leave the sandbox: {_describe(err)}"[:500], "type": None}
+        objects.append(value)
+        try:
+            kind = type(value).__name__
+        except BaseException:  # noqa: BLE001
+            kind = "object"
+        return {"handle": len(objects) - 1, "type": str(kind)[:100]}
+    except BaseException as err:  # noqa: BLE001
+        return {"error": f"the returned value cannot leave the sandbox: {_describe(err)}"[:500], "type": None}
 
 
 # Taken when this module loads (before any code runs), so a program that patches builtins

@@ -21,12 +21,17 @@ worker kills it), and reseeds ``random`` from the OS: a test's ``random.seed(42)
 
 Lines the child writes to the judge (fd 4 in the child): first ``{"ready": true}`` or
 ``{"load_error": message}``; then per request ``{"ok": value}``, ``{"iter": [items]}`` (an
-iterator it returned, drained) or ``{"error": message, "type": name}``, with ``"args"``/``"kwargs"`` (encoded after the call) when the call
-changed a list, dict or set it was given, which the judge writes back into its own object.
+iterator it returned, drained), ``{"handle": n, "type": name}`` (an object that is not plain
+data, kept in the child: :class:`_Remote`), ``{"method": true}`` (an attribute to call) or
+``{"error": message, "type": name}``, with ``"args"``/``"kwargs"`` (encoded after the call)
+when the call changed a list, dict or set it was given, which the judge writes back into its
+own object. Requests name a function (``fn``), or a method, attribute or operation of an
+object by its handle (``obj`` with ``fn``, ``attr`` or ``op``).
 
 A test that cannot run this way (it reads an attribute of the program's function, passes
-a value that is not plain data, or needs a class instance or generator back) is
-``unverifiable``; :func:`unverifiable_reason` finds the static cases when a task loads.
+a value that is not plain data, needs a generator function's items, or compares two of the
+program's objects) is ``unverifiable``; :func:`unverifiable_reason` finds the static cases
+when a task loads.
 """
 
 import ast
@@ -95,28 +100,36 @@ class _Channel:
                 return None
             self.buffer += chunk
 
-    def call(self, name, args, kwargs):
-        """``name(*args, **kwargs)`` run by the program; its decoded return value."""
+    def call(self, name, args, kwargs, target=None):
+        """``name(*args, **kwargs)`` run by the program (a method of the object whose handle is
+        ``target``, where given); its decoded return value, or a :class:`_Remote` for an object."""
         if self.ended:
             self.faults += 1
             raise ProgramFault("the program's process has ended")
         try:
-            request = {"fn": name, "args": [self.codec.encode_value(a) for a in args], "kwargs": {str(k): self.codec.encode_value(v) for k, v in kwargs.items()}}
+            request = {"fn": name, "args": [], "kwargs": {}}
+            if target is not None:
+                request["obj"] = target
+            for position, value in enumerate(args):
+                if type(value) is _Remote:  # the program's own object goes back by its handle
+                    request.setdefault("handles", {})[str(position)] = object.__getattribute__(value, "_handle")
+                    value = None
+                request["args"].append(self.codec.encode_value(value))
+            for key, value in kwargs.items():
+                if type(value) is _Remote:
+                    request.setdefault("kw_handles", {})[str(key)] = object.__getattribute__(value, "_handle")
+                else:
+                    request["kwargs"][str(key)] = self.codec.encode_value(value)
             line = (json.dumps(request) + "\n").encode()
         except Exception as err:  # noqa: BLE001 - the test's own value: it cannot be sent
             self.unverifiable = f"the test passes {name}() a value that is not plain data ({_describe(err)})"
             raise Unverifiable(self.unverifiable) from None
         shown = f"{name}({', '.join([*map(_short_repr, args), *(f'{k}={_short_repr(v)}' for k, v in kwargs.items())])})"
         self.last_call = f"{shown[:MESSAGE_CAP // 2]} did not answer"
-        try:
-            _write_all(self.request_fd, line)
-        except OSError:
-            self.ended = True
-        reply = None if self.ended else self.read()
-        if reply is None:
-            self.faults += 1
-            raise ProgramFault("the program's process ended during the call")
+        reply = self._ask(line)
         self._write_back(reply, args, kwargs)
+        if "handle" in reply:
+            return self._remote(reply, shown)
         if "ok" in reply or "iter" in reply:
             try:
                 value = self.codec.decode_value(reply["ok"]) if "ok" in reply else iter(_as_list(self.codec.decode_value(reply["iter"])))
@@ -129,6 +142,70 @@ class _Channel:
         message = str(reply.get("error", "an unreadable reply"))[:MESSAGE_CAP]
         self.last_call = f"{shown[:MESSAGE_CAP // 2]} raised {message}"
         raise _as_exception(reply.get("type"), message, self)
+
+    def _ask(self, line):
+        """Send one request line; the program's reply (a ProgramFault when its process has gone)."""
+        try:
+            _write_all(self.request_fd, line)
+        except OSError:
+            self.ended = True
+        reply = None if self.ended else self.read()
+        if reply is None:
+            self.faults += 1
+            raise ProgramFault("the program's process ended during the call")
+        return reply
+
+    def _remote(self, reply, shown):
+        """The object a call or attribute gave, left in the sandbox: a stand-in holding its handle."""
+        handle, kind = reply.get("handle"), reply.get("type")
+        if type(handle) is not int or handle < 0:
+            self.faults += 1
+            raise ProgramFault(f"{shown[:MESSAGE_CAP // 2]} answered an unreadable object")
+        kind = kind if type(kind) is str and kind.isidentifier() else "object"
+        self.last_call = f"{shown[:MESSAGE_CAP // 2]} returned a {kind} object"
+        return _Remote(handle, kind, self)
+
+    def operate(self, handle, operation, kind, *args):
+        """``len(obj)``, ``obj[key]``, ``key in obj``... answered by the program's object in the sandbox."""
+        if self.ended:
+            self.faults += 1
+            raise ProgramFault("the program's process has ended")
+        shown = f"{operation}(<{kind}>{''.join(', ' + _short_repr(a) for a in args)})"
+        try:
+            line = (json.dumps({"obj": handle, "op": operation, "args": [self.codec.encode_value(a) for a in args]}) + "\n").encode()
+        except Exception as err:  # noqa: BLE001
+            self.unverifiable = f"the test passes a {kind} object a value that is not plain data ({_describe(err)})"
+            raise Unverifiable(self.unverifiable) from None
+        self.last_call = f"{shown[:MESSAGE_CAP // 2]} did not answer"
+        return self._value_of(self._ask(line), shown)
+
+    def _value_of(self, reply, shown):
+        """A reply to an attribute or operation: a plain value, an iterator, an object, or the exception raised."""
+        if "handle" in reply:
+            return self._remote(reply, shown)
+        if "ok" in reply or "iter" in reply:
+            try:
+                value = self.codec.decode_value(reply["ok"]) if "ok" in reply else iter(_as_list(self.codec.decode_value(reply["iter"])))
+            except Exception:  # noqa: BLE001
+                self.faults += 1
+                raise ProgramFault(f"{shown[:MESSAGE_CAP // 2]} is a value that could not be read") from None
+            self.last_call = f"{shown[:MESSAGE_CAP // 2]} is {_short_repr(value)}"
+            return value
+        message = str(reply.get("error", "an unreadable reply"))[:MESSAGE_CAP]
+        self.last_call = f"{shown[:MESSAGE_CAP // 2]} raised {message}"
+        raise _as_exception(reply.get("type"), message, self)
+
+    def attribute(self, handle, name, kind):
+        """``obj.name`` of the program's object: a plain value, another object, or a method to call."""
+        if self.ended:
+            self.faults += 1
+            raise ProgramFault("the program's process has ended")
+        shown = f"<{kind}>.{name}"
+        self.last_call = f"{shown[:MESSAGE_CAP // 2]} did not answer"
+        reply = self._ask((json.dumps({"obj": handle, "attr": str(name)}) + "\n").encode())
+        if reply.get("method") is True:
+            return _Method(handle, str(name), kind, self)
+        return self._value_of(reply, shown)
 
     def _write_back(self, reply, args, kwargs):
         """Apply the program's in-place changes of list, dict and set arguments to the test's objects."""
@@ -195,6 +272,80 @@ class _Program:
         """Compared or tested for truth: the program's value stays in the sandbox (a proxy would be
         always true and equal only to itself, a verdict the program never earned)."""
         self._channel.unverifiable = f"the test uses {self._name} as a value, not a call: it stays in the sandbox"
+        raise Unverifiable(self._channel.unverifiable)
+
+    __eq__ = __ne__ = __bool__ = _as_value
+    __hash__ = object.__hash__
+
+
+class _Remote:
+    """Stands for an object of the sandboxed program (an instance a call returned): its methods
+    and attributes are read, set and called there, and ``len``, ``bool``, ``str``, iteration, ``in``
+    and indexing are answered there, by the object, as a method's result is. It is never compared
+    or computed with here: its own ``__eq__`` would make it equal whatever the test expects."""
+
+    __slots__ = ("_handle", "_kind", "_channel")
+
+    def __init__(self, handle, kind, channel):
+        object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_kind", kind)
+        object.__setattr__(self, "_channel", channel)
+
+    def __getattr__(self, attr):
+        if attr in _Remote.__slots__:  # not set yet (a copy made without __init__)
+            raise AttributeError(attr)
+        return self._channel.attribute(self._handle, attr, self._kind)
+
+    def __call__(self, *args, **kwargs):
+        return self._channel.call("__call__", args, kwargs, target=self._handle)
+
+    def __repr__(self):
+        return f"<{self._kind} object of the program>"
+
+    def _operation(name):  # noqa: N805 - builds the methods below
+        def operate(self, *args):
+            value = self._channel.operate(self._handle, name, self._kind, *args)
+            return bool(value) if name == "contains" else value
+        return operate
+
+    __len__, __bool__, __str__, __iter__, __contains__ = map(_operation, ("len", "bool", "str", "iter", "contains"))
+    __getitem__, __setitem__, __delitem__ = map(_operation, ("getitem", "setitem", "delitem"))
+
+    def _compared(self, other=None, *_):
+        """Compared or computed with: the test's doing when it compares two of the program's objects
+        (unverifiable); else the program returned an object where the test wanted a value, and
+        fails, as a value that cannot leave the sandbox always has (never unverifiable: that
+        would let a program take a wrong answer out of training)."""
+        if type(other) is _Remote:
+            self._channel.unverifiable = f"the test compares two objects of the program ({self._kind}): they stay in the sandbox"
+            raise Unverifiable(self._channel.unverifiable)
+        self._channel.faults += 1
+        raise ProgramFault(f"the program gave a {self._kind} object where the test compares or computes with a value; only plain data leaves the sandbox")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __format__ = _compared
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __int__ = __float__ = __index__ = _compared
+    __setattr__, __delattr__ = map(_operation, ("setattr", "delattr"))
+    __hash__ = object.__hash__
+    del _operation
+
+
+class _Method:
+    """A method of the program's object (:class:`_Remote`), called there."""
+
+    __slots__ = ("_handle", "_name", "_kind", "_channel")
+
+    def __init__(self, handle, name, kind, channel):
+        for slot, value in zip(self.__slots__, (handle, name, kind, channel)):
+            object.__setattr__(self, slot, value)
+
+    def __call__(self, *args, **kwargs):
+        return self._channel.call(self._name, args, kwargs, target=self._handle)
+
+    def __repr__(self):
+        return f"<method {self._name} of a {self._kind} object of the program>"
+
+    def _as_value(self, *_):
+        self._channel.unverifiable = f"the test uses the method {self._name} as a value, not a call: it stays in the sandbox"
         raise Unverifiable(self._channel.unverifiable)
 
     __eq__ = __ne__ = __bool__ = _as_value
@@ -413,8 +564,8 @@ def unverifiable_reason(tests, reference="", support=""):
     """Why tests cannot be judged with the program behind the sandbox boundary; ``None`` when they can.
 
     Static (:mod:`ast` only, nothing runs): a test reads an attribute of a name the program
-    provides (``candidate.__name__``), or calls a class or generator function of the
-    reference solution (its instances or generators cannot be sent back as plain data).
+    provides (``candidate.__name__``), or calls a generator function of the reference
+    solution (a class's instances are used through handles, :class:`_Remote`).
     Run time finds the rest (a test passing a non-plain value reports ``unverifiable``).
 
     Args:
@@ -427,8 +578,8 @@ def unverifiable_reason(tests, reference="", support=""):
         support_names = module_names(ast.parse(support or ""))
     except (SyntaxError, ValueError):
         reference_tree, support_names = ast.parse(""), set()
-    not_plain = {node.name: "a class" for node in reference_tree.body if isinstance(node, ast.ClassDef)}
-    not_plain.update({node.name: "a generator" for node in reference_tree.body if isinstance(node, ast.FunctionDef) and _yields(node)})
+    # A class's instances stay in the sandbox and are used through handles (:class:`_Remote`).
+    not_plain = {node.name: "a generator" for node in reference_tree.body if isinstance(node, ast.FunctionDef) and _yields(node)}
     for source in tests:
         try:
             tree = ast.parse(source)
