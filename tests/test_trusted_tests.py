@@ -263,6 +263,10 @@ def test_a_class_is_tested_through_its_instances_which_stay_in_the_sandbox(worke
         assert (result.score, result.status, result.details["verdict"]) == (0.0, Status.WRONG, "trusted-tests"), (test, result.details)
     both = worker.score(_answer(liar), [TestCase("both", "assert", "x, y = add(1, 2), add(2, 1)\nassert x == y\n")])
     assert both.status == Status.UNVERIFIABLE
+    # membership is searched in the object's items: an always-true __contains__ is never asked
+    holder = "class Everything:\n    def __contains__(self, item):\n        return True\n    def __iter__(self):\n        return iter([1])\n\ndef add(x, y):\n    return Everything()\n"
+    result = worker.score(_answer(holder), [TestCase("in", "assert", "x = add(1, 2)\nassert 3 in x\n")])
+    assert result.status == Status.WRONG, result.details["tests"]
 
 
 @pytest.mark.filterwarnings("ignore:.*unverifiable")

@@ -542,7 +542,7 @@ def _del_item(owner, key):
 #: itself, as a method's result is (comparisons are not among them: an object's own ``__eq__``
 #: would let it equal whatever the test expects).
 _OPERATIONS = {
-    "len": len, "bool": bool, "str": str, "iter": iter, "contains": lambda owner, item: item in owner,
+    "len": len, "bool": bool, "str": str, "iter": iter,
     "getitem": lambda owner, key: owner[key], "setitem": _set_item, "delitem": _del_item,
     "setattr": lambda owner, name, value: setattr(owner, str(name), value), "delattr": lambda owner, name: delattr(owner, str(name)),
 }

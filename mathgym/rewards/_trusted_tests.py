@@ -280,8 +280,8 @@ class _Program:
 
 class _Remote:
     """Stands for an object of the sandboxed program (an instance a call returned): its methods
-    and attributes are read, set and called there, and ``len``, ``bool``, ``str``, iteration, ``in``
-    and indexing are answered there, by the object, as a method's result is. It is never compared
+    and attributes are read, set and called there, and ``len``, ``bool``, ``str``, iteration and
+    indexing are answered there, by the object, as a method's result is (``in`` searches its items). It is never compared
     or computed with here: its own ``__eq__`` would make it equal whatever the test expects."""
 
     __slots__ = ("_handle", "_kind", "_channel")
@@ -304,11 +304,21 @@ class _Remote:
 
     def _operation(name):  # noqa: N805 - builds the methods below
         def operate(self, *args):
-            value = self._channel.operate(self._handle, name, self._kind, *args)
-            return bool(value) if name == "contains" else value
+            return self._channel.operate(self._handle, name, self._kind, *args)
         return operate
 
-    __len__, __bool__, __str__, __iter__, __contains__ = map(_operation, ("len", "bool", "str", "iter", "contains"))
+    __len__, __bool__, __str__, __iter__ = map(_operation, ("len", "bool", "str", "iter"))
+
+    def __contains__(self, item):
+        """``item in obj``: the object's items, drained in the child, searched here. Its own
+        ``__contains__`` is not asked: it sees the test's value (like ``__eq__``), and an
+        always-true one would pass every membership test."""
+        try:
+            items = list(self._channel.operate(self._handle, "iter", self._kind))
+        except TypeError:
+            self._channel.unverifiable = f"the test asks what a {self._kind} object of the program contains, which only its own __contains__ answers"
+            raise Unverifiable(self._channel.unverifiable) from None
+        return item in items
     __getitem__, __setitem__, __delitem__ = map(_operation, ("getitem", "setitem", "delitem"))
 
     def _compared(self, other=None, *_):
