@@ -36,9 +36,10 @@ CASES = {
     "startend:end_checker": ({"end_phrase": "Any other questions?"}, "Done. Any other questions?\"", "Any other questions? Done."),
     "startend:quotation": ({}, '"quoted"', 'quoted"'),
     "change_case:capital_word_frequency": ({"capital_frequency": 2, "capital_relation": "at least"}, "NOTE THIS", "Note THIS"),
-    "change_case:english_capital": ({}, "ALL CAPS.", "Not all caps."),
+    "change_case:english_capital": ({}, "THE RIVER RUNS TO THE SEA.", "LE FLEUVE COULE VERS LA MER ET LES NUAGES."),  # English too
     "change_case:english_lowercase": ({}, "all lower.", "Not lower."),
     "punctuation:no_comma": ({}, "no comma here", "a, b"),
+    "language:response_language": ({"language": "fr"}, "Le fleuve coule vers la mer.", "The river runs to the sea."),
 }
 
 
@@ -59,12 +60,15 @@ def test_records_load_in_the_hubs_layout_and_grade_in_the_env(tmp_path):
         _row(1000, "Write a short note about rivers. Use no commas and highlight 2 sections.",
              ["punctuation:no_comma", "detectable_format:number_highlighted_sections", "length_constraints:number_words"],
              [dict(everything), {**everything, "num_highlights": 2}, {**everything, "num_words": 5, "relation": "at least"}]),
-        _row(1001, "Answer in Thai.", ["language:response_language"], [{"language": "th"}]),
+        _row(1001, "Answer in 100 to 200 words.", ["count:word_count_range"], [{"min_words": 100, "max_words": 200}]),  # IFBench's, no check here
+        _row(1002, "Answer in Thai.", ["language:response_language"], [{**everything, "language": "th"}]),
     ]
     path = tmp_path / "ifeval.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    with pytest.warns(UserWarning, match=r"left out for instructions without a check here \(language:response_language; 1 use"):
-        (record,) = load_ifeval(path)
+    with pytest.warns(UserWarning, match=r"left out for instructions without a check here \(count:word_count_range; 1 use"):
+        record, thai = load_ifeval(path)
+    assert thai.check("แม่น้ำไหลลงสู่ทะเลอย่างช้าๆ") == {"language:response_language": True}
+    assert thai.check("The river runs slowly to the sea.") == {"language:response_language": False}
     assert record.key == "1000" and record.instructions[2] == ("length_constraints:number_words", (("num_words", 5), ("relation", "at least")))
     with pytest.warns(UserWarning):
         env = gym.make("InstructionFollow-v0", dataset=str(path))

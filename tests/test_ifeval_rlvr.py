@@ -43,6 +43,7 @@ CASES = {
     "validate_end": ({"end_phrase": "Any questions?"}, "Done. Any questions?  ", 'Done. Any questions?"'),
     "validate_quotation": ({}, ' "quoted" ', '"quoted'),
     "validate_no_commas": ({}, "no comma here", "a, b"),
+    "validate_response_language": ({"language": "fr"}, "  Le fleuve coule vers la mer.", "The river runs to the sea."),
 }
 
 
@@ -96,20 +97,21 @@ def test_rlvr_ifeval_and_instruction_id_rows_load_and_grade_in_the_env(tmp_path)
          "ground_truth": _gt("validate_lowercase"), "dataset": "ifeval", "constraint_type": "Change Cases", "constraint": "lowercase"},
         {"messages": [{"role": "user", "content": "Name a river. Answer with at most 5 words."}],
          "ground_truth": _gt("validate_word_constraint", N=5, quantifier="at most")},
-        {"messages": [{"role": "user", "content": "Answer in French."}], "ground_truth": _gt("validate_response_language", language="fr")},
+        {"messages": [{"role": "user", "content": "Answer with a word."}], "ground_truth": json.dumps({"func_name": "validate_new_check"})},  # no check here
         # open-instruct's newer layout: IFEval's ids in the str() of a list, kwargs null where the instruction has none
         {"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Title it; no commas."}],
          "ground_truth": str([{"instruction_id": ["detectable_format:title", "punctuation:no_comma"], "kwargs": [None, None]}])},
         {"prompt": "Mention the word 'owl' twice.", "reward_model": {"ground_truth": _gt("verify_keyword_frequency", word="owl", N=2)}},
         # the list's entry itself JSON text
         {"prompt": "No commas.", "ground_truth": str([json.dumps({"instruction_id": ["punctuation:no_comma"], "kwargs": [{}]})])},
+        {"messages": [{"role": "user", "content": "Answer in French."}], "ground_truth": _gt("validate_response_language", language="fr")},
     ]
     path = tmp_path / "rlvr.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    with pytest.warns(UserWarning, match=r"validate_response_language; 1 use"):
+    with pytest.warns(UserWarning, match=r"validate_new_check; 1 use"):
         records = load_ifeval(path)
     assert [r.instructions[0][0] for r in records] == ["validate_lowercase", "validate_word_constraint", "detectable_format:title",
-                                                       "verify_keyword_frequency", "punctuation:no_comma"]
+                                                       "verify_keyword_frequency", "punctuation:no_comma", "validate_response_language"]
     assert records[2].prompt == "Title it; no commas."
     with pytest.warns(UserWarning):
         env = gym.make("InstructionFollow-v0", dataset=str(path))
@@ -122,6 +124,7 @@ def test_rlvr_ifeval_and_instruction_id_rows_load_and_grade_in_the_env(tmp_path)
         (0, "<think>The Lake needs Care.</think>\n<answer>the lake is calm.</answer>", 1.0),
         (2, "<think>no, commas</think><<Owls>> at night", 1.0),
         (2, "<think>Thinking at length, but no answer after it.</think>", 0.0),  # no word answered: nothing met for free
+        (5, "Le lac est calme et froid ce matin.", 1.0), (5, "The lake is calm and cold this morning.", 0.0),
     ]
     for index, reply, reward in replies:
         obs, _ = env.reset(options={"task_index": index})

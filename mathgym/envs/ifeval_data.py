@@ -6,9 +6,9 @@ A record (``input_data.jsonl`` of IFEval, or the ``google/IFEval`` data set as J
 instruction is checked here by a function written for mathgym after the published definitions
 of IFEval's *strict* evaluation (Zhou et al., 2023, "Instruction-Following Evaluation for Large
 Language Models", and its reference implementation): the same tests on the same kwargs. Where
-that implementation needs a tokenizer or a language detector, the checks here use regular
-expressions instead and say so (:data:`APPROXIMATED`); ``language:response_language`` has no
-check (a record that uses it is left out, with a warning).
+that implementation needs NLTK's tokenizers, the checks here use regular expressions instead
+and say so (:data:`APPROXIMATED`); the language checks ask langdetect, as IFEval does
+(:func:`detect_language`, seeded).
 
 Every check is linear in the response. IFEval's *loose* evaluation (the response also tried
 without its first or last line and without ``*``) is :meth:`IFEvalRecord.check`'s ``loose``.
@@ -199,12 +199,43 @@ def _capital_word_frequency(text: str, capital_frequency: int, capital_relation:
     return _relation(sum(1 for word in _WORD.findall(text) if word.isupper()), capital_relation, capital_frequency)
 
 
+_DETECTOR_SEEDED = []
+
+
+def detect_language(text: str) -> str | None:
+    """The language of ``text`` as langdetect names it (ISO 639-1, ``"en"``), the detector
+    IFEval and open-instruct use; ``None`` when it finds nothing to go by (no letters).
+
+    langdetect draws random samples of the text; its generator is seeded here, so one text
+    always gets one answer (IFEval leaves it unseeded: a short text may flip between runs).
+    It reads at most the first 10,000 characters.
+    """
+    from langdetect import DetectorFactory, detect  # noqa: PLC0415 - its profiles load on first use (~0.3 s)
+    from langdetect.lang_detect_exception import LangDetectException  # noqa: PLC0415
+
+    if not _DETECTOR_SEEDED:
+        DetectorFactory.seed = 0
+        _DETECTOR_SEEDED.append(True)
+    try:
+        return detect(text)
+    except LangDetectException:
+        return None
+
+
+def _response_language(text: str, language: str) -> bool:
+    """IFEval's test: langdetect names ``language``; a text it cannot read passes, as in IFEval."""
+    detected = detect_language(text)
+    return detected is None or detected == language
+
+
 def _english_capital(text: str) -> bool:
-    return text.isupper()
+    """All capitals, and English as langdetect reads it (IFEval's test; unreadable counts as English)."""
+    return text.isupper() and _response_language(text, "en")
 
 
 def _english_lowercase(text: str) -> bool:
-    return text.islower()
+    """All lower case, and English as langdetect reads it (IFEval's test; unreadable counts as English)."""
+    return text.islower() and _response_language(text, "en")
 
 
 def _no_comma(text: str) -> bool:
@@ -237,15 +268,12 @@ CHECKS: dict[str, Callable[..., bool]] = {
     "change_case:english_capital": _english_capital,
     "change_case:english_lowercase": _english_lowercase,
     "punctuation:no_comma": _no_comma,
+    "language:response_language": _response_language,
 }
 #: Every instruction a record may name: IFEval's ids and RLVR-IFeval's function names.
 ALL_CHECKS: dict[str, Callable[..., bool]] = {**CHECKS, **RLVR_CHECKS}
-#: Checks that count with regular expressions where IFEval's own use NLTK's tokenizers (words,
-#: sentences) or also ask langdetect whether the response is English (the two case checks).
-APPROXIMATED = frozenset({
-    "length_constraints:number_words", "length_constraints:number_sentences", "change_case:capital_word_frequency",
-    "change_case:english_capital", "change_case:english_lowercase",
-})
+#: Checks that count with regular expressions where IFEval's own use NLTK's tokenizers (words, sentences).
+APPROXIMATED = frozenset({"length_constraints:number_words", "length_constraints:number_sentences", "change_case:capital_word_frequency"})
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ response.
 Where open-instruct's function misreads its own argument, the meaning wins, and the check says so:
 ``validate_choice`` receives its options as the text of a tuple (``"('My answer is yes.', ...)"``),
 which open-instruct iterates character by character (any letter of an option passes); here the
-text is read as the tuple it spells. ``validate_response_language`` needs a language detector:
-records using it are left out, with a warning, as IFEval's are.
+text is read as the tuple it spells. ``validate_response_language`` asks langdetect, as
+open-instruct does (seeded: :func:`mathgym.envs.ifeval_data.detect_language`).
 """
 
 from __future__ import annotations
@@ -233,12 +233,19 @@ def validate_no_commas(text: str) -> bool:
     return "," not in text
 
 
+def validate_response_language(text: str, language: str) -> bool:
+    """langdetect reads the response as ``language`` (a text it cannot read fails)."""
+    from mathgym.envs.ifeval_data import detect_language  # noqa: PLC0415 - the two modules' one shared detector
+
+    return detect_language(text) == language
+
+
 _FUNCTIONS: tuple[Callable[..., bool], ...] = (
     verify_keywords, verify_keyword_frequency, validate_forbidden_words, verify_letter_frequency, verify_paragraph_count,
     validate_word_constraint, verify_sentence_constraint, validate_paragraphs, verify_postscript, validate_placeholders,
     verify_bullet_points, validate_title, validate_choice, validate_highlighted_sections, validate_sections,
     validate_json_format, validate_repeat_prompt, validate_two_responses, validate_uppercase, validate_lowercase,
-    validate_frequency_capital_words, validate_end, validate_quotation, validate_no_commas,
+    validate_frequency_capital_words, validate_end, validate_quotation, validate_no_commas, validate_response_language,
 )
 
 
@@ -253,5 +260,5 @@ def _on_stripped(function: Callable[..., bool]) -> Callable[..., bool]:
 
 #: RLVR-IFeval's function names and their checks (``check(response, **arguments)``, the response stripped).
 RLVR_CHECKS: dict[str, Callable[..., bool]] = {function.__name__: _on_stripped(function) for function in _FUNCTIONS}
-#: Function names the data set uses that have no check here (the record is left out).
-RLVR_UNCHECKED = frozenset({"validate_response_language"})
+#: Function names the data set uses that have no check here (the record is left out): none.
+RLVR_UNCHECKED: frozenset[str] = frozenset()
