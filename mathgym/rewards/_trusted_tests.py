@@ -128,20 +128,7 @@ class _Channel:
         self.last_call = f"{shown[:MESSAGE_CAP // 2]} did not answer"
         reply = self._ask(line)
         self._write_back(reply, args, kwargs)
-        if "handle" in reply:
-            return self._remote(reply, shown)
-        if "ok" in reply or "iter" in reply:
-            try:
-                value = self.codec.decode_value(reply["ok"]) if "ok" in reply else iter(_as_list(self.codec.decode_value(reply["iter"])))
-            except Exception:  # noqa: BLE001
-                self.faults += 1
-                self.last_call = f"{shown[:MESSAGE_CAP // 2]} returned a value that could not be read"
-                raise ProgramFault(self.last_call) from None
-            self.last_call = f"{shown[:MESSAGE_CAP // 2]} returned {_short_repr(value)}"
-            return value
-        message = str(reply.get("error", "an unreadable reply"))[:MESSAGE_CAP]
-        self.last_call = f"{shown[:MESSAGE_CAP // 2]} raised {message}"
-        raise _as_exception(reply.get("type"), message, self)
+        return self._value_of(reply, shown, "returned")
 
     def _ask(self, line):
         """Send one request line; the program's reply (a ProgramFault when its process has gone)."""
@@ -179,8 +166,8 @@ class _Channel:
         self.last_call = f"{shown[:MESSAGE_CAP // 2]} did not answer"
         return self._value_of(self._ask(line), shown)
 
-    def _value_of(self, reply, shown):
-        """A reply to an attribute or operation: a plain value, an iterator, an object, or the exception raised."""
+    def _value_of(self, reply, shown, verb="is"):
+        """A reply to a call, attribute or operation: a plain value, an iterator, an object, or the exception raised."""
         if "handle" in reply:
             return self._remote(reply, shown)
         if "ok" in reply or "iter" in reply:
@@ -188,8 +175,9 @@ class _Channel:
                 value = self.codec.decode_value(reply["ok"]) if "ok" in reply else iter(_as_list(self.codec.decode_value(reply["iter"])))
             except Exception:  # noqa: BLE001
                 self.faults += 1
-                raise ProgramFault(f"{shown[:MESSAGE_CAP // 2]} is a value that could not be read") from None
-            self.last_call = f"{shown[:MESSAGE_CAP // 2]} is {_short_repr(value)}"
+                self.last_call = f"{shown[:MESSAGE_CAP // 2]} {verb} a value that could not be read"
+                raise ProgramFault(self.last_call) from None
+            self.last_call = f"{shown[:MESSAGE_CAP // 2]} {verb} {_short_repr(value)}"
             return value
         message = str(reply.get("error", "an unreadable reply"))[:MESSAGE_CAP]
         self.last_call = f"{shown[:MESSAGE_CAP // 2]} raised {message}"
