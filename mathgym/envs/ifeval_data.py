@@ -8,7 +8,7 @@ of IFEval's *strict* evaluation (Zhou et al., 2023, "Instruction-Following Evalu
 Language Models", and its reference implementation): the same tests on the same kwargs. Where
 that implementation needs NLTK's tokenizers, the checks here use regular expressions instead
 and say so (:data:`APPROXIMATED`); the language checks ask langdetect, as IFEval does
-(:func:`detect_language`, seeded).
+(:func:`~mathgym.envs.instruction_checks.detect_language`, seeded).
 
 Every check is linear in the response. IFEval's *loose* evaluation (the response also tried
 without its first or last line and without ``*``) is :meth:`IFEvalRecord.check`'s ``loose``.
@@ -28,7 +28,7 @@ from typing import Any
 
 from mathgym.envs.data import jsonl_rows
 from mathgym.envs.ifeval_rlvr import RLVR_CHECKS, choice_options
-from mathgym.envs.instruction_checks import count_sentences
+from mathgym.envs.instruction_checks import count_sentences, detect_language
 from mathgym.errors import DatasetError
 
 _WORD = re.compile(r"\w+")
@@ -197,29 +197,6 @@ def _quotation(text: str) -> bool:
 
 def _capital_word_frequency(text: str, capital_frequency: int, capital_relation: str) -> bool:
     return _relation(sum(1 for word in _WORD.findall(text) if word.isupper()), capital_relation, capital_frequency)
-
-
-_DETECTOR_SEEDED = []
-
-
-def detect_language(text: str) -> str | None:
-    """The language of ``text`` as langdetect names it (ISO 639-1, ``"en"``), the detector
-    IFEval and open-instruct use; ``None`` when it finds nothing to go by (no letters).
-
-    langdetect draws random samples of the text; its generator is seeded here, so one text
-    always gets one answer (IFEval leaves it unseeded: a short text may flip between runs).
-    It reads at most the first 10,000 characters.
-    """
-    from langdetect import DetectorFactory, detect  # noqa: PLC0415 - its profiles load on first use (~0.3 s)
-    from langdetect.lang_detect_exception import LangDetectException  # noqa: PLC0415
-
-    if not _DETECTOR_SEEDED:
-        DetectorFactory.seed = 0
-        _DETECTOR_SEEDED.append(True)
-    try:
-        return detect(text)
-    except LangDetectException:
-        return None
 
 
 def _response_language(text: str, language: str) -> bool:

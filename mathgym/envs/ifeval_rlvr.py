@@ -13,7 +13,7 @@ Where open-instruct's function misreads its own argument, the meaning wins, and 
 ``validate_choice`` receives its options as the text of a tuple (``"('My answer is yes.', ...)"``),
 which open-instruct iterates character by character (any letter of an option passes); here the
 text is read as the tuple it spells. ``validate_response_language`` asks langdetect, as
-open-instruct does (seeded: :func:`mathgym.envs.ifeval_data.detect_language`).
+open-instruct does (seeded: :func:`mathgym.envs.instruction_checks.detect_language`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import json
 import re
 from collections.abc import Callable
 from typing import Any
+
+from mathgym.envs.instruction_checks import detect_language
 
 _TOKEN = re.compile(r"\b\w+\b")
 _CAPITAL_WORD = re.compile(r"\b[A-Z]+\b")
@@ -235,8 +237,6 @@ def validate_no_commas(text: str) -> bool:
 
 def validate_response_language(text: str, language: str) -> bool:
     """langdetect reads the response as ``language`` (a text it cannot read fails)."""
-    from mathgym.envs.ifeval_data import detect_language  # noqa: PLC0415 - the two modules' one shared detector
-
     return detect_language(text) == language
 
 

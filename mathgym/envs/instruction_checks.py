@@ -36,6 +36,29 @@ CONSTRAINED_ANSWERS = ("My answer is yes.", "My answer is no.", "My answer is ma
 RESPONSE_SEPARATOR = "******"
 
 
+_DETECTOR_SEEDED = []
+
+
+def detect_language(text: str) -> str | None:
+    """The language of ``text`` as langdetect names it (ISO 639-1, ``"en"``), the detector
+    IFEval and open-instruct use; ``None`` when it finds nothing to go by (no letters).
+
+    langdetect draws random samples of the text; its generator is seeded here, so one text
+    always gets one answer (IFEval leaves it unseeded: a short text may flip between runs).
+    It reads at most the first 10,000 characters.
+    """
+    from langdetect import DetectorFactory, detect  # noqa: PLC0415 - its profiles load on first use (~0.3 s)
+    from langdetect.lang_detect_exception import LangDetectException  # noqa: PLC0415
+
+    if not _DETECTOR_SEEDED:
+        DetectorFactory.seed = 0
+        _DETECTOR_SEEDED.append(True)
+    try:
+        return detect(text)
+    except LangDetectException:
+        return None
+
+
 def words(text: str) -> list[str]:
     """The words of ``text`` (see the module docstring)."""
     return _WORD.findall(text)
