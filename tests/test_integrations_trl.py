@@ -237,3 +237,38 @@ def test_game_move_tools_play_the_expert_to_a_win(env_id):
         if "over" in reply:
             break
     assert reply == "The episode is over: correct." and tools.get_reward() > 0
+
+
+def test_math_reward_grades_a_data_set_of_ones_own_by_its_reference_columns():
+    from mathgym.integrations.trl import math_reward
+
+    chat = [[{"role": "assistant", "content": "so \\boxed{0.333}"}], [{"role": "assistant", "content": "so \\boxed{2x}"}]]
+    assert math_reward(chat, ground_truth=['["\\\\frac{1}{3}", "0.333"]', "2x"]) == [1.0, 1.0]  # any listed form; bare LaTeX
+    assert math_reward(["\\boxed{5}", "\\boxed{5}"], reward_model=[{"ground_truth": "5"}, {"ground_truth": "6"}]) == [1.0, 0.0]
+    # TRL's math sets keep the final answer in `solution`; a worked solution gives its last box
+    assert math_reward(["\\boxed{7}", "\\boxed{7}"], solution=["7", "So it is \\boxed{7}."]) == [1.0, 1.0]
+    assert math_reward(["\\boxed{7}", "\\boxed{7}"], answer=["7", None], solution=[None, None]) == [1.0, None]  # no reference: left out
+
+
+@pytest.mark.torch
+def test_math_reward_is_a_reward_function_of_trls_grpo_trainer(tmp_path, small_model_dir):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mathgym.integrations.trl import math_reward
+
+    returned = []
+
+    def reward(completions, **columns):
+        out = math_reward(completions, **columns)
+        returned.append(out)
+        return out
+
+    reward.__name__ = "math_reward"
+    rows = [{"prompt": f"What is {a} + {a}?", "answer": str(2 * a)} for a in range(8)]
+    model = AutoModelForCausalLM.from_pretrained(small_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(small_model_dir)
+    trainer, _ = run_grpo(tmp_path, model, tokenizer, Dataset.from_list(rows), reward_funcs=[reward])
+    means = logged(trainer, "rewards/math_reward/mean")
+    assert len(returned) == 2 and all(len(r) == BATCH and all(v in (0.0, 1.0) for v in r) for r in returned)
+    assert means == pytest.approx([sum(r) / len(r) for r in returned])

@@ -130,6 +130,68 @@ def env_reward(
     return [None if bad else float(r) for r, bad in zip(env_reward, infra)]
 
 
+_MATH_VERIFIER: Any = None
+
+
+def math_reward(
+    completions: Sequence[Any],
+    *,
+    answer: Sequence[Any] | None = None,
+    ground_truth: Sequence[Any] | None = None,
+    reward_model: Sequence[Any] | None = None,
+    solution: Sequence[Any] | None = None,
+    **_: Any,
+) -> list[float | None]:
+    """TRL reward function for a math data set of your own: 1.0 where a completion's final answer
+    is the row's reference, graded by mathgym's verifier (math-verify's verdicts, ``"lenient"``).
+
+    Pass it as ``reward_funcs=[math_reward]``: TRL gives it the data set's columns. The
+    reference is the row's ``answer``, else ``ground_truth``, else verl's
+    ``reward_model["ground_truth"]``, else ``solution`` (TRL's math sets keep the final answer
+    there; a worked solution gives its last ``\\boxed{}``), read as MathReason-v0 reads a data
+    set's answer (bare LaTeX as LaTeX, a list of forms matched by any:
+    :meth:`~mathgym.rewards.math.MathVerifier.score_references`). A conversational completion
+    is its last message's content. A row without a reference, or whose grading failed in the
+    infrastructure, gets ``None``, which TRL leaves out.
+
+    Example:
+        >>> math_reward(["... so \\\\boxed{12}", "I think 13"], answer=["12", "12"])
+        [1.0, 0.0]
+    """
+    from mathgym.rewards.extract import last_boxed  # noqa: PLC0415
+    from mathgym.rewards.math import MathVerifier  # noqa: PLC0415
+
+    global _MATH_VERIFIER
+    if _MATH_VERIFIER is None:
+        _MATH_VERIFIER = MathVerifier(answer_extraction="lenient")
+    references: list[Any] = []
+    for row in range(len(completions)):
+        found = None
+        for column in (answer, ground_truth):
+            if column is not None and column[row] not in (None, ""):
+                found = column[row]
+                break
+        if found is None and reward_model is not None and isinstance(reward_model[row], Mapping):
+            found = reward_model[row].get("ground_truth")
+        if found in (None, "") and solution is not None and isinstance(solution[row], str):
+            found = last_boxed(solution[row]) or solution[row]
+        references.append(None if found in (None, "") else found)
+    texts = [_completion_text(c) for c in completions]
+    graded = [i for i, ref in enumerate(references) if ref is not None]
+    results = _MATH_VERIFIER.score_references([texts[i] for i in graded], [references[i] for i in graded])
+    rewards: list[float | None] = [None] * len(completions)
+    for i, result in zip(graded, results):
+        rewards[i] = None if result.status in INFRA_STATUSES else float(result.score)
+    return rewards
+
+
+def _completion_text(completion: Any) -> str:
+    """A completion as TRL passes it: text, or a conversation (its last message's content)."""
+    if isinstance(completion, list) and completion and isinstance(completion[-1], Mapping):
+        return str(completion[-1].get("content") or "")
+    return str(completion)
+
+
 class TRLEnv:
     """A mathgym env as TRL ``GRPOTrainer`` pieces: data set, ``rollout_func``, reward functions.
 
