@@ -194,9 +194,9 @@ def test_tests_that_need_the_programs_objects_are_unverifiable(worker):
     """A test reading an attribute of the function, or passing it a lambda: no grade the program could not forge."""
     attribute = [TestCase("name", "assert", "for x in (1, 2):\n    assert double(x) == 2 * x\nassert double.__name__ == 'double'\n")]
     callback = [TestCase("callback", "assert", "for x in (1, 2):\n    assert apply(lambda v: v + 1, x) == x + 1\n")]
-    # a name of the program compared or tested for truth instead of called: its value stays in the sandbox
-    # (the stand-in was always true and equal only to itself, so "assert double" passed any program)
-    values = [TestCase("value", "assert", f"for x in (1,):\n    assert {test}\n") for test in ("double", "LIMIT == 3", "not LIMIT != 3")]
+    # a function of the program compared or tested for truth instead of called (its stand-in was
+    # always true and equal only to itself, so "assert double" passed any program)
+    values = [TestCase("value", "assert", f"for x in (1,):\n    assert {test}\n") for test in ("double", "double == double", "not double")]
     cases = [("def double(x):\n    return 2 * x\n", attribute), ("def apply(f, x):\n    return f(x)\n", callback)]
     cases += [("LIMIT = 3\ndef double(x):\n    return 2 * x\n", [test]) for test in values]
     for code, tests in cases:
@@ -243,6 +243,21 @@ CLASS_TEST = (
     "assert str(s) == 'MinStack[5, 2, 7]' and s.label == 'used'\ns.label = 'renamed'\nassert s.label == 'renamed'\n"
     "assert total(s) == 14 and total(start=1, stack=s) == 15\nassert s.pop() == 7 and s.get_min() == 2\ntry:\n    MinStack().pop()\nexcept IndexError:\n    pass\nelse:\n    raise AssertionError('pop of an empty stack')\n"
 )
+
+
+def test_a_constant_of_the_program_is_read_as_its_value(worker):
+    """A name the test reads as a value, not a call, is the program's value, fetched when the test
+    starts (an object: a handle); a name the program lacks is a NameError, so a failing test."""
+    test = [TestCase("constants", "assert", "for _ in (1,):\n    assert LIMIT == 3 and NAMES[1] == 'b' and len(NAMES) == 2 and BOX.size == 4\n")]
+    honest = "LIMIT = 3\nNAMES = ['a', 'b']\nclass Box:\n    size = 4\nBOX = Box()\n"
+    assert worker.score(_answer(honest), test).status == Status.CORRECT
+    for wrong in (honest.replace("LIMIT = 3", "LIMIT = 4"), honest.replace("size = 4", "size = 5"), honest.replace("NAMES", "OTHER")):
+        result = worker.score(_answer(wrong), test)
+        assert (result.score, result.status) == (0.0, Status.WRONG), result.details["tests"]
+    from mathgym.rewards._trusted_tests import unverifiable_reason
+
+    assert unverifiable_reason([test[0].source]) is None  # an object's attribute: judged
+    assert "double.__name__" in unverifiable_reason(["for x in (1,):\n    assert double(x) == 2 and double.__name__ == 'double'"])
 
 
 def test_a_class_is_tested_through_its_instances_which_stay_in_the_sandbox(worker):

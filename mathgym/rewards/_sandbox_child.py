@@ -551,12 +551,23 @@ _OPERATIONS = {
 def _answer(namespace, request, encode, decode, objects):
     """Run one request; its reply (value, handle or exception, and arguments changed in place).
 
-    A request names a function of the program (``fn``), or a method (``fn``) or attribute
-    (``attr``) of an object an earlier call returned (``obj``, its handle); ``handles`` and
+    A request names a function of the program (``fn``), a name it reads as a value
+    (``global``), or a method (``fn``), attribute (``attr``) or operation (``op``) of an object an
+    earlier call returned (``obj``, its handle); ``handles`` and
     ``kw_handles`` put such objects in the arguments. A returned value that is not plain data
     stays here and is answered by a new handle (``{"handle": n, "type": name}``), so a test can
     build an instance and call its methods; only plain values ever cross.
     """
+    if "global" in request:  # a name of the program the test reads as a value (a constant, an object)
+        name = str(request["global"])
+        if name not in namespace:
+            return {"error": f"NameError: name {name!r} is not defined", "type": "NameError"}
+        try:
+            if callable(namespace[name]):
+                return {"method": True}
+        except BaseException as err:  # noqa: BLE001
+            return {"error": _describe(err), "type": type(err).__name__}
+        return _reply_value(namespace[name], encode, objects)
     owner = request.get("obj")
     if owner is not None:
         if type(owner) is not int or not 0 <= owner < len(objects):

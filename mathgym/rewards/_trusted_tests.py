@@ -183,6 +183,19 @@ class _Channel:
         self.last_call = f"{shown[:MESSAGE_CAP // 2]} raised {message}"
         raise _as_exception(reply.get("type"), message, self)
 
+    def global_value(self, name):
+        """What the test finds under a name of the program it reads as a value: the plain value
+        (a constant), a handle (an object), a stand-in to call (a function or class), or
+        :data:`_UNDEFINED` when the program has no such name."""
+        if self.ended:
+            return _Program(name, self)
+        reply = self._ask((json.dumps({"global": name}) + "\n").encode())
+        if reply.get("type") == "NameError":
+            return _UNDEFINED
+        if reply.get("method") is True or "error" in reply:
+            return _Program(name, self)
+        return self._value_of(reply, name)
+
     def attribute(self, handle, name, kind):
         """``obj.name`` of the program's object: a plain value, another object, or a method to call."""
         if self.ended:
@@ -257,8 +270,9 @@ class _Program:
         return f"<function {self._name} of the program>"
 
     def _as_value(self, *_):
-        """Compared or tested for truth: the program's value stays in the sandbox (a proxy would be
-        always true and equal only to itself, a verdict the program never earned)."""
+        """A function or class of the program compared or tested for truth: a stand-in would be
+        always true and equal only to itself, a verdict the program never earned. (A constant
+        the test reads is its value, fetched when the test starts: :meth:`_Channel.global_value`.)"""
         self._channel.unverifiable = f"the test uses {self._name} as a value, not a call: it stays in the sandbox"
         raise Unverifiable(self._channel.unverifiable)
 
@@ -386,6 +400,16 @@ def free_names(tree):
     return {name for name in read - bound if not hasattr(builtins, name)}
 
 
+#: A name the program does not define (:meth:`_Channel.global_value`).
+_UNDEFINED = object()
+
+
+def value_names(tree):
+    """Names a test reads other than as the function of a call (``LIMIT == 3``, ``check(add)``)."""
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in called}
+
+
 def run_test(source, test_name, base, channel):
     """Run one test's ``source``; its verdict as a dict (``status``: correct, wrong, unverifiable)."""
     faults, channel.unverifiable, channel.last_call = channel.faults, None, ""
@@ -395,8 +419,11 @@ def run_test(source, test_name, base, channel):
         return {"name": test_name, "status": "unverifiable", "passed": False, "message": f"the test does not parse: {_describe(err)}"}
     try:
         namespace = dict(base)
+        read_as_values = value_names(tree)
         for name in free_names(tree) - namespace.keys():
-            namespace[name] = _Program(name, channel)
+            value = channel.global_value(name) if name in read_as_values else _Program(name, channel)
+            if value is not _UNDEFINED:  # a name the program lacks stays unbound: reading it is a NameError
+                namespace[name] = value
         exec(compile(tree, f"test_{test_name}", "exec"), namespace)  # noqa: S102 - the task's test, not the program
         passed, message = True, ""
     except BaseException as err:  # noqa: BLE001 - SystemExit in a test is a failure too
@@ -578,6 +605,7 @@ def unverifiable_reason(tests, reference="", support=""):
         reference_tree, support_names = ast.parse(""), set()
     # A class's instances stay in the sandbox and are used through handles (:class:`_Remote`).
     not_plain = {node.name: "a generator" for node in reference_tree.body if isinstance(node, ast.FunctionDef) and _yields(node)}
+    defined = {node.name for node in reference_tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for source in tests:
         try:
             tree = ast.parse(source)
@@ -585,8 +613,13 @@ def unverifiable_reason(tests, reference="", support=""):
             return f"a test does not parse ({type(err).__name__})"
         program = free_names(tree) - support_names
         program |= _aliases(tree, program)
+        # names the test calls, or the reference defines with def or class, are functions (or
+        # classes): their attributes stay in the sandbox; a constant's or an object's are read
+        # through its value or handle
+        called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+        called |= defined
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in program:
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in program & called:
                 return f"a test reads {node.value.id}.{node.attr}, an attribute of the program's function"
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in program and node.func.id in not_plain:
                 return f"a test calls {node.func.id}, {not_plain[node.func.id]} in the reference solution: what it returns cannot leave the sandbox"
