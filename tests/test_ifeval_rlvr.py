@@ -145,3 +145,15 @@ def test_malformed_ground_truths_name_their_line(tmp_path):
         path.write_text(json.dumps(row) + "\n")
         with pytest.raises(DatasetError, match=f"bad.jsonl:1: .*{message}"):
             load_ifeval(path)
+
+
+def test_a_row_whose_arguments_do_not_fit_is_left_out_with_a_warning(tmp_path):
+    """One such row in a large training set costs that row, not the load."""
+    path = tmp_path / "mixed.jsonl"
+    rows = [{"prompt": "x", "ground_truth": _gt("validate_end", end_phrase="ok", N=3)},  # N is no argument of validate_end
+            {"prompt": "Answer in French.", "ground_truth": json.dumps({"func_name": "validate_response_language"})},  # no language
+            {"prompt": "No commas.", "ground_truth": _gt("validate_no_commas")}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.warns(UserWarning, match=r"2 record\(s\) left out whose arguments do not fit .*mixed.jsonl:1: the kwargs of validate_end"):
+        (record,) = load_ifeval(path)
+    assert record.prompt == "No commas."

@@ -302,25 +302,47 @@ def load_ifeval(path: str | Path) -> tuple[IFEvalRecord, ...]:
     :mod:`mathgym.envs.ifeval_rlvr`). The last two take the prompt from ``messages`` (the last user
     message) or ``prompt``, the ground truth also from verl's ``reward_model.ground_truth``.
 
+    A record whose arguments do not fit its instruction (a missing or unknown argument, a value
+    of the wrong kind) is left out too, with one warning that counts them and names the first:
+    one such row does not cost a large training set its load.
+
     Raises:
-        DatasetError: The file is missing or holds no usable record, or a record is malformed
-            (naming its line).
+        DatasetError: The file is missing or holds no usable record (naming why the first was
+            left out), or a record is malformed (naming its line).
     """
-    records, skipped = [], Counter()
+    records, skipped, misfits = [], Counter(), []
     for where, row in jsonl_rows(path, "IFEval data set", json_list=True):
         record = _record(row, where)
         unknown = [name for name, _ in record.instructions if name not in ALL_CHECKS]
+        misfit = None if unknown else _misfit(record, where)
         if unknown:
             skipped.update(unknown)
+        elif misfit:
+            misfits.append(misfit)
         else:
             records.append(record)
     if skipped:
         total = sum(1 for _ in skipped.elements())
         warnings.warn(f"{path}: records left out for instructions without a check here ({', '.join(sorted(skipped))}; "
                       f"{total} use(s))", stacklevel=3)
+    if misfits and records:
+        warnings.warn(f"{path}: {len(misfits)} record(s) left out whose arguments do not fit their instruction (first: {misfits[0]})",
+                      stacklevel=3)
     if not records:
-        raise DatasetError(f"{path} holds no record whose instructions can all be checked")
+        reason = f" (first left out: {misfits[0]})" if misfits else ""
+        raise DatasetError(f"{path} holds no record whose instructions can all be checked{reason}")
     return tuple(records)
+
+
+def _misfit(record: IFEvalRecord, where: str) -> str | None:
+    """Why ``record``'s arguments do not fit its instructions (each check tried on an empty
+    response); ``None`` when they fit."""
+    for name, args in record.instructions:
+        try:
+            ALL_CHECKS[name]("", **dict(args))
+        except (TypeError, ValueError, AttributeError) as err:
+            return f"{where}: the kwargs of {name} do not fit it ({type(err).__name__}: {err})"
+    return None
 
 
 def _record(row: Any, where: str) -> IFEvalRecord:
@@ -350,12 +372,6 @@ def _record(row: Any, where: str) -> IFEvalRecord:
         raise DatasetError(f"{where}: instruction ids are strings")
     # The data set's rows carry every kwarg of every instruction, unused ones as null.
     instructions = tuple((name, tuple(sorted((k, _frozen(v)) for k, v in args.items() if v is not None))) for name, args in zip(names, kwargs))
-    for name, args in instructions:
-        if name in ALL_CHECKS:
-            try:
-                ALL_CHECKS[name]("", **dict(args))
-            except (TypeError, ValueError, AttributeError) as err:
-                raise DatasetError(f"{where}: the kwargs of {name} do not fit it ({type(err).__name__}: {err})") from None
     return IFEvalRecord(str(row.get("key", where)), prompt, instructions, answer_only="instruction_id_list" not in row)
 
 
