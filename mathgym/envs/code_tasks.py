@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mathgym.envs.data import jsonl_rows
+from mathgym.envs.data import jsonl_rows, last_user_message
 from mathgym.errors import DatasetError
 from mathgym.install import extra_hint
 from mathgym.rewards._trusted_tests import unverifiable_reason
@@ -247,7 +247,7 @@ def _as_apps_or_livecodebench(row: dict) -> dict:
             return row
     else:
         return row
-    rewritten = {**row, "question": _statement_of(row)}
+    rewritten = {**row, "question": _statement(row)}
     gold = row.get("gold_standard_solution")  # PrimeIntellect's reference, in a Markdown fence
     if "solutions" not in row and isinstance(gold, str) and gold.strip():
         rewritten["solutions"] = [extract_code(gold, "")]
@@ -271,17 +271,16 @@ def _as_apps_or_livecodebench(row: dict) -> dict:
     return {**rewritten, "public_test_cases": listed}
 
 
-def _statement_of(row: dict) -> str:
+def _statement(row: dict) -> str:
     """The problem statement of a record in any layout: a text field, or a chat's last user message."""
     for key in ("question", "question_content", "description", "problem", "prompt"):
         value = row.get(key)
         if isinstance(value, str) and value.strip():
             return value
-        if isinstance(value, list):
-            users = [m.get("content") for m in value if isinstance(m, dict) and m.get("role") == "user"]
-            if users and isinstance(users[-1], str):
-                return users[-1]
-    raise DatasetError("the record has no statement (question, problem, description, or prompt)")
+        message = last_user_message(value)
+        if message:
+            return message
+    raise DatasetError("the record needs its statement (question, question_content, description, problem or prompt)")
 
 
 def _imports_solution(test: str) -> bool:
@@ -333,15 +332,15 @@ def pytest_task(row: dict, default_id: str) -> CodeTask:
         else:
             tests += runs
     for owner in classes:
+        definition = ast.get_source_segment(source, owner) or ""
         for method in (n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")):
-            definition = ast.get_source_segment(source, owner) or ""
             tests.append((f"{owner.name}.{method.name}", f"{setup}\n{definition}\n{owner.name}().{method.name}()\n"))
     if not tests and not unjudged:
         raise DatasetError("the pytest file holds no test function (def test_...)")
     info = row.get("test_info")
     declared = [item.get("function_name") for item in info if isinstance(item, dict)] if isinstance(info, list) else []
     entry = next((name for name in [*declared, *imported] if isinstance(name, str) and name.isidentifier() and name != "*"), "")
-    statement = _statement_of(row).strip()
+    statement = _statement(row).strip()
     shown = f"{statement}\n\nWrite Python code that defines `{entry}` (tests import it from your solution)." if entry else statement
     reason = f"{unjudged[0]}; pytest is not run here" if unjudged else None
     return CodeTask(_record_id(row, default_id), shown, entry, tuple(tests), row.get("solution", "") or "", unverifiable=reason)
@@ -386,7 +385,7 @@ def assert_list_task(row: dict, default_id: str) -> CodeTask:
     if not asserts:
         raise DatasetError("test_cases is empty")
     entry = _mbpp_entry_point(asserts[0], "")
-    shown = f"{_statement_of(row).strip()}\nYour code should pass tests like this one:\n{asserts[0]}"
+    shown = f"{_statement(row).strip()}\nYour code should pass tests like this one:\n{asserts[0]}"
     return CodeTask(_record_id(row, default_id), shown, entry, tuple((f"test_{i}", f"{a}\n") for i, a in enumerate(asserts)), "")
 
 
@@ -433,13 +432,6 @@ def stdio_task(row: dict, default_id: str) -> CodeTask:
         raise DatasetError("the record holds no standard input/output test")
     shown = f"{question.strip()}\n\n{STDIO_INSTRUCTION}"
     return CodeTask(_record_id(row, default_id), shown, "", (), _python_solution(row.get("solutions")), io_tests=tests)
-
-
-def _statement(row: dict) -> str:
-    question = next((row[k] for k in ("question", "question_content", "description", "problem") if isinstance(row.get(k), str)), None)
-    if not question:
-        raise DatasetError("a standard input/output record needs its statement (question, question_content or description)")
-    return question
 
 
 def _record_id(row: dict, default_id: str) -> str:

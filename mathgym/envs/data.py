@@ -167,6 +167,20 @@ def _column(row: Mapping[str, Any], name: str) -> Any:
     return value
 
 
+def last_user_message(value: Any) -> str | None:
+    """The last user message of a chat (``{"role", "content"}`` messages, or ShareGPT's
+    ``{"from": "human", "value"}`` turns); ``None`` when ``value`` is no chat or has none."""
+    if not isinstance(value, list) or not value or not all(isinstance(m, Mapping) for m in value):
+        return None
+    if all("content" in m for m in value):
+        users = [m["content"] for m in value if m.get("role") == "user"]
+    elif all("from" in m and "value" in m for m in value):
+        users = [m["value"] for m in value if m.get("from") in ("human", "user")]
+    else:
+        return None
+    return users[-1] if users and isinstance(users[-1], str) else None
+
+
 def _text(value: Any, name: str) -> str:
     """A cell as text: a string, a number, or a chat (its last user message's content; ShareGPT's
     ``{"from": "human", "value": ...}`` turns too)."""
@@ -176,14 +190,9 @@ def _text(value: Any, name: str) -> str:
         raise DatasetError(f"column {name!r} holds {value!r}, not text")
     if isinstance(value, (int, float)):
         return str(value)
-    if isinstance(value, list) and value and all(isinstance(m, Mapping) and "content" in m for m in value):
-        users = [m for m in value if m.get("role") == "user"]
-        if users and isinstance(users[-1]["content"], str):
-            return users[-1]["content"]
-    if isinstance(value, list) and value and all(isinstance(m, Mapping) and "value" in m and "from" in m for m in value):
-        users = [m for m in value if m.get("from") in ("human", "user")]  # ShareGPT's turns
-        if users and isinstance(users[-1]["value"], str):
-            return users[-1]["value"]
+    message = last_user_message(value)
+    if message is not None:
+        return message
     raise DatasetError(f"column {name!r} holds a {type(value).__name__}, not text, a number or a chat with a user message")
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mathgym.envs.data import jsonl_rows
+from mathgym.envs.data import jsonl_rows, last_user_message
 from mathgym.envs.ifeval_rlvr import RLVR_CHECKS, choice_options
 from mathgym.envs.instruction_checks import count_sentences, detect_language
 from mathgym.errors import DatasetError
@@ -358,7 +358,8 @@ def _record(row: Any, where: str) -> IFEvalRecord:
         if truth is None:
             raise DatasetError(f"{where}: a record needs IFEval's prompt and instruction_id_list, or a ground_truth "
                                "(open-instruct's instruction_id and kwargs, or RLVR-IFeval's func_name)")
-        prompt = _prompt_text(row.get("messages", row.get("prompt")))
+        prompt = row.get("messages", row.get("prompt"))
+        prompt = last_user_message(prompt) if isinstance(prompt, list) else prompt
         names, kwargs = _ground_truth(_parsed_truth(truth, where), where)
     if not isinstance(prompt, str) or not prompt.strip() or not isinstance(names, list) or not names:
         raise DatasetError(f"{where}: an IFEval record needs a prompt and an instruction_id_list")
@@ -373,14 +374,6 @@ def _record(row: Any, where: str) -> IFEvalRecord:
     # The data set's rows carry every kwarg of every instruction, unused ones as null.
     instructions = tuple((name, tuple(sorted((k, _frozen(v)) for k, v in args.items() if v is not None))) for name, args in zip(names, kwargs))
     return IFEvalRecord(str(row.get("key", where)), prompt, instructions, answer_only="instruction_id_list" not in row)
-
-
-def _prompt_text(value: Any) -> Any:
-    """A prompt given as text, or as a chat (its last user message)."""
-    if isinstance(value, list):
-        users = [m.get("content") for m in value if isinstance(m, Mapping) and m.get("role") == "user"]
-        return users[-1] if users else None
-    return value
 
 
 def _parsed_truth(truth: Any, where: str) -> Any:

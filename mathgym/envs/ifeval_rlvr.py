@@ -19,6 +19,7 @@ open-instruct does (seeded: :func:`mathgym.envs.instruction_checks.detect_langua
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -251,10 +252,10 @@ _FUNCTIONS: tuple[Callable[..., bool], ...] = (
 
 def _on_stripped(function: Callable[..., bool]) -> Callable[..., bool]:
     """open-instruct strips the response before its check."""
+    @functools.wraps(function)
     def check(text: str, **kwargs: Any) -> bool:
         return function(text.strip(), **kwargs)
 
-    check.__name__, check.__doc__ = function.__name__, function.__doc__
     return check
 
 

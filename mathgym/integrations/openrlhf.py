@@ -24,7 +24,7 @@ from typing import Any
 
 import mathgym  # noqa: F401 - registers the envs
 from mathgym.integrations._prompts import env_prompts
-from mathgym.rewards.math import MathVerifier
+from mathgym.rewards.math import labels_verifier
 
 
 def openrlhf_rows(env_id: str, n: int, *, tokenizer: str, env_kwargs: Mapping[str, Any] | None = None,
@@ -76,7 +76,6 @@ def env_reply_text(tokenizer_path: str, chat: list[dict[str, str]], action: str,
     return policy.tokenizer.decode(tokens, skip_special_tokens=False)
 
 
-_VERIFIER: MathVerifier | None = None
 
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
@@ -89,11 +88,8 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     """
     import torch
 
-    global _VERIFIER
-    if _VERIFIER is None:
-        _VERIFIER = MathVerifier(answer_extraction="lenient")
     responses = [q[len(p):] if q.startswith(p) else q for q, p in zip(queries, prompts)]
-    results = _VERIFIER.score_references(responses, list(labels))
+    results = labels_verifier().score_references(responses, list(labels))
     scores = torch.tensor([r.score for r in results], dtype=torch.float32)
     return {"rewards": scores, "scores": scores, "extra_logs": {}}
 

@@ -130,9 +130,6 @@ def env_reward(
     return [None if bad else float(r) for r, bad in zip(env_reward, infra)]
 
 
-_MATH_VERIFIER: Any = None
-
-
 def math_reward(
     completions: Sequence[Any],
     *,
@@ -159,11 +156,8 @@ def math_reward(
         [1.0, 0.0]
     """
     from mathgym.rewards.extract import last_boxed  # noqa: PLC0415
-    from mathgym.rewards.math import MathVerifier  # noqa: PLC0415
+    from mathgym.rewards.math import labels_verifier  # noqa: PLC0415
 
-    global _MATH_VERIFIER
-    if _MATH_VERIFIER is None:
-        _MATH_VERIFIER = MathVerifier(answer_extraction="lenient")
     references: list[Any] = []
     for row in range(len(completions)):
         found = None
@@ -178,7 +172,7 @@ def math_reward(
         references.append(None if found in (None, "") else found)
     texts = [_completion_text(c) for c in completions]
     graded = [i for i, ref in enumerate(references) if ref is not None]
-    results = _MATH_VERIFIER.score_references([texts[i] for i in graded], [references[i] for i in graded])
+    results = labels_verifier().score_references([texts[i] for i in graded], [references[i] for i in graded])
     rewards: list[float | None] = [None] * len(completions)
     for i, result in zip(graded, results):
         rewards[i] = None if result.status in INFRA_STATUSES else float(result.score)

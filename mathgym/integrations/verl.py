@@ -32,10 +32,9 @@ from typing import Any
 
 import mathgym  # noqa: F401 - registers the envs
 from mathgym.integrations._prompts import env_prompts
-from mathgym.rewards.math import MathVerifier
+from mathgym.rewards.math import labels_verifier
 
 AGENT_NAME = "mathgym"
-_VERIFIER: MathVerifier | None = None
 
 
 def compute_score(
@@ -49,10 +48,7 @@ def compute_score(
     a list of forms (Skywork-OR1's ``'["3", "3.0"]'``) matched by any. An infrastructure
     failure (the verifier crashed) scores 0.0 and is not retried.
     """
-    global _VERIFIER
-    if _VERIFIER is None:
-        _VERIFIER = MathVerifier(answer_extraction="lenient")
-    return float(_VERIFIER.score_references([str(solution_str)], [ground_truth])[0].score)
+    return float(labels_verifier().score_references([str(solution_str)], [ground_truth])[0].score)
 
 
 def verl_rows(

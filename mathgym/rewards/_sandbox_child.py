@@ -562,43 +562,31 @@ def _answer(namespace, request, encode, decode, objects):
         name = str(request["global"])
         if name not in namespace:
             return {"error": f"NameError: name {name!r} is not defined", "type": "NameError"}
-        try:
-            if callable(namespace[name]):
-                return {"method": True}
-        except BaseException as err:  # noqa: BLE001
-            return {"error": _describe(err), "type": type(err).__name__}
-        return _reply_value(namespace[name], encode, objects)
+        return _named_value(lambda: namespace[name], encode, objects)
     owner = request.get("obj")
     if owner is not None:
-        if type(owner) is not int or not 0 <= owner < len(objects):
+        if not _holds(objects, owner):
             return {"error": "an unknown object", "type": None}
         owner = objects[owner]
-        if request.get("op") in _OPERATIONS:  # len(obj), obj[key], x in obj... as the object itself answers them
+        if request.get("op") in _OPERATIONS:  # len(obj), obj[key]... as the object itself answers them
             try:
-                args = [decode(a) for a in request.get("args", ())]
-                value = _OPERATIONS[request["op"]](owner, *args)
+                value = _OPERATIONS[request["op"]](owner, *[decode(a) for a in request.get("args", ())])
             except BaseException as err:  # noqa: BLE001
                 return {"error": _describe(err), "type": type(err).__name__}
             return _reply_value(value, encode, objects)
         if "attr" in request:
-            try:
-                value = getattr(owner, request["attr"])
-                if callable(value):
-                    return {"method": True}
-            except BaseException as err:  # noqa: BLE001
-                return {"error": _describe(err), "type": type(err).__name__}
-            return _reply_value(value, encode, objects)
+            return _named_value(lambda: getattr(owner, request["attr"]), encode, objects)
     name = request["fn"]
     args = [decode(a) for a in request["args"]]
     kwargs = {k: decode(v) for k, v in request["kwargs"].items()}
-    handled = {int(k): v for k, v in request.get("handles", {}).items()}
-    for position, handle in [*handled.items(), *request.get("kw_handles", {}).items()]:
-        if type(handle) is not int or not 0 <= handle < len(objects):
-            return {"error": "an unknown object", "type": None}
-        if type(position) is int:
-            args[position] = objects[handle]
-        else:
-            kwargs[position] = objects[handle]
+    handled = {int(k): v for k, v in request.get("handles", {}).items()}  # argument position -> handle
+    kw_handled = request.get("kw_handles", {})  # keyword -> handle
+    if not all(_holds(objects, handle) for handle in [*handled.values(), *kw_handled.values()]):
+        return {"error": "an unknown object", "type": None}
+    for position, handle in handled.items():
+        args[position] = objects[handle]
+    for keyword, handle in kw_handled.items():
+        kwargs[keyword] = objects[handle]
     if owner is not None:
         try:
             function = getattr(owner, name)
@@ -618,12 +606,28 @@ def _answer(namespace, request, encode, decode, objects):
         after = [None if i in handled else encode(a) for i, a in enumerate(args)]
         if after != request["args"]:
             answer["args"] = after
-        after_kw = {k: encode(v) for k, v in kwargs.items() if k not in request.get("kw_handles", {})}
-        if after_kw != {k: v for k, v in request["kwargs"].items() if k not in request.get("kw_handles", {})}:
+        after_kw = {k: encode(v) for k, v in kwargs.items() if k not in kw_handled}
+        if after_kw != {k: v for k, v in request["kwargs"].items() if k not in kw_handled}:
             answer["kwargs"] = after_kw
     except BaseException:  # noqa: BLE001 - an argument turned into something unsendable: left as it was
         pass
     return answer
+
+
+def _holds(objects, handle):
+    """Whether ``handle`` names an object this child handed out."""
+    return type(handle) is int and 0 <= handle < len(objects)
+
+
+def _named_value(get, encode, objects):
+    """What a name or attribute holds, as a reply: ``{"method": true}`` for something to call, else its value."""
+    try:
+        value = get()
+        if callable(value):
+            return {"method": True}
+    except BaseException as err:  # noqa: BLE001
+        return {"error": _describe(err), "type": type(err).__name__}
+    return _reply_value(value, encode, objects)
 
 
 def _reply_value(value, encode, objects):

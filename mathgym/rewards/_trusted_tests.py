@@ -25,8 +25,9 @@ iterator it returned, drained), ``{"handle": n, "type": name}`` (an object that 
 data, kept in the child: :class:`_Remote`), ``{"method": true}`` (an attribute to call) or
 ``{"error": message, "type": name}``, with ``"args"``/``"kwargs"`` (encoded after the call)
 when the call changed a list, dict or set it was given, which the judge writes back into its
-own object. Requests name a function (``fn``), or a method, attribute or operation of an
-object by its handle (``obj`` with ``fn``, ``attr`` or ``op``).
+own object. Requests name a function (``fn``), a name the test reads as a value
+(``global``), or a method, attribute or operation of an object by its handle (``obj`` with
+``fn``, ``attr`` or ``op``).
 
 A test that cannot run this way (it reads an attribute of the program's function, passes
 a value that is not plain data, needs a generator function's items, or compares two of the
@@ -131,11 +132,13 @@ class _Channel:
         return self._value_of(reply, shown, "returned")
 
     def _ask(self, line):
-        """Send one request line; the program's reply (a ProgramFault when its process has gone)."""
-        try:
-            _write_all(self.request_fd, line)
-        except OSError:
-            self.ended = True
+        """Send one request line; the program's reply (a ProgramFault when its process has gone,
+        before or during the request)."""
+        if not self.ended:
+            try:
+                _write_all(self.request_fd, line)
+            except OSError:
+                self.ended = True
         reply = None if self.ended else self.read()
         if reply is None:
             self.faults += 1
@@ -153,10 +156,7 @@ class _Channel:
         return _Remote(handle, kind, self)
 
     def operate(self, handle, operation, kind, *args):
-        """``len(obj)``, ``obj[key]``, ``key in obj``... answered by the program's object in the sandbox."""
-        if self.ended:
-            self.faults += 1
-            raise ProgramFault("the program's process has ended")
+        """``len(obj)``, ``obj[key]``... answered by the program's object in the sandbox."""
         shown = f"{operation}(<{kind}>{''.join(', ' + _short_repr(a) for a in args)})"
         try:
             line = (json.dumps({"obj": handle, "op": operation, "args": [self.codec.encode_value(a) for a in args]}) + "\n").encode()
@@ -198,9 +198,6 @@ class _Channel:
 
     def attribute(self, handle, name, kind):
         """``obj.name`` of the program's object: a plain value, another object, or a method to call."""
-        if self.ended:
-            self.faults += 1
-            raise ProgramFault("the program's process has ended")
         shown = f"<{kind}>.{name}"
         self.last_call = f"{shown[:MESSAGE_CAP // 2]} did not answer"
         reply = self._ask((json.dumps({"obj": handle, "attr": str(name)}) + "\n").encode())
@@ -283,8 +280,9 @@ class _Program:
 class _Remote:
     """Stands for an object of the sandboxed program (an instance a call returned): its methods
     and attributes are read, set and called there, and ``len``, ``bool``, ``str``, iteration and
-    indexing are answered there, by the object, as a method's result is (``in`` searches its items). It is never compared
-    or computed with here: its own ``__eq__`` would make it equal whatever the test expects."""
+    indexing are answered there, by the object, as a method's result is (``in`` searches its
+    items). It is never compared or computed with here: its own ``__eq__`` would make it equal
+    whatever the test expects."""
 
     __slots__ = ("_handle", "_kind", "_channel")
 
@@ -321,6 +319,7 @@ class _Remote:
             self._channel.unverifiable = f"the test asks what a {self._kind} object of the program contains, which only its own __contains__ answers"
             raise Unverifiable(self._channel.unverifiable) from None
         return item in items
+
     __getitem__, __setitem__, __delitem__ = map(_operation, ("getitem", "setitem", "delitem"))
 
     def _compared(self, other=None, *_):

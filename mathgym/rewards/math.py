@@ -23,6 +23,7 @@ Design (see ``docs/rewards.md``):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ from mathgym.rewards.math_relations import Answer, Relation
 from mathgym.rewards.math_values import Scalar
 
 __all__ = [
-    "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "answer_forms", "best_of_forms", "gold_for_math_verify", "latex_gold",
+    "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "answer_forms", "best_of_forms", "gold_for_math_verify", "labels_verifier", "latex_gold",
     "numeric_verdict", "parse_number", "parse_numeric",
 ]
 
@@ -344,6 +345,14 @@ class MathVerifier:
         if not reply["verdict"] and not reply["answer_parsed"]:
             return RewardResult(0.0, Status.UNPARSEABLE, details)
         return _verdict(reply["verdict"], details)
+
+
+@functools.lru_cache(maxsize=1)
+def labels_verifier() -> MathVerifier:
+    """The one :class:`MathVerifier` (``"lenient"``) that the trainers' reward functions share to
+    grade other people's labels (verl's ``compute_score``, OpenRLHF's ``reward_func``, TRL's
+    ``math_reward``): they score prompts whose answer format mathgym does not control."""
+    return MathVerifier(answer_extraction="lenient")
 
 
 def _groups_by_gold(indices: list[int], golds: list[str], count: int) -> list[list[int]]:
