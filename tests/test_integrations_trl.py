@@ -247,6 +247,8 @@ def test_math_reward_grades_a_data_set_of_ones_own_by_its_reference_columns():
     assert math_reward(["\\boxed{5}", "\\boxed{5}"], reward_model=[{"ground_truth": "5"}, {"ground_truth": "6"}]) == [1.0, 0.0]
     # TRL's math sets keep the final answer in `solution`; a worked solution gives its last box
     assert math_reward(["\\boxed{7}", "\\boxed{7}"], solution=["7", "So it is \\boxed{7}."]) == [1.0, 1.0]
+    worked = "Half way we have \\boxed{3}; in the end \\boxed{7}."
+    assert math_reward(["\\boxed{3}", "\\boxed{7}"], solution=[worked, worked]) == [0.0, 1.0]  # the last box only
     assert math_reward(["\\boxed{7}", "\\boxed{7}"], answer=["7", None], solution=[None, None]) == [1.0, None]  # no reference: left out
 
 
