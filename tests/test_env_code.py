@@ -185,6 +185,11 @@ STDIO_ROWS = {
                      "public_tests": {"input": ["1 2\n"], "output": ["3\n"]}, "private_tests": {"input": ["10 -3\n"], "output": ["7\n"]},
                      "generated_tests": {"input": [], "output": []},
                      "solutions": {"language": [2, 3], "solution": ["int main() {}", SUM_PROGRAM]}},
+    "codeforces": {"id": "9999/A", "title": "Sum", "description": "Print the sum of the integers.", "input_format": "Integers.",
+                   "output_format": "Their sum.", "examples": [{"input": "4 5\n", "output": "9\n"}], "note": None,
+                   "official_tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "4 5\n", "output": "9\n"}],
+                   "official_tests_complete": True, "input_mode": "stdio", "generated_checker": None, "executable": True,
+                   "interaction_format": None},
 }
 
 
@@ -202,12 +207,44 @@ def test_jsonl_of_standard_input_output_tasks(tmp_path, layout):
     assert "sum of the integers" in obs and "1 2" not in obs
     _, reward, _, _, info = env.step(f"```python\n{SUM_PROGRAM}```")
     assert reward == 1.0 and info["passed"] == len(task.io_tests), info
-    if layout != "livecodebench":
+    if layout not in ("livecodebench", "codeforces"):
         assert env.unwrapped.expert_action() == f"```python\n{SUM_PROGRAM}```"
     else:
         assert env.unwrapped.expert_action() is None  # no reference in the record
     _, reward, _, _, info = _answer(env, 0, "```python\nprint(3)\n```")
     assert reward == pytest.approx(1 / len(task.io_tests)) if len(task.io_tests) > 1 else reward == 1.0
+
+
+def test_codeforces_records_show_the_whole_statement_and_fall_back_on_the_examples(tmp_path):
+    """open-r1's Codeforces records keep the statement's parts in separate fields; a problem
+    without official tests is graded on its examples."""
+    row = {**STDIO_ROWS["codeforces"], "official_tests": [], "note": "Big numbers fit."}
+    path = tmp_path / "cf.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (task,) = load_code_jsonl(path)
+    assert task.task_id == "9999/A" and task.io_tests == (("io_0", "4 5\n", "9\n"),) and task.unverifiable is None
+    for part in ("Sum\n\nPrint the sum", "Input\nIntegers.", "Output\nTheir sum.", "Example\nInput:\n4 5\nOutput:\n9", "Note\nBig numbers fit."):
+        assert part in task.prompt, part
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    ({"generated_checker": "import sys\n# checks any valid answer"}, "its own checker program"),
+    ({"interaction_format": "Ask '? x' and read the answer."}, "interactive problem"),
+    ({"input_mode": "file"}, "reads and writes files"),
+    ({"executable": False}, "not executable"),
+])
+def test_codeforces_records_graded_otherwise_are_unverifiable_not_wrong(tmp_path, fields, reason):
+    """A problem whose outputs a checker grades (several right answers), an interactive one, one
+    reading files, or one the data set marks not executable: comparing printed text would fail
+    right programs, so the task scores ``unverifiable`` (left out of training), with the reason."""
+    path = tmp_path / "cf.jsonl"
+    path.write_text(json.dumps({**STDIO_ROWS["codeforces"], **fields}) + "\n")
+    with pytest.warns(UserWarning, match="1 of 1 code tasks score 'unverifiable'"):
+        (task,) = load_code_jsonl(path)
+    assert reason in task.unverifiable
+    env = gym.make("CodeSandbox-v0", dataset=str(path))
+    _, reward, _, _, info = _answer(env, 0, f"```python\n{SUM_PROGRAM}```")
+    assert reward == 0.0 and info["status"] == "unverifiable", info
 
 
 CALL_ROWS = [
@@ -556,6 +593,138 @@ def test_jsonl_of_pytest_files_importing_from_solution(tmp_path):
     assert (reward, info["status"]) == (0.0, Status.UNVERIFIABLE)
     assert counter.unverifiable is None and _answer(env, 2)[1] == 1.0
     assert _answer(env, 2, "```python\nclass Counter:\n    n = 2\n    def tick(self):\n        return 1\n```")[1] == 0.0
+
+
+KODCODE_SETUP_TEST = '''import unittest
+import pytest
+from solution import total
+
+LOG = []
+
+
+@pytest.fixture(autouse=True)
+def fresh_log():
+    LOG.clear()
+    yield
+    LOG.append("done")
+
+
+class TestWithUnittest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.base = 10
+
+    def setUp(self):
+        self.data = [1, 2]
+
+    def test_sum(self):
+        self.assertEqual(total(self.data), 3)
+
+    def test_base(self):
+        self.assertEqual(total([self.base]), 10)
+
+    def test_each(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertEqual(total([i, i]), 2 * i)
+
+    def test_refuses_text(self):
+        with self.assertRaises(TypeError):
+            total(["a", 1])
+
+    def test_skips_itself(self):
+        self.skipTest("not today")
+
+
+class TestPlainClass:
+    def setup_method(self, method):
+        self.items = [4]
+
+    @pytest.fixture(autouse=True)
+    def more(self):
+        self.items.append(5)
+        yield
+
+    def test_items(self):
+        assert LOG == [] and total(self.items) == 9
+
+    @pytest.mark.skip(reason="broken")
+    def test_broken(self):
+        assert False
+
+
+def test_log_is_fresh():
+    assert LOG == [] and total([]) == 0
+
+
+def test_skipped_by_pytest():
+    pytest.skip("later")
+'''
+
+
+def test_pytest_files_run_the_set_up_pytest_would(tmp_path):
+    """A KodCode file's unittest classes get ``setUpClass`` / ``setUp`` (subtests, ``assertRaises``
+    and ``skipTest`` behave as under pytest), plain classes ``setup_method``, and every test the
+    autouse fixtures (a generator one finished after the test); a test marked skip is left out,
+    and an autouse fixture that needs another fixture makes the task unverifiable."""
+    row = {"question_id": "kod_setup", "question": "Sum a list.", "solution": "def total(xs):\n    return sum(xs)\n",
+           "test": KODCODE_SETUP_TEST, "test_info": [{"function_name": "total"}]}
+    path = tmp_path / "setup.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (task,) = load_code_jsonl(path)
+    names = ["test_log_is_fresh", "test_skipped_by_pytest", *(f"TestWithUnittest.test_{n}" for n in ("sum", "base", "each", "refuses_text", "skips_itself")),
+             "TestPlainClass.test_items"]
+    assert [name for name, _ in task.tests] == names and task.unverifiable is None
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    _, reward, _, _, info = _answer(env, 0)
+    assert reward == 1.0, info
+    wrong = "def total(xs):\n    return sum(x for x in xs if isinstance(x, int)) if len(xs) != 2 or xs[0] != 2 else 0\n"
+    _, reward, _, _, info = _answer(env, 0, f"```python\n{wrong}```")
+    assert [t["name"] for t in info["tests"] if not t["passed"]] == ["TestWithUnittest.test_each", "TestWithUnittest.test_refuses_text"], info
+    needy = KODCODE_SETUP_TEST.replace("def fresh_log():", "def fresh_log(tmp_path):")
+    path.write_text(json.dumps({**row, "test": needy}) + "\n")
+    with pytest.warns(UserWarning, match="the autouse fixture fresh_log needs the pytest fixture"):
+        (task,) = load_code_jsonl(path)
+
+
+BIGCODEBENCH_ROW = {
+    "task_id": "BigCodeBench/0",
+    "complete_prompt": "import itertools\n\ndef task_func(numbers=(1, 2, 3)):\n    \"\"\"\n    Sum of absolute differences of neighbours, over every"
+                       " permutation, averaged.\n    \"\"\"\n",
+    "instruct_prompt": "Average, over every permutation of the numbers, the sum of absolute differences of neighbours.\n"
+                       "You should write self-contained code starting with:\n```\nimport itertools\ndef task_func(numbers=(1, 2, 3)):\n```",
+    "canonical_solution": "    sums = [sum(abs(a - b) for a, b in zip(p, p[1:])) for p in itertools.permutations(numbers)]\n    return sum(sums) / len(sums)\n",
+    "code_prompt": "import itertools\ndef task_func(numbers=(1, 2, 3)):\n",
+    "test": "import unittest\n\nclass TestCases(unittest.TestCase):\n    def setUp(self):\n        self.pair = [1, 4]\n\n"
+            "    def test_default(self):\n        self.assertAlmostEqual(task_func(), 8 / 3)\n\n"
+            "    def test_pair(self):\n        self.assertEqual(task_func(self.pair), 3.0)\n\n"
+            "    def test_kind(self):\n        self.assertIsInstance(task_func([5]), float)\n",
+    "entry_point": "task_func", "libs": "['itertools']", "doc_struct": "{}",
+}
+
+
+def test_bigcodebench_records_run_their_unittest_classes(tmp_path):
+    """BigCodeBench: the instruction shown, each test method one test with its class's ``setUp``,
+    the reference the prompt and its canonical body; a body alone continues the prompt. Tests that
+    patch modules with ``unittest.mock`` cannot reach the sandboxed program: unverifiable."""
+    mocked = {**BIGCODEBENCH_ROW, "task_id": "BigCodeBench/1",
+              "test": "import unittest\nfrom unittest.mock import patch\n\nclass TestCases(unittest.TestCase):\n"
+                      "    @patch('itertools.permutations', return_value=[(1, 2)])\n    def test_patched(self, mocked):\n"
+                      "        self.assertEqual(task_func(), 1.0)\n"}
+    path = tmp_path / "bcb.jsonl"
+    path.write_text(json.dumps(BIGCODEBENCH_ROW) + "\n" + json.dumps(mocked) + "\n")
+    with pytest.warns(UserWarning, match="1 of 2 code tasks score 'unverifiable'.*unittest.mock"):
+        task, patched = load_code_jsonl(path)
+    assert [name for name, _ in task.tests] == ["TestCases.test_default", "TestCases.test_pair", "TestCases.test_kind"]
+    assert task.prompt.startswith("Average, over every permutation") and task.unverifiable is None and patched.unverifiable
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    assert _answer(env, 0)[1] == 1.0
+    assert _answer(env, 0, "```python\n" + BIGCODEBENCH_ROW["canonical_solution"] + "```")[1] == 1.0  # a body alone
+    _, reward, _, _, info = _answer(env, 0, "```python\ndef task_func(numbers=(1, 2, 3)):\n    return 3\n```")
+    assert reward == pytest.approx(1 / 3) and [t["passed"] for t in info["tests"]] == [False, True, False], info
+    assert _answer(env, 1)[2:4] == (True, False) and _answer(env, 1)[4]["status"] == Status.UNVERIFIABLE
 
 
 PRIME_CASES = [{"fn_name": None, "input": "1 2\n", "output": "3\n", "type": "stdin_stdout"},

@@ -409,6 +409,15 @@ def value_names(tree):
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in called}
 
 
+def _skipped(error):
+    """Whether a test skipped itself (``self.skipTest``, ``pytest.skip``): under pytest it does not
+    fail, so here it passes. The program cannot raise these here: its exceptions arrive as built-in
+    types or :class:`ProgramFault`. (``unittest`` is not imported here: the worker forks from this
+    module's importer, and a skip of unittest's or pytest's exists only once a test imported it.)"""
+    unit, pytest = sys.modules.get("unittest"), sys.modules.get("pytest")
+    return (unit is not None and isinstance(error, unit.SkipTest)) or (pytest is not None and isinstance(error, pytest.skip.Exception))
+
+
 def run_test(source, test_name, base, channel):
     """Run one test's ``source``; its verdict as a dict (``status``: correct, wrong, unverifiable)."""
     faults, channel.unverifiable, channel.last_call = channel.faults, None, ""
@@ -426,8 +435,8 @@ def run_test(source, test_name, base, channel):
         exec(compile(tree, f"test_{test_name}", "exec"), namespace)  # noqa: S102 - the task's test, not the program
         passed, message = True, ""
     except BaseException as err:  # noqa: BLE001 - SystemExit in a test is a failure too
-        passed = False
-        message = "".join(traceback.format_exception_only(type(err), err)).strip()[-MESSAGE_CAP:] or type(err).__name__
+        passed = _skipped(err)
+        message = "" if passed else "".join(traceback.format_exception_only(type(err), err)).strip()[-MESSAGE_CAP:] or type(err).__name__
     if channel.unverifiable is not None:
         return {"name": test_name, "status": "unverifiable", "passed": False, "message": channel.unverifiable[:MESSAGE_CAP]}
     if channel.faults != faults:  # the program failed a call: a test that swallowed that does not pass
