@@ -240,6 +240,34 @@ def test_verls_reward_function_reads_other_peoples_ground_truths_as_the_env_does
     assert mg.compute_score("x", "so \\boxed{[0,1]}", "[0, 1]") == 1.0  # an interval is one answer
 
 
+def test_other_math_sets_layouts_load_as_they_are(tmp_path):
+    """Open-Reasoner-Zero's pairs of turns (a JSON list file, or one pair a line), OlympiadBench's
+    lists of answers and solutions (all answers asked for where it says so), AIME's capitalised
+    columns and AMC's numeric answers."""
+    from mathgym.envs.data import load_jsonl, record_from_row
+
+    pairs = [[{"from": "human", "value": f"What is {i} + 1?"}, {"from": "assistant", "ground_truth": {"value": str(i + 1)}}] for i in range(3)]
+    (tmp_path / "orz.json").write_text(json.dumps(pairs, indent=1))
+    (tmp_path / "orz.jsonl").write_text("".join(json.dumps(pair) + "\n" for pair in pairs))
+    (tmp_path / "one.json").write_text(json.dumps(pairs[2]))
+    expected = [("What is 0 + 1?", "1"), ("What is 1 + 1?", "2"), ("What is 2 + 1?", "3")]
+    for name in ("orz.json", "orz.jsonl"):
+        assert [(r.question, r.answer) for r in load_jsonl(tmp_path / name)] == expected
+    assert [(r.question, r.answer) for r in load_jsonl(tmp_path / "one.json")] == expected[2:]
+    env = gym.make("MathReason-v0", dataset=str(tmp_path / "orz.json"), split="all")
+    obs, _ = env.reset(seed=0)
+    answer = next(a for q, a in expected if q in obs)
+    assert env.step(f"\\boxed{{{answer}}}")[1] == 1.0
+    olympiad = {"question": "Half of one?", "final_answer": ["$\\frac{1}{2}$"], "solution": ["First: $\\frac{1}{2}$.", "Second."],
+                "is_multiple_answer": False}
+    record = record_from_row(olympiad)
+    assert (record.answer, record.solution) == ("$\\frac{1}{2}$", "First: $\\frac{1}{2}$.")
+    both = record_from_row({**olympiad, "final_answer": ["$2$", "$3$"], "is_multiple_answer": True})
+    assert (both.answer, both.alternatives) == ("$2$, $3$", ())
+    assert record_from_row({"ID": "2024-I-1", "Problem": "p", "Answer": 204}).answer == "204"
+    assert record_from_row({"problem": "p", "answer": 3.0, "url": "u"}).answer == "3.0"
+
+
 def test_a_malformed_row_or_column_mapping_is_a_data_set_error():
     from mathgym.envs.data import record_from_row
 

@@ -189,7 +189,7 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
     """
     path = Path(path)
     tasks = []
-    for where, row in jsonl_rows(path, "code data set"):
+    for where, row in jsonl_rows(path, "code data set", json_list=True):
         try:
             tasks.append(_task_of(row, path.stem, f"{path.stem}/{len(tasks)}"))
         except DatasetError as err:

@@ -82,6 +82,8 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
         >>> record_from_row(row, {"question": "prompt", "answer": "reward_model.ground_truth"})
         MathRecord(question='2+2?', answer='4', solution='', alternatives=())
     """
+    if isinstance(row, list) and _is_chat(row) and not columns:
+        row = _chat_row(row)
     if not isinstance(row, Mapping):
         raise DatasetError(f"a row is a JSON object, not {type(row).__name__}")
     if columns:
@@ -117,7 +119,9 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
     if answer_field in (None, ""):
         answer_field = next((value for value in _answer_fields(row) if value not in (None, "")), None)
     solution_field = row.get(_key(row, "solution"))
-    solution = _text(solution_field, "solution") if solution_field is not None else ""
+    solution = _solution_text(solution_field) if solution_field is not None else ""
+    if row.get("is_multiple_answer") is True and isinstance(answer_field, list) and len(answer_field) > 1:
+        answer_field = ", ".join(map(str, answer_field))  # OlympiadBench: every listed answer is asked for, not one of them
     answer, alternatives = _answer_forms(answer_field, "answer") if answer_field is not None else (last_boxed(solution) or "", ())
     if not answer:
         raise DatasetError(
@@ -127,6 +131,27 @@ def record_from_row(row: Mapping[str, Any], columns: Mapping[str, str] | None = 
             "(TRL's data sets keep the final answer itself in 'solution')"
         )
     return MathRecord(question, answer, solution, alternatives)
+
+
+def _chat_row(turns: list) -> dict[str, Any]:
+    """A row given as a chat whose answer sits in a turn (Open-Reasoner-Zero's
+    ``[{"from": "human", "value": Q}, {"from": "assistant", "ground_truth": {"value": A}}]``) as
+    ``{"question": Q, "ground_truth": A}``; a chat without one is only its question."""
+    row: dict[str, Any] = {"question": turns}
+    for turn in turns:
+        truth = turn.get("ground_truth")
+        if isinstance(truth, Mapping):
+            truth = truth.get("value")
+        if truth not in (None, ""):
+            row["ground_truth"] = truth
+    return row
+
+
+def _solution_text(value: Any) -> str:
+    """A solution cell as text; of a list of solutions (OlympiadBench), the first."""
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return value[0]
+    return _text(value, "solution")
 
 
 def _answer_forms(value: Any, name: str) -> tuple[str, tuple[str, ...]]:
@@ -174,8 +199,8 @@ def last_user_message(value: Any) -> str | None:
         return None
     if all("content" in m for m in value):
         users = [m["content"] for m in value if m.get("role") == "user"]
-    elif all("from" in m and "value" in m for m in value):
-        users = [m["value"] for m in value if m.get("from") in ("human", "user")]
+    elif all("from" in m for m in value):  # an ORZ assistant turn holds a ground_truth, no value
+        users = [m.get("value") for m in value if m.get("from") in ("human", "user")]
     else:
         return None
     return users[-1] if users and isinstance(users[-1], str) else None
@@ -199,7 +224,8 @@ def _text(value: Any, name: str) -> str:
 def jsonl_rows(path: str | Path, what: str, json_list: bool = False) -> Iterator[tuple[str, Any]]:
     """Each JSON value of a JSONL file with where it stands (``"FILE:LINE"``), blank lines skipped;
     with ``json_list``, a file that is one JSON list (as Spider's ``dev.json``) gives its items
-    (``"FILE: record N"``).
+    (``"FILE: record N"``), unless the list is one chat (turns with ``role`` or ``from``): that
+    is one record.
 
     Raises:
         DatasetError: The file does not exist (``what`` names it in the message) or a line is not JSON.
@@ -210,15 +236,23 @@ def jsonl_rows(path: str | Path, what: str, json_list: bool = False) -> Iterator
     with path.open(encoding="utf-8") as handle:
         if json_list and handle.read(4096).lstrip().startswith("["):
             handle.seek(0)
-            rows = _parsed(handle.read(), str(path))
-            if not isinstance(rows, list):
-                raise DatasetError(f"{path}: not a JSON list")
-            yield from ((f"{path}: record {index}", row) for index, row in enumerate(rows))
-            return
+            try:
+                rows = json.loads(handle.read())
+            except (json.JSONDecodeError, RecursionError):  # JSONL whose lines are lists (ORZ's pairs): read by line
+                rows = None
+            if isinstance(rows, list):
+                rows = [rows] if _is_chat(rows) else rows  # the whole file is one record given as a chat
+                yield from ((f"{path}: record {index}", row) for index, row in enumerate(rows))
+                return
         handle.seek(0)
         for number, line in enumerate(handle, 1):
             if line.strip():
                 yield f"{path}:{number}", _parsed(line, f"{path}:{number}")
+
+
+def _is_chat(value: Any) -> bool:
+    """A list of turns: ``{"role", "content"}`` messages or ShareGPT / ORZ ``{"from", ...}`` turns."""
+    return bool(value) and all(isinstance(turn, Mapping) and ("role" in turn or "from" in turn) for turn in value)
 
 
 def _parsed(text: str, where: str) -> Any:
@@ -231,9 +265,10 @@ def _parsed(text: str, where: str) -> Any:
 
 
 def load_jsonl(path: str | Path, columns: Mapping[str, str] | None = None) -> list[MathRecord]:
-    """Read a GSM8K- or MATH-format JSONL file (one JSON object a line)."""
+    """Read a GSM8K- or MATH-format JSONL file (one JSON object a line), or a JSON file holding
+    a list of them; a row may also be a chat with the answer in a turn (:func:`record_from_row`)."""
     records = []
-    for where, row in jsonl_rows(path, "data file"):
+    for where, row in jsonl_rows(path, "data file", json_list=True):
         try:
             records.append(record_from_row(row, columns))
         except DatasetError as err:

@@ -47,7 +47,7 @@ def load_open_qa(path: str | Path) -> list[Task]:
     reference, the rest are named as also accepted), or TriviaQA's ``{"value", "aliases"}``.
     """
     tasks = []
-    for where, row in jsonl_rows(path, "OpenQA-v0: dataset"):
+    for where, row in jsonl_rows(path, "OpenQA-v0: dataset", json_list=True):
         question = row.get("question") if isinstance(row, dict) else None
         reference = reference_text(next((row[k] for k in ("reference", "answer", "answers") if k in row), None)) if isinstance(row, dict) else None
         if not isinstance(question, str) or not question.strip() or not reference:
