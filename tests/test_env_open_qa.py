@@ -80,6 +80,27 @@ def test_qa_data_in_triviaqa_and_natural_questions_layouts(tmp_path):
         load_open_qa(path)
 
 
+def test_qa_data_in_squad_popqa_musique_flashrag_and_verl_layouts(tmp_path):
+    from mathgym.envs.open_qa import load_open_qa
+
+    rows = [
+        {"id": "squad-1", "context": "Oxygen was found by Scheele.", "question": "Who found oxygen?",
+         "answers": {"text": ["Scheele", "Carl Scheele"], "answer_start": [19, 13]}},
+        {"question": "What is George Rankin's occupation?", "possible_answers": json.dumps(["politician", "political leader"])},
+        {"question": "Who wrote it?", "answer": "Tolstoy", "answer_aliases": ["Leo Tolstoy"]},
+        {"question": "Where is the Eiffel Tower?", "golden_answers": ["Paris"]},
+        {"prompt": [{"role": "user", "content": "Who painted the Mona Lisa?"}], "reward_model": {"ground_truth": {"target": ["Leonardo da Vinci", "Leonardo"]}}},
+    ]
+    path = tmp_path / "qa.json"
+    path.write_text(json.dumps(rows))
+    tasks = load_open_qa(path)
+    assert [t.answer for t in tasks] == [
+        "Scheele (also accepted: Carl Scheele)", "politician (also accepted: political leader)", "Tolstoy (also accepted: Leo Tolstoy)",
+        "Paris", "Leonardo da Vinci (also accepted: Leonardo)",
+    ]
+    assert tasks[0].prompt == "Oxygen was found by Scheele.\n\nWho found oxygen?" and tasks[4].prompt == "Who painted the Mona Lisa?"
+
+
 def test_mathgym_check_passes_with_a_judge(capsys):
     url = fixture_judge_url()
     assert main(["check", "OpenQA-v0", "-o", f"judge_url={url}", "-o", "judge_model=fixture-judge"]) == 0

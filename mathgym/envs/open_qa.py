@@ -11,8 +11,9 @@ infrastructure status, reward 0 but left out of training, never a wrong answer.
 The built-in data are 50 questions with reference answers written for mathgym
 (``mathgym/samples/open_qa.jsonl``: science, history, geography, mathematics, computing,
 economics, health, literature); ``dataset=PATH`` reads another JSONL of
-``{"question", "reference"}`` rows (``id`` optional; ``answer`` / ``answers`` in the layouts of
-TriviaQA and Natural Questions work as the reference).
+``{"question", "reference"}`` rows (``id`` optional; the answers as TriviaQA, Natural Questions,
+SQuAD, PopQA, MuSiQue, FlashRAG / Search-R1 and verl keep them work as the reference:
+:func:`load_open_qa`).
 
 Example::
 
@@ -24,12 +25,13 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mathgym.core import Judgement, Task, TextEnv
-from mathgym.envs.data import jsonl_rows
+from mathgym.envs.data import jsonl_rows, last_user_message
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
 from mathgym.rewards.judge import JudgeInput, LLMJudge
@@ -40,23 +42,61 @@ DEFAULT_SYSTEM_PROMPT = "Answer the question accurately and concisely."
 
 
 def load_open_qa(path: str | Path) -> list[Task]:
-    """The tasks of a JSONL of ``{"question", "reference", "id"?}`` rows.
+    """The tasks of a JSONL (or JSON list) of ``{"question", "reference", "id"?}`` rows.
 
-    The reference may also come as ``answer`` or ``answers`` in the layouts of QA data sets: a
-    string, a list of accepted answers (Natural Questions' open set: the first is the
-    reference, the rest are named as also accepted), or TriviaQA's ``{"value", "aliases"}``.
+    The reference may also come as QA data sets keep it: ``answer`` / ``answers`` (a string, a
+    list of accepted answers as Natural Questions' open set and WebQuestions give them, the
+    first the reference and the rest named as also accepted, TriviaQA's ``{"value",
+    "aliases"}``, SQuAD's ``{"text": [...]}``), FlashRAG's and Search-R1's ``golden_answers``,
+    PopQA's ``possible_answers`` (a JSON list in a string), or verl's
+    ``reward_model.ground_truth`` (``{"target": [...]}``); MuSiQue's ``answer_aliases`` are
+    accepted too. The question may be a chat (its last user message); a ``context`` passage
+    (SQuAD) is shown before it.
     """
     tasks = []
     for where, row in jsonl_rows(path, "OpenQA-v0: dataset", json_list=True):
-        question = row.get("question") if isinstance(row, dict) else None
-        reference = reference_text(next((row[k] for k in ("reference", "answer", "answers") if k in row), None)) if isinstance(row, dict) else None
-        if not isinstance(question, str) or not question.strip() or not reference:
-            raise DatasetError(f"{where}: a row needs a non-empty 'question' string and a 'reference' (or 'answer' / 'answers').")
+        question = _question(row) if isinstance(row, dict) else None
+        reference = reference_text(_accepted(row)) if isinstance(row, dict) else None
+        if not question or not reference:
+            raise DatasetError(
+                f"{where}: a row needs a non-empty 'question' (or a chat 'prompt') and a 'reference' (or 'answer' / "
+                "'answers' / 'golden_answers' / 'possible_answers' / reward_model.ground_truth)."
+            )
         task_id = str(row.get("id") or "oqa-" + hashlib.sha1(question.encode()).hexdigest()[:12])
         tasks.append(Task(task_id, question, reference))
     if not tasks:
         raise DatasetError(f"OpenQA-v0: dataset {str(path)!r} has no questions.")
     return tasks
+
+
+def _question(row: dict) -> str | None:
+    """A row's question: ``question`` (or ``query``), or a chat's last user message; a ``context``
+    passage goes before it."""
+    question = next((row[k] for k in ("question", "query") if isinstance(row.get(k), str) and row[k].strip()), None)
+    question = question or last_user_message(row.get("prompt")) or last_user_message(row.get("messages"))
+    if not isinstance(question, str) or not question.strip():
+        return None
+    context = row.get("context")
+    return f"{context.strip()}\n\n{question.strip()}" if isinstance(context, str) and context.strip() else question
+
+
+def _accepted(row: dict) -> Any:
+    """The accepted answers of a row in any of the layouts :func:`load_open_qa` names."""
+    value = next((row[k] for k in ("reference", "answer", "answers", "golden_answers", "possible_answers") if row.get(k) not in (None, "", [])), None)
+    truth = row.get("reward_model", {}).get("ground_truth") if isinstance(row.get("reward_model"), dict) else None
+    value = truth if value is None else value
+    if isinstance(value, str) and value.lstrip().startswith("["):  # PopQA: a JSON list in a string
+        try:
+            decoded = json.loads(value)
+        except json.JSONDecodeError:
+            decoded = None
+        value = decoded if isinstance(decoded, list) else value
+    if isinstance(value, dict) and "value" not in value:  # SQuAD's text, Search-R1's target
+        value = next((value[k] for k in ("text", "target") if k in value), None)
+    aliases = row.get("answer_aliases")
+    if isinstance(aliases, list) and aliases and value is not None:  # MuSiQue
+        value = [*(value if isinstance(value, list) else [value]), *aliases]
+    return value
 
 
 def reference_text(value: Any) -> str | None:
