@@ -727,6 +727,28 @@ def test_bigcodebench_records_run_their_unittest_classes(tmp_path):
     assert _answer(env, 1)[2:4] == (True, False) and _answer(env, 1)[4]["status"] == Status.UNVERIFIABLE
 
 
+def test_labels_holding_tests_grade_programs_in_verls_and_openrlhfs_reward_functions():
+    """verl's compute_score and OpenRLHF's reward_func grade a label that holds a program's tests
+    (APPS's inputs and outputs, function calls, a list of cases; an object or JSON) by running the
+    response's program in the sandbox; what a label is follows from the label, not data_source."""
+    from mathgym.envs.code_tasks import tests_task
+    from mathgym.integrations.verl import compute_score
+
+    stdio = json.dumps({"inputs": ["1 2\n", "10 -3\n"], "outputs": ["3\n", "7\n"]})
+    calls = {"fn_name": "square", "inputs": [[3], [-2]], "outputs": [9, 4]}
+    cases = [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]
+    assert [len(tests_task(label).io_tests or tests_task(label).tests) for label in (stdio, calls, cases)] == [2, 2, 1]
+    assert all(tests_task(label) is None for label in ("42", "[0, 1]", "{1, 2}", "\\frac{1}{2}", json.dumps(["3", "3.0"]), {"a": 1}))
+    fenced = f"My program:\n```python\n{SUM_PROGRAM}```"
+    assert compute_score("codecontests", fenced, stdio) == 1.0 and compute_score("math", fenced, stdio) == 1.0
+    assert compute_score("codecontests", "```python\nprint(3)\n```", stdio) == 0.0
+    assert compute_score("apps", "def square(n):\n    return n * n", calls) == 1.0
+    assert compute_score("apps", "def square(n):\n    return 9", calls) == 0.0
+    assert compute_score("livecodebench", fenced, cases) == 1.0
+    assert compute_score("codecontests", "import os\nos.kill(os.getppid(), 9)", stdio) == 0.0
+    assert compute_score("gsm8k", "so \\boxed{42}", "42") == 1.0  # answers stay answers
+
+
 PRIME_CASES = [{"fn_name": None, "input": "1 2\n", "output": "3\n", "type": "stdin_stdout"},
                {"fn_name": None, "input": "10 -3\n", "output": "7\n", "type": "stdin_stdout"}]
 INPUT_OUTPUT_ROWS = {

@@ -114,6 +114,10 @@ def test_reward_func_signature_and_scores():
     listed = json.dumps(["\\frac{1}{3}", "0.333"])
     out = mg.reward_func(["Q\n\\boxed{0.333}", "Q\n\\boxed{2x}", "Q\n\\boxed{2}"], ["Q\n"] * 3, [listed, "2x", "2x"])
     assert out["rewards"].tolist() == [1.0, 1.0, 0.0]  # any listed form; bare LaTeX read as LaTeX
+    tests = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})  # a code row's label: the program runs in the sandbox
+    program = "```python\nprint(sum(map(int, input().split())))\n```"
+    out = mg.reward_func([f"Q\n{program}", "Q\nprint(4)", "Q\n\\boxed{4}"], ["Q\n"] * 3, [tests, tests, "4"])
+    assert out["rewards"].tolist() == [1.0, 0.0, 1.0]
 
 
 def test_label_is_the_env_task_as_json():

@@ -664,6 +664,30 @@ def _codeforces_unverifiable(row: dict) -> str | None:
     return None
 
 
+def tests_task(label: object) -> CodeTask | None:
+    """The task a label stands for when it holds a program's tests, as RL data sets put them in
+    a ground truth (verl's ``reward_model.ground_truth``, OpenRLHF's label): APPS's object of
+    ``inputs`` and ``outputs`` (with ``fn_name``: function calls), or a list of cases with
+    ``input`` and ``output`` (LiveCodeBench's ``testtype``, PrimeIntellect's ``type``), as an
+    object or as JSON text. ``None`` for any other label (a math answer, ``"[0, 1]"``)."""
+    if isinstance(label, str):
+        if not label.lstrip().startswith(("{", "[")):
+            return None
+        try:
+            label = json.loads(label)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+    is_apps = isinstance(label, dict) and "inputs" in label and "outputs" in label
+    is_cases = isinstance(label, list) and bool(label) and all(isinstance(c, dict) and "input" in c and "output" in c for c in label)
+    if not (is_apps or is_cases):
+        return None
+    row = _as_apps_or_livecodebench({"question": "(graded by its tests)", "tests": label})
+    try:
+        return call_task(row, "label") or stdio_task(row, "label")
+    except DatasetError:
+        return None
+
+
 def _record_id(row: dict, default_id: str) -> str:
     return str(next((row[k] for k in ("task_id", "problem_id", "question_id", "id", "name") if row.get(k) not in (None, "")), default_id))
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import mathgym  # noqa: F401 - registers the envs
 from mathgym.integrations._prompts import env_prompts
-from mathgym.rewards.math import labels_verifier
+from mathgym.integrations._labels import label_scores
 
 
 def openrlhf_rows(env_id: str, n: int, *, tokenizer: str, env_kwargs: Mapping[str, Any] | None = None,
@@ -79,18 +79,20 @@ def env_reply_text(tokenizer_path: str, chat: list[dict[str, str]], action: str,
 
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
-    """OpenRLHF's ``reward_func(queries, prompts, labels)``: 1.0 where the response's final answer is the label.
+    """OpenRLHF's ``reward_func(queries, prompts, labels)``: 1.0 where the response's final answer is
+    the label, or where the label holds a program's tests (APPS's ``inputs`` and ``outputs``, or a
+    list of input/output cases, as JSON) and the response's program passes them all in mathgym's
+    sandbox.
 
     ``queries`` are prompt + response as text; the response is what follows the prompt.
-    Scored by :class:`~mathgym.rewards.math.MathVerifier` in ``"lenient"`` mode, each label read
-    as MathReason-v0 reads a data set's answer (bare LaTeX as LaTeX, a JSON list of forms matched
-    by any: :meth:`~mathgym.rewards.math.MathVerifier.score_references`).
+    Answers are scored by :class:`~mathgym.rewards.math.MathVerifier` in ``"lenient"`` mode, each
+    label read as MathReason-v0 reads a data set's answer (bare LaTeX as LaTeX, a JSON list of
+    forms matched by any: :meth:`~mathgym.rewards.math.MathVerifier.score_references`).
     """
     import torch
 
     responses = [q[len(p):] if q.startswith(p) else q for q, p in zip(queries, prompts)]
-    results = labels_verifier().score_references(responses, list(labels))
-    scores = torch.tensor([r.score for r in results], dtype=torch.float32)
+    scores = torch.tensor(label_scores(responses, list(labels)), dtype=torch.float32)
     return {"rewards": scores, "scores": scores, "extra_logs": {}}
 
 

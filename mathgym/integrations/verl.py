@@ -32,7 +32,7 @@ from typing import Any
 
 import mathgym  # noqa: F401 - registers the envs
 from mathgym.integrations._prompts import env_prompts
-from mathgym.rewards.math import labels_verifier
+from mathgym.integrations._labels import label_scores
 
 AGENT_NAME = "mathgym"
 
@@ -40,15 +40,19 @@ AGENT_NAME = "mathgym"
 def compute_score(
     data_source: str, solution_str: str, ground_truth: str, extra_info: Mapping[str, Any] | None = None
 ) -> float:
-    """verl's custom reward function: 1.0 when ``solution_str``'s final answer equals ``ground_truth``.
+    """verl's custom reward function: 1.0 when ``solution_str``'s final answer equals ``ground_truth``,
+    or, for a ground truth that holds a program's tests (verl's code rows: APPS's ``inputs`` and
+    ``outputs``, as PRIME's Eurus-2, Skywork-OR1 and DeepCoder write them), when the program in
+    ``solution_str`` passes all of them in mathgym's sandbox.
 
-    Uses mathgym's :class:`~mathgym.rewards.math.MathVerifier` in ``"lenient"`` mode (it
-    scores other people's prompts, whose answer format it does not control), reading the
+    Answers are graded by mathgym's :class:`~mathgym.rewards.math.MathVerifier` in ``"lenient"``
+    mode (it scores other people's prompts, whose answer format it does not control), reading the
     ground truth as MathReason-v0 reads a data set's: bare LaTeX as LaTeX (``x \\geq 5``), and
-    a list of forms (Skywork-OR1's ``'["3", "3.0"]'``) matched by any. An infrastructure
-    failure (the verifier crashed) scores 0.0 and is not retried.
+    a list of forms (Skywork-OR1's ``'["3", "3.0"]'``) matched by any. What a row is follows from
+    its ground truth, never from ``data_source``. An infrastructure failure (the verifier
+    crashed, the sandbox could not run) scores 0.0 and is not retried.
     """
-    return float(labels_verifier().score_references([str(solution_str)], [ground_truth])[0].score)
+    return label_scores([str(solution_str)], [ground_truth])[0]
 
 
 def verl_rows(
