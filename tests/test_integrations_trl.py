@@ -252,6 +252,54 @@ def test_math_reward_grades_a_data_set_of_ones_own_by_its_reference_columns():
     assert math_reward(["\\boxed{7}", "\\boxed{7}"], answer=["7", None], solution=[None, None]) == [1.0, None]  # no reference: left out
 
 
+def test_code_reward_runs_a_data_set_of_ones_own_in_the_sandbox():
+    """code_reward reads the rows' tests in any layout CodeSandbox-v0 reads (here HumanEval's,
+    APPS's input_output, a ground_truth of cases) and runs the completions' programs."""
+    import json
+
+    from mathgym.errors import ConfigError
+    from mathgym.integrations.trl import code_reward
+
+    add = "def add(a, b):\n    return a + b\n"
+    human_eval = {"prompt": ["def add(a, b):\n"] * 2, "entry_point": ["add"] * 2,
+                  "test": ["def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-1, 1) == 0\n"] * 2}
+    assert code_reward([f"```python\n{add}```", "```python\ndef add(a, b):\n    return 3\n```"], **human_eval) == [1.0, 0.0]
+    apps = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})
+    chat = [[{"role": "assistant", "content": "```python\nprint(sum(map(int, input().split())))\n```"}],
+            [{"role": "assistant", "content": "no code here"}]]
+    prompts = [[{"role": "user", "content": "Add two numbers from standard input."}]] * 2
+    assert code_reward(chat, prompts=prompts, input_output=[apps, apps]) == [1.0, 0.0]
+    assert code_reward(chat, ground_truth=[apps, [{"input": "1 2\n", "output": "4\n"}]]) == [1.0, 0.0]
+    assert code_reward(chat, ground_truth=[apps, "42"]) == [1.0, None]  # a row without tests is left out
+    with pytest.raises(ConfigError, match="no tests in the batch's columns .answer"):
+        code_reward(chat, answer=["3", "3"])
+
+
+@pytest.mark.torch
+def test_code_reward_is_a_reward_function_of_trls_grpo_trainer(tmp_path, small_model_dir):
+    import json
+
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mathgym.integrations.trl import code_reward
+
+    returned = []
+
+    def reward(completions, **columns):
+        out = code_reward(completions, **columns)
+        returned.append(out)
+        return out
+
+    reward.__name__ = "code_reward"
+    rows = [{"prompt": f"Print {a} + {a}.", "input_output": json.dumps({"inputs": [""], "outputs": [f"{2 * a}\n"]})} for a in range(8)]
+    model = AutoModelForCausalLM.from_pretrained(small_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(small_model_dir)
+    trainer, _ = run_grpo(tmp_path, model, tokenizer, Dataset.from_list(rows), reward_funcs=[reward])
+    assert len(returned) == 2 and all(len(r) == BATCH and all(v in (0.0, 1.0) for v in r) for r in returned)
+    assert logged(trainer, "rewards/code_reward/mean") == pytest.approx([sum(r) / len(r) for r in returned])
+
+
 @pytest.mark.torch
 def test_math_reward_is_a_reward_function_of_trls_grpo_trainer(tmp_path, small_model_dir):
     from datasets import Dataset

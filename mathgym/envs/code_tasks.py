@@ -19,9 +19,10 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from mathgym.envs.data import jsonl_rows, last_user_message
@@ -685,6 +686,19 @@ def tests_task(label: object) -> CodeTask | None:
     try:
         return call_task(row, "label") or stdio_task(row, "label")
     except DatasetError:
+        return None
+
+
+def row_task(row: Mapping[str, Any]) -> CodeTask | None:
+    """The task of one data set row whose layout is any :func:`load_code_jsonl` reads, or whose
+    ``ground_truth`` holds tests (:func:`tests_task`); ``None`` for a row that holds no tests it
+    can read (a reward function then leaves the row out)."""
+    task = tests_task(row.get("ground_truth"))
+    if task is not None:
+        return task
+    try:
+        return _task_of(dict(row), "row", "row")
+    except (DatasetError, TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError):
         return None
 
 

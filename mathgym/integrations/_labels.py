@@ -10,10 +10,20 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from mathgym.core import Judgement
 from mathgym.envs.ahead import sandbox_width
 from mathgym.envs.code import grade
-from mathgym.envs.code_tasks import tests_task
+from mathgym.envs.code_tasks import CodeTask, tests_task
 from mathgym.rewards.math import labels_verifier
+
+
+def grade_programs(responses: Sequence[str], tasks: Sequence[CodeTask]) -> list[Judgement]:
+    """Each response's program graded against its task's tests (all must pass), as many at once
+    as the sandbox has warm workers."""
+    if not tasks:
+        return []
+    with ThreadPoolExecutor(max(1, min(len(tasks), sandbox_width()))) as pool:
+        return list(pool.map(lambda pair: grade(pair[1], str(pair[0]), "all_pass"), zip(responses, tasks)))
 
 
 def label_scores(responses: Sequence[str], labels: Sequence[Any]) -> list[float]:
@@ -29,9 +39,6 @@ def label_scores(responses: Sequence[str], labels: Sequence[Any]) -> list[float]
         for i, result in zip(answers, results):
             scores[i] = float(result.score)
     programs = [i for i, task in enumerate(tasks) if task is not None]
-    if programs:
-        with ThreadPoolExecutor(max(1, min(len(programs), sandbox_width()))) as pool:
-            verdicts = pool.map(lambda i: grade(tasks[i], str(responses[i]), "all_pass"), programs)
-            for i, verdict in zip(programs, verdicts):
-                scores[i] = float(verdict.reward)
+    for i, verdict in zip(programs, grade_programs([responses[i] for i in programs], [tasks[i] for i in programs])):
+        scores[i] = float(verdict.reward)
     return scores

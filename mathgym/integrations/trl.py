@@ -179,6 +179,45 @@ def math_reward(
     return rewards
 
 
+def code_reward(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **columns: Any) -> list[float | None]:
+    """TRL reward function for a code data set of your own: 1.0 where the program in a completion
+    passes all of the row's tests, run in mathgym's sandbox as CodeSandbox-v0 runs them.
+
+    Pass it as ``reward_funcs=[code_reward]``: TRL gives it the data set's columns, read in any
+    layout CodeSandbox-v0 reads (``test`` + ``entry_point``, ``test_list``, ``input_output``,
+    ``tests``, ``verification_info``, ``test_cases``, a KodCode pytest file, verl's
+    ``reward_model``), or a ``ground_truth`` column holding APPS's ``inputs`` and ``outputs``
+    (:func:`~mathgym.envs.code_tasks.row_task`). A conversational completion is its last
+    message's content. A row holding no tests it can read, a task that cannot be judged
+    (``unverifiable``) and a sandbox failure get ``None``, which TRL leaves out.
+
+    Raises:
+        ConfigError: No row of the batch holds tests (the data set's columns are not a code layout).
+    """
+    from mathgym.envs.code_tasks import row_task  # noqa: PLC0415
+    from mathgym.integrations._labels import grade_programs  # noqa: PLC0415
+
+    count = len(completions)
+    per_row = {k: v for k, v in columns.items() if isinstance(v, Sequence) and not isinstance(v, (str, bytes)) and len(v) == count}
+    tasks = []
+    for i in range(count):
+        row = {key: values[i] for key, values in per_row.items()}
+        if prompts is not None:
+            row.setdefault("prompt", prompts[i])
+        tasks.append(row_task(row))
+    graded = [i for i, task in enumerate(tasks) if task is not None]
+    if count and not graded:
+        raise ConfigError(
+            f"code_reward found no tests in the batch's columns ({', '.join(sorted(per_row)) or 'none'}): give the data set "
+            "a code layout CodeSandbox-v0 reads (e.g. test + entry_point, input_output, test_cases) or a ground_truth of tests"
+        )
+    rewards: list[float | None] = [None] * count
+    verdicts = grade_programs([_completion_text(completions[i]) for i in graded], [tasks[i] for i in graded])
+    for i, verdict in zip(graded, verdicts):
+        rewards[i] = None if str(verdict.status) in INFRA_STATUSES else float(verdict.reward)
+    return rewards
+
+
 def _completion_text(completion: Any) -> str:
     """A completion as TRL passes it: text, or a conversation (its last message's content)."""
     if isinstance(completion, list) and completion and isinstance(completion[-1], Mapping):
