@@ -90,6 +90,40 @@ def test_bird_layout_compares_sets_and_shows_the_evidence(data):
     assert _answer(env, 0, "SELECT country FROM singer")[1] == 0.0  # Netherlands has no concert
 
 
+GRETEL = [
+    {"id": 5097, "domain": "music", "sql_prompt": "How many singers are from France?", "sql_complexity": "basic SQL",
+     "sql_context": "CREATE TABLE singer (id INT, name VARCHAR(50), country VARCHAR(50));"
+                    " INSERT INTO singer (id, name, country) VALUES (1, 'Joe', 'France'), (2, 'Tim', 'USA'), (3, 'Justin', 'France');",
+     "sql": "SELECT COUNT(*) FROM singer WHERE country = 'France';", "sql_explanation": "Counts them."},
+    # MySQL's functions, which SQLite lacks: the gold query cannot run here
+    {"id": 5098, "sql_prompt": "What day was yesterday?", "sql_context": "CREATE TABLE d (x INT); INSERT INTO d VALUES (1);",
+     "sql": "SELECT DATE_SUB(NOW(), INTERVAL 1 DAY)"},
+    # b-mc2's sql-create-context: tables without rows, where every query returns nothing
+    {"question": "What are the names of the heads?", "context": "CREATE TABLE head (name VARCHAR, age INTEGER)", "answer": "SELECT name FROM head"},
+]
+
+
+def test_records_that_carry_their_database_build_it_in_memory(tmp_path):
+    """Gretel's synthetic_text_to_sql: the database's statements travel with the record and build
+    it for each episode; a record whose statements or gold query do not run in SQLite, or whose
+    tables hold no rows (b-mc2's contexts: nothing could tell queries apart), is left out."""
+    path = tmp_path / "gretel.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in GRETEL))
+    records = load_sql_dataset(path, None)
+    assert [r.db_path for r in records] == ["", "", ""] and records[0].task_id == "5097"
+    env = gym.make("SQLQuery-v0", dataset=str(path))
+    obs, _ = env.reset(options={"task_index": 0})
+    assert "CREATE TABLE singer" in obs and "INSERT" not in obs and "How many singers are from France?" in obs
+    assert env.step("<sql>SELECT name FROM singer WHERE country = 'France'</sql>")[0].count("Justin") == 1
+    assert env.step("<answer>SELECT count(name) FROM singer WHERE country LIKE 'fr%'</answer>")[1] == 1.0
+    assert _answer(env, 0, "SELECT count(*) FROM singer")[1] == 0.0
+    for index, why in ((1, "gold query cannot be graded against .no such function: NOW|syntax error"), (2, "tables hold no rows")):
+        with pytest.raises(DatasetError, match=why):
+            env.reset(options={"task_index": index})
+    with pytest.warns(UserWarning, match="left out"):
+        assert {env.reset(seed=seed)[1] is not None and env.unwrapped.task.task_id for seed in range(6)} == {"5097"}
+
+
 def test_records_and_options_that_cannot_work_are_refused(data):
     with pytest.raises(DatasetError, match="give db_dir"):
         load_sql_dataset(data / "dev.json", None)

@@ -3,8 +3,11 @@
 A record names its database (``db_id``), a question and the gold query: Spider's ``query``,
 BIRD's ``SQL`` (with its ``evidence``, the external knowledge shown with the question), or
 ``sql``. The database is ``DB_DIR/<db_id>/<db_id>.sqlite`` (how both ship theirs), or a
-record's own ``db_path`` (relative to the data file). A data file is JSON (a list of records,
-as Spider's ``dev.json``) or JSONL.
+record's own ``db_path`` (relative to the data file). A record may instead carry its database
+as the statements that build it (Gretel's synthetic_text_to_sql: ``sql_prompt``,
+``sql_context`` with ``CREATE TABLE`` and ``INSERT`` statements, ``sql``; b-mc2's
+sql-create-context: ``question``, ``context``, ``answer``): it is built in memory for each
+episode. A data file is JSON (a list of records, as Spider's ``dev.json``) or JSONL.
 
 Results compare as each data set's own evaluator compares them, exactly (no tolerance): BIRD's
 as sets of rows; Spider's and the rest as multisets, in order when the gold query ends in a
@@ -41,6 +44,8 @@ class SQLRecord:
         question: The question, with BIRD's evidence after it when there is some.
         sql: The gold query.
         compare: ``"set"``, ``"multiset"`` or ``"ordered"`` (see the module).
+        setup: For a record that carries its own database (``sql_context``): the statements
+            that build it in memory (``db_path`` is then ``""``).
     """
 
     task_id: str
@@ -48,10 +53,11 @@ class SQLRecord:
     question: str
     sql: str
     compare: Compare
+    setup: str = ""
 
 
 def load_sql_dataset(path: str | Path, db_dir: str | Path | None) -> tuple[SQLRecord, ...]:
-    """The records of a Spider- or BIRD-layout file (JSON list or JSONL).
+    """The records of a Spider-, BIRD- or Gretel-layout file (JSON list or JSONL).
 
     Raises:
         DatasetError: The file or a database is missing, or a record lacks its question,
@@ -62,7 +68,7 @@ def load_sql_dataset(path: str | Path, db_dir: str | Path | None) -> tuple[SQLRe
     records = tuple(_record(row, index, path, db_dir) for index, (_, row) in enumerate(rows))
     if not records:
         raise DatasetError(f"{path} holds no records")
-    missing = sorted({r.db_path for r in records if not Path(r.db_path).is_file()})
+    missing = sorted({r.db_path for r in records if not r.setup and not Path(r.db_path).is_file()})
     if missing:
         raise DatasetError(f"{path}: {len(missing)} database file(s) not found, e.g. {missing[0]!r} (db_dir={str(db_dir)!r})")
     return records
@@ -73,11 +79,15 @@ def _record(row: Any, index: int, path: Path, db_dir: str | Path | None) -> SQLR
     if not isinstance(row, dict):
         raise DatasetError(f"{where} is a JSON object, not {type(row).__name__}")
     bird = isinstance(row.get("SQL"), str)
-    sql = next((row[k] for k in ("SQL", "query", "sql") if isinstance(row.get(k), str) and row[k].strip()), None)
-    question = row.get("question")
-    if sql is None or not isinstance(question, str) or not question.strip():
+    setup = next((row[k] for k in ("sql_context", "context") if isinstance(row.get(k), str) and _CREATES.search(row[k])), "")
+    names = ("SQL", "query", "sql", "answer") if setup else ("SQL", "query", "sql")  # b-mc2's gold query is its 'answer'
+    sql = next((row[k] for k in names if isinstance(row.get(k), str) and row[k].strip()), None)
+    question = next((row[k] for k in ("question", "sql_prompt") if isinstance(row.get(k), str) and row[k].strip()), None)
+    if sql is None or question is None:
         raise DatasetError(f"{where} needs a question and its gold query (Spider's 'query', BIRD's 'SQL', or 'sql')")
-    if isinstance(row.get("db_path"), str):
+    if setup and not isinstance(row.get("db_id"), str) and not isinstance(row.get("db_path"), str):
+        db_path = ""
+    elif isinstance(row.get("db_path"), str):
         db_path = (path.parent / row["db_path"]).resolve()
     elif isinstance(row.get("db_id"), str) and row["db_id"].strip() and "/" not in row["db_id"] and row["db_id"] not in (".", ".."):
         if db_dir is None:
@@ -88,9 +98,12 @@ def _record(row: Any, index: int, path: Path, db_dir: str | Path | None) -> SQLR
     evidence = row.get("evidence")
     shown = question.strip() + (f"\nExternal knowledge: {evidence.strip()}" if isinstance(evidence, str) and evidence.strip() else "")
     compare: Compare = "set" if bird else ("ordered" if ends_in_order_by(sql) else "multiset")
-    task_id = str(row.get("question_id", f"{path.stem}/{index}"))
-    return SQLRecord(task_id, str(db_path), shown, sql.strip().rstrip(";"), compare)
+    task_id = str(row.get("question_id", row.get("id", f"{path.stem}/{index}")))
+    return SQLRecord(task_id, str(db_path), shown, sql.strip().rstrip(";"), compare, setup if not db_path else "")
 
+
+#: A ``CREATE TABLE`` statement: a record's context that builds its own database.
+_CREATES = re.compile(r"\bcreate\s+table\b", re.IGNORECASE)
 
 _STRINGS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]")
 

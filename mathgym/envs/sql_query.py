@@ -265,10 +265,37 @@ DATASET_GOLD_ROWS = 10_000
 GOLD_BUDGET_FACTOR = 20
 
 
-def _open_read_only(path: str, max_sql_chars: int) -> sqlite3.Connection:
-    """A data set's database file, opened read-only and unchanging (no lock, no journal) and locked down."""
+#: Longest a record's own database statements (``sql_context``) may take to build it, in seconds.
+SETUP_BUDGET_S = 10.0
+
+
+def _open_read_only(path: str, max_sql_chars: int, setup: str = "") -> sqlite3.Connection:
+    """A data set's database file, opened read-only and unchanging (no lock, no journal) and locked
+    down; or, for a record carrying its database (``setup``), that database built in memory from
+    its statements, then locked down.
+
+    Raises:
+        sqlite3.Error: The record's statements do not run in SQLite.
+    """
+    if setup:
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        deadline = time.monotonic() + SETUP_BUDGET_S
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)  # a script that runs on is interrupted
+        try:
+            conn.executescript(setup)
+        except (sqlite3.Error, ValueError):
+            conn.close()
+            raise
+        conn.set_progress_handler(None, 0)
+        return lock_down(conn, max_sql_chars)
     uri = "file:" + urllib.parse.quote(path) + "?mode=ro&immutable=1"
     return lock_down(sqlite3.connect(uri, uri=True, check_same_thread=False), max_sql_chars)
+
+
+def _empty(conn: sqlite3.Connection) -> bool:
+    """Whether every table of the database is empty (any query then returns no row)."""
+    tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    return all(conn.execute(f'SELECT 1 FROM "{name.replace(chr(34), chr(34) * 2)}" LIMIT 1').fetchone() is None for name in tables)
 
 
 @dataclass(frozen=True)
@@ -440,17 +467,23 @@ class SQLQueryEnv(TextEnv):
                 gold = self._gold(index, strict=False)
                 if gold is not None:
                     return self._record_task(index, gold)
-        raise DatasetError(f"no task of {self.dataset} has a gold query that runs on its database")
+        raise DatasetError(f"no task of {self.dataset} can be graded: each gold query fails on its database, or finds nothing to tell queries apart")
 
     def _gold(self, index: int, strict: bool) -> tuple[tuple[Any, ...], ...] | None:
         """The gold query's rows (at most :data:`DATASET_GOLD_ROWS`), run under the env's limits times :data:`GOLD_BUDGET_FACTOR`."""
         if index in self._golds:
             return self._golds[index]
         record = self._records[index]
-        with contextlib.closing(_open_read_only(record.db_path, self.max_length)) as conn:
-            result = run_query(conn, record.sql, DATASET_GOLD_ROWS, self.max_vm_steps * GOLD_BUDGET_FACTOR,
-                               self.query_budget_s * GOLD_BUDGET_FACTOR)
-        why = result.error or (f"it returns more than {DATASET_GOLD_ROWS:,} rows" if result.more else "")
+        try:
+            with contextlib.closing(_open_read_only(record.db_path, self.max_length, record.setup)) as conn:
+                result = run_query(conn, record.sql, DATASET_GOLD_ROWS, self.max_vm_steps * GOLD_BUDGET_FACTOR,
+                                   self.query_budget_s * GOLD_BUDGET_FACTOR)
+                empty = bool(record.setup) and _empty(conn)
+            why = result.error or (f"it returns more than {DATASET_GOLD_ROWS:,} rows" if result.more else "")
+            if not why and empty:
+                why = "the record's tables hold no rows, so every query returns nothing and no result tells a right query from a wrong one"
+        except (sqlite3.Error, ValueError) as err:  # the record's own statements do not build its database here
+            why = f"its database statements do not run in SQLite: {_printable(str(err), 200)}"
         if not why:
             self._golds[index] = result.rows  # the file is opened immutable: the same rows every time
             return result.rows
@@ -463,7 +496,7 @@ class SQLQueryEnv(TextEnv):
 
     def _record_task(self, index: int, gold: tuple[tuple[Any, ...], ...]) -> Task:
         record = self._records[index]
-        with contextlib.closing(_open_read_only(record.db_path, self.max_length)) as conn:
+        with contextlib.closing(_open_read_only(record.db_path, self.max_length, record.setup)) as conn:
             schema = "\n".join(f"{sql.strip()};" for (sql,) in conn.execute(
                 "SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"))
         prompt = (
@@ -471,14 +504,14 @@ class SQLQueryEnv(TextEnv):
             f"Run queries in <sql></sql> if you need to ({self.max_queries} at most); "
             "give the final SQL query in <answer></answer>."
         )
-        metadata = {"record": index, "db_path": record.db_path, "compare": record.compare, "gold_rows": gold, "exact": True}
+        metadata = {"record": index, "db_path": record.db_path, "setup": record.setup, "compare": record.compare, "gold_rows": gold, "exact": True}
         return Task(record.task_id, prompt, record.sql, metadata)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             meta = self.task.metadata
             if "db_path" in meta:
-                self._conn = _open_read_only(meta["db_path"], self.max_length)
+                self._conn = _open_read_only(meta["db_path"], self.max_length, meta.get("setup", ""))
             else:
                 self._conn = lock_down(build_database(DOMAINS[meta["domain"]], meta["db_seed"]), self.max_length)
         return self._conn
