@@ -496,9 +496,9 @@ class SQLQueryEnv(TextEnv):
 
     def _record_task(self, index: int, gold: tuple[tuple[Any, ...], ...]) -> Task:
         record = self._records[index]
-        with contextlib.closing(_open_read_only(record.db_path, self.max_length, record.setup)) as conn:
-            schema = "\n".join(f"{sql.strip()};" for (sql,) in conn.execute(
-                "SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"))
+        self._conn = conn = _open_read_only(record.db_path, self.max_length, record.setup)  # the episode's connection
+        schema = "\n".join(f"{sql.strip()};" for (sql,) in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"))
         prompt = (
             f"SQLite database:\n{schema}\n\nQuestion: {record.question}\n"
             f"Run queries in <sql></sql> if you need to ({self.max_queries} at most); "
