@@ -472,7 +472,7 @@ def _label_parser() -> argparse.ArgumentParser:
                         "spaces repeat problems across seeds, and a PRM measured on problems it was trained on is "
                         "measured on what it memorised; --tasks seeds are still read, fewer are labelled")
     parser.add_argument("--out", required=True, metavar="FILE", help="JSONL file to write")
-    parser.add_argument("--convert", default=None, metavar="FILE", help="read this Math-Shepherd / PRM800K / mathgym JSONL instead")
+    parser.add_argument("--convert", default=None, metavar="FILE", help="read this Math-Shepherd / PRM800K / ProcessBench / RLHFlow / mathgym JSONL instead (training and evaluation also read them directly)")
     parser.add_argument("--device", default="auto", help="'auto', 'cpu' or 'cuda' [default: auto]")
     parser.add_argument("--progress", default="true", choices=("true", "false"), help="show a progress bar [default: true]")
     return parser

@@ -207,6 +207,33 @@ def test_labelled_steps_are_checked_line_by_line(tmp_path):
         load_labelled_steps(path)
 
 
+def test_public_labelled_sets_are_read_as_they_ship(tmp_path):
+    """Training and evaluation read ProcessBench's first-error index, RLHFlow's +/- turns and
+    Math-Shepherd's tags directly, mixed in one file, with no conversion step."""
+    rows = [
+        {"id": "gsm8k-0", "generator": "x", "problem": "p1", "steps": ["a", "b", "c"], "final_answer_correct": False, "label": 1},
+        {"id": "gsm8k-1", "problem": "p2", "steps": ["a", "b"], "final_answer_correct": True, "label": -1},
+        {"conversations": [{"role": "user", "content": "What is 1+2? Step 1: 1+2=4"}, {"role": "assistant", "content": "-"},
+                           {"role": "user", "content": "Step 2: The answer is: 4"}, {"role": "assistant", "content": "-"}]},
+        {"input": "What is 2+2? Step 1: 2+2=4 ки\nStep 2: The answer is: 4 ки", "label": "What is 2+2? Step 1: 2+2=4 +\nStep 2: The answer is: 4 +"},
+    ]
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(rows))
+    assert load_labelled_steps(path) == [
+        LabelledSolution("p1", ("a", "b", "c"), (1.0, 0.0, 0.0)),
+        LabelledSolution("p2", ("a", "b"), (1.0, 1.0)),
+        LabelledSolution("What is 1+2?", ("Step 1: 1+2=4", "Step 2: The answer is: 4"), (0.0, 0.0)),
+        LabelledSolution("What is 2+2?", ("Step 1: 2+2=4", "Step 2: The answer is: 4"), (1.0, 1.0)),
+    ]
+    assert [first_error_step(list(r.labels)) for r in load_labelled_steps(path)[:2]] == [1, -1]  # ProcessBench's own label back
+    path.write_text(json.dumps({"problem": "p", "steps": ["a"], "label": 3}) + "\n")
+    with pytest.raises(DatasetError, match="mixed.json:1: 'label' 3 is not the index of a step"):
+        load_labelled_steps(path)
+    path.write_text(json.dumps({"prompt": "p"}) + "\n")
+    with pytest.raises(DatasetError, match="unknown step-label format"):
+        load_labelled_steps(path)
+
+
 class _Fixed:
     """A scorer with set answers (the evaluation arithmetic, apart from any model)."""
 

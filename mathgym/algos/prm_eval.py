@@ -1,8 +1,10 @@
 """Labelled steps: reading them, and measuring a process reward model on them (no torch).
 
 A labelled solution is one JSONL row ``{"problem": str, "steps": [str, ...], "labels": [float, ...]}``,
-a label per step: 1 (or a soft value near it) for a right step, 0 for a wrong one. The same rows
-train a PRM (``mathgym train --algo prm --data FILE``) and measure one:
+a label per step: 1 (or a soft value near it) for a right step, 0 for a wrong one. The public
+labelled sets are read as they ship too (Math-Shepherd, PRM800K, ProcessBench, RLHFlow:
+:mod:`mathgym.algos.step_labels`). The same rows train a PRM (``mathgym train --algo prm --data
+FILE``) and measure one:
 
 - **step AUC**: the probability that a right step scores above a wrong one (Mann–Whitney; ties
   count half), over every labelled step of the held-out rows (a label of 0.5 or more is "right");
@@ -57,11 +59,38 @@ def _row(row: Any, where: str) -> LabelledSolution:
 
 
 def load_labelled_steps(path: str | Path) -> list[LabelledSolution]:
-    """Read labelled solutions (see the module docstring); :class:`DatasetError` names the bad line."""
-    rows = [_row(record, where) for where, record in jsonl_rows(path, "labelled steps")]
+    """Read labelled solutions (see the module docstring) in mathgym's layout or in any public
+    one :func:`~mathgym.algos.step_labels.read_step_labels` reads (Math-Shepherd, PRM800K,
+    ProcessBench, RLHFlow), told apart per record; :class:`DatasetError` names the bad line."""
+    rows = []
+    for where, record in jsonl_rows(path, "labelled steps", json_list=True):
+        if isinstance(record, dict) and {"problem", "steps", "labels"} <= set(record):
+            rows.append(_row(record, where))
+            continue
+        try:
+            row = next(iter(_one_row(record)), None)
+        except ValueError as err:
+            raise DatasetError(f"{where}: {err}") from None
+        if row is not None:
+            rows.append(_row({"problem": row.problem, "steps": row.steps, "labels": row.labels}, where))
     if not rows:
         raise DatasetError(f"{path} holds no labelled solutions.")
     return rows
+
+
+def _one_row(record: Any) -> list[Any]:
+    """``record`` read by the public formats' readers (none when a PRM800K record holds no step)."""
+    from mathgym.algos.step_labels import _source_of, math_shepherd_row, prm800k_row, processbench_row, rlhflow_row  # noqa: PLC0415
+
+    reader = {"math-shepherd": math_shepherd_row, "prm800k": prm800k_row, "processbench": processbench_row,
+              "rlhflow": rlhflow_row}.get(_source_of(record))
+    if reader is None:
+        raise ValueError("expected {'problem': str, 'steps': [str, ...], 'labels': [float, ...]} or a public layout")
+    try:
+        row = reader(record)
+    except (KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{type(err).__name__}: {err}") from None
+    return [] if row is None else [row]
 
 
 def step_auc(scores: Sequence[float], labels: Sequence[float]) -> float:

@@ -16,6 +16,10 @@ The public formats read here:
 * Math-Shepherd (``peiyi9979/Math-Shepherd``): ``input`` is the problem and its steps, each
   step followed by the tag ``ки``; ``label`` is the same text with each tag replaced by
   ``+`` (good step) or ``-`` (bad step). ``+`` → 1.0, ``-`` → 0.0.
+* ProcessBench (``Qwen/ProcessBench``): ``problem``, ``steps`` and ``label``, the index of the
+  first wrong step (``-1``: none); the steps before it 1.0, it and the later ones 0.0.
+* RLHFlow (``RLHFlow/Mistral-PRM-Data``, ``RLHFlow/Deepseek-PRM-Data``): ``conversations``, a
+  user turn per step (the problem before ``Step 1:`` in the first) answered ``+`` or ``-``.
 * PRM800K (``openai/prm800k``): ``question.problem``, ``question.ground_truth_answer`` and
   ``label.steps``, each step a list of rated ``completions`` (rating -1, 0 or 1) with the one
   the labeller kept in ``chosen_completion`` (or a ``human_completion`` the labeller wrote,
@@ -243,41 +247,110 @@ def prm800k_row(record: dict[str, Any], neutral: float = 1.0) -> StepLabelRow | 
     return StepLabelRow(str(question.get("problem", "")), steps, labels, None if answer is None else str(answer))
 
 
-def read_step_labels(path: str | Path, source: Literal["auto", "mathgym", "math-shepherd", "prm800k"] = "auto") -> Iterator[StepLabelRow]:
-    """Rows of a JSONL file of step labels: mathgym's own, Math-Shepherd's or PRM800K's.
+def processbench_row(record: dict[str, Any]) -> StepLabelRow:
+    """A ProcessBench record (``problem``, ``steps``, ``label``: the index of the first wrong
+    step, ``-1`` when none is) → a row: the steps before the first wrong one 1.0, it and every
+    later one 0.0 (a solution cannot be finished right from a wrong step: Math-Shepherd's
+    reading), all 1.0 when none is wrong.
+
+    Example:
+        >>> processbench_row({"problem": "p", "steps": ["a", "b", "c"], "label": 1}).labels
+        [1.0, 0.0, 0.0]
+    """
+    problem, steps, first = record.get("problem"), record.get("steps"), record.get("label")
+    if not isinstance(problem, str) or not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
+        raise ValueError("a ProcessBench record needs a string 'problem' and a list of strings 'steps'")
+    if isinstance(first, bool) or not isinstance(first, int) or not -1 <= first < len(steps):
+        raise ValueError(f"'label' {first!r} is not the index of a step, or -1")
+    labels = [1.0] * len(steps) if first < 0 else [1.0] * first + [0.0] * (len(steps) - first)
+    return StepLabelRow(problem, list(steps), labels, None, str(record.get("id", "")))
+
+
+def rlhflow_row(record: dict[str, Any]) -> StepLabelRow:
+    """An RLHFlow PRM record (``conversations``: a user turn per step, the problem before the
+    first, each answered by an assistant turn ``+`` or ``-``) → a row.
+
+    Example:
+        >>> turns = [{"role": "user", "content": "What is 1+2? Step 1: 1+2=3"}, {"role": "assistant", "content": "+"},
+        ...          {"role": "user", "content": "Step 2: The answer is: 3"}, {"role": "assistant", "content": "+"}]
+        >>> r = rlhflow_row({"conversations": turns})
+        >>> r.problem, r.steps, r.labels
+        ('What is 1+2?', ['Step 1: 1+2=3', 'Step 2: The answer is: 3'], [1.0, 1.0])
+    """
+    turns = record.get("conversations")
+    if not isinstance(turns, list) or not turns or len(turns) % 2 or not all(isinstance(t, dict) for t in turns):
+        raise ValueError("an RLHFlow record needs 'conversations': user and assistant turns in pairs")
+    steps, labels = [], []
+    for user, mark in zip(turns[::2], turns[1::2]):
+        text, verdict = user.get("content"), mark.get("content")
+        if user.get("role") != "user" or mark.get("role") != "assistant" or not isinstance(text, str):
+            raise ValueError("an RLHFlow record's turns alternate user (a step) and assistant (its mark)")
+        if verdict not in ("+", "-"):
+            raise ValueError(f"a step's mark is {verdict!r}; expected '+' or '-'")
+        steps.append(text.strip())
+        labels.append(1.0 if verdict == "+" else 0.0)
+    start = steps[0].find("Step 1:")
+    if start > 0:
+        problem, steps[0] = steps[0][:start].strip(), steps[0][start:]
+    else:  # no step numbers: the first line is the problem
+        problem, _, steps[0] = steps[0].partition("\n")
+        steps[0] = steps[0].strip()
+    found = None
+    if steps[-1]:
+        from mathgym.rewards.extract import extract_answer
+
+        found = extract_answer(steps[-1])
+    return StepLabelRow(problem.strip(), steps, labels, found[0] if found else None)
+
+
+#: The formats :func:`read_step_labels` reads, by the name ``source`` takes.
+StepLabelSource = Literal["auto", "mathgym", "math-shepherd", "prm800k", "processbench", "rlhflow"]
+
+
+def read_step_labels(path: str | Path, source: StepLabelSource = "auto") -> Iterator[StepLabelRow]:
+    """Rows of a JSONL file (or a JSON list) of step labels: mathgym's own, Math-Shepherd's,
+    PRM800K's, ProcessBench's or RLHFlow's.
 
     ``"auto"`` tells them apart by their keys (``steps``/``labels``; ``input``/``label``;
-    ``question``/``label``). A line that cannot be read raises ``ValueError`` naming it.
+    ``question``/``label``; ``steps``/``label``; ``conversations``). A record that cannot be
+    read raises ``ValueError`` naming it.
     """
+    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
+
     readers: dict[str, Callable[[dict[str, Any]], StepLabelRow | None]] = {
         "mathgym": lambda r: StepLabelRow(str(r["problem"]), [str(s) for s in r["steps"]], [float(x) for x in r["labels"]],
                                           r.get("answer"), str(r.get("task_id", ""))),
         "math-shepherd": math_shepherd_row,
         "prm800k": prm800k_row,
+        "processbench": processbench_row,
+        "rlhflow": rlhflow_row,
     }
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                kind = source if source != "auto" else _source_of(record)
-                row = readers[kind](record)
-            except (ValueError, KeyError, TypeError, AttributeError) as err:
-                raise ValueError(f"{path}:{number}: {type(err).__name__}: {err}") from None
-            if row is not None:
-                if len(row.steps) != len(row.labels):
-                    raise ValueError(f"{path}:{number}: {len(row.steps)} steps but {len(row.labels)} labels")
-                yield row
+    for where, record in jsonl_rows(path, "step-label file", json_list=True):
+        try:
+            kind = source if source != "auto" else _source_of(record)
+            row = readers[kind](record)
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{where}: {type(err).__name__}: {err}") from None
+        if row is not None:
+            if len(row.steps) != len(row.labels):
+                raise ValueError(f"{where}: {len(row.steps)} steps but {len(row.labels)} labels")
+            yield row
 
 
 def _source_of(record: Any) -> str:
     if not isinstance(record, dict):
-        raise ValueError("each line must be a JSON object")
+        raise ValueError("each record must be a JSON object")
     if "steps" in record and "labels" in record:
         return "mathgym"
+    if "steps" in record and "label" in record:
+        return "processbench"
     if "input" in record and "label" in record:
         return "math-shepherd"
     if "question" in record and "label" in record:
         return "prm800k"
-    raise ValueError(f"unknown step-label format (keys {sorted(record)[:6]}): expected mathgym's, Math-Shepherd's or PRM800K's")
+    if "conversations" in record:
+        return "rlhflow"
+    raise ValueError(
+        f"unknown step-label format (keys {sorted(record)[:6]}): expected mathgym's (problem, steps, labels), Math-Shepherd's "
+        "(input, label), PRM800K's (question, label), ProcessBench's (problem, steps, label) or RLHFlow's (conversations)"
+    )
