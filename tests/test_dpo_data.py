@@ -54,6 +54,30 @@ def test_bad_rows_name_the_line_and_field(tmp_path, row, match):
         load_preference_jsonl(write(tmp_path, [{"prompt": "ok", "chosen": "a", "rejected": "b"}, row]))
 
 
+def test_implicit_prompts_and_other_prompt_names(tmp_path):
+    """Anthropic's HH-RLHF (two texts, no prompt), TRL's implicit-prompt chats (UltraFeedback's and
+    Skywork's whole exchanges) and an ``instruction`` column, in a JSON list."""
+    user = [{"role": "user", "content": "2+2?"}]
+    rows = [
+        {"chosen": "\n\nHuman: What is 2+2?\n\nAssistant: It is 4.", "rejected": "\n\nHuman: What is 2+2?\n\nAssistant: It is 5."},
+        {"chosen": [*user, {"role": "assistant", "content": "4"}], "rejected": [*user, {"role": "assistant", "content": "5"}]},
+        {"prompt": "2+2?", "chosen": [*user, {"role": "assistant", "content": "4"}], "rejected": [*user, {"role": "assistant", "content": "5"}],
+         "score_chosen": 9.0, "score_rejected": 2.0},
+        {"instruction": "Say hi.", "chosen": "Hi!", "rejected": "No."},
+    ]
+    path = tmp_path / "prefs.json"
+    path.write_text(json.dumps(rows))
+    hh, chats, ultra, argilla = load_preference_jsonl(path)
+    assert (hh.prompt, hh.chosen, hh.rejected) == ("\n\nHuman: What is 2+2?\n\nAssistant: It is ", "4.", "5.")
+    assert (chats.prompt, chats.chosen, chats.rejected) == (tuple(user), "4", "5")
+    assert (ultra.prompt, ultra.chosen, ultra.rejected) == ("2+2?", "4", "5")
+    assert argilla == PreferencePair("Say hi.", "Hi!", "No.")
+    for chosen, rejected, match in (("same", "same", "the same text"), ("abc", "xyz", "no shared prompt"),
+                                    ([{"role": "assistant", "content": "a"}], [{"role": "assistant", "content": "b"}], "share no user message")):
+        with pytest.raises(DatasetError, match=match):
+            load_preference_jsonl(write(tmp_path, [{"chosen": chosen, "rejected": rejected}]))
+
+
 def test_missing_or_empty_file(tmp_path):
     with pytest.raises(DatasetError, match="does not exist"):
         load_preference_jsonl(tmp_path / "nope.jsonl")

@@ -88,35 +88,80 @@ def _prompt_value(value: Any, line: int) -> str | tuple[Message, ...]:
 
 
 def load_preference_jsonl(path: str | Path) -> list[PreferencePair]:
-    """Read preference pairs from a JSONL file (see the module docstring for the layout)."""
+    """Read preference pairs from a JSONL file, or a JSON list (see the module docstring for the
+    layout). The prompt may also be ``instruction`` or ``question``, or be left implicit, as
+    Anthropic's HH-RLHF and TRL's implicit-prompt sets leave it: ``chosen`` and ``rejected``
+    then both hold the whole exchange, and what they share is the prompt (:func:`split_implicit_prompt`)."""
+    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
+
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"preference file {str(path)!r} does not exist.")
     pairs = []
-    with path.open(encoding="utf-8") as f:
-        for number, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise DatasetError(f"{path}:{number}: not valid JSON ({err.msg}).") from None
-            missing = [k for k in ("prompt", "chosen", "rejected") if k not in row]
-            if missing:
-                raise DatasetError(f"{path}:{number}: missing field(s) {', '.join(missing)}.")
-            pairs.append(
-                PreferencePair(
-                    _prompt_value(row["prompt"], number),
-                    _completion_text(row["chosen"], "chosen", number),
-                    _completion_text(row["rejected"], "rejected", number),
-                    row.get("ref_chosen_logp"),
-                    row.get("ref_rejected_logp"),
-                    margin=_margin(row.get("margin"), number),
-                )
-            )
+    for where, row in jsonl_rows(path, "preference file", json_list=True):
+        number = int(where.rsplit(":", 1)[-1]) if where.rsplit(":", 1)[-1].isdigit() else len(pairs) + 1
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: a pair is a JSON object, not {type(row).__name__}.")
+        key = next((k for k in ("prompt", "instruction", "question") if k in row), None)
+        missing = [k for k in ("chosen", "rejected") if k not in row]
+        if missing:
+            raise DatasetError(f"{where}: missing field(s) {', '.join(missing)}.")
+        if key is None:
+            prompt, chosen, rejected = split_implicit_prompt(row["chosen"], row["rejected"], where)
+        else:
+            prompt = _prompt_value(row[key], number)
+            chosen, rejected = _completion_text(row["chosen"], "chosen", number), _completion_text(row["rejected"], "rejected", number)
+        pairs.append(PreferencePair(prompt, chosen, rejected, row.get("ref_chosen_logp"), row.get("ref_rejected_logp"),
+                                    margin=_margin(row.get("margin"), number)))
     if not pairs:
         raise DatasetError(f"preference file {str(path)!r} has no pairs.")
     return pairs
+
+
+def split_implicit_prompt(chosen: Any, rejected: Any, where: str = "") -> tuple[str | tuple[Message, ...], str, str]:
+    """A pair whose prompt is left implicit, as ``(prompt, chosen, rejected)``.
+
+    Two chats: the prompt is the messages both begin with, up to the first assistant message
+    where they part (at least one user message); each completion is the assistant text after
+    it. Two texts (HH-RLHF's ``"\\n\\nHuman: ...\\n\\nAssistant: ..."``): the prompt is the text
+    both begin with, cut back to the last whitespace, so that no word is split. (What both
+    share adds the same log-probability to each side, so where exactly it is cut does not
+    change a DPO or reward-model loss.)
+
+    Example:
+        >>> split_implicit_prompt("Human: hi Assistant: hello there", "Human: hi Assistant: go away")
+        ('Human: hi Assistant: ', 'hello there', 'go away')
+
+    Raises:
+        DatasetError: The two are not both chats or both texts, or share no prompt.
+    """
+    at = f"{where}: " if where else ""
+    if isinstance(chosen, str) and isinstance(rejected, str):
+        shared = 0
+        for a, b in zip(chosen, rejected):
+            if a != b:
+                break
+            shared += 1
+        if shared == len(chosen) == len(rejected):
+            raise DatasetError(f"{at}'chosen' and 'rejected' are the same text.")
+        cut = max(chosen.rfind(" ", 0, shared), chosen.rfind("\n", 0, shared)) + 1
+        if cut <= 0:
+            raise DatasetError(f"{at}no 'prompt' field, and 'chosen' and 'rejected' begin with no shared prompt.")
+        return chosen[:cut], chosen[cut:], rejected[cut:]
+    if not all(isinstance(v, list) and v and all(isinstance(m, dict) and "role" in m for m in v) for v in (chosen, rejected)):
+        raise DatasetError(f"{at}no 'prompt' field: 'chosen' and 'rejected' must then both be whole chats or both texts.")
+    shared = 0
+    while shared < min(len(chosen), len(rejected)) and chosen[shared] == rejected[shared]:
+        shared += 1
+    while shared and chosen[shared - 1].get("role") == "assistant":  # a shared reply that both continue stays with them
+        shared -= 1
+    prompt = tuple({"role": str(m["role"]), "content": str(m.get("content", ""))} for m in chosen[:shared])
+    if not any(m["role"] == "user" for m in prompt):
+        raise DatasetError(f"{at}no 'prompt' field, and 'chosen' and 'rejected' share no user message to be it.")
+    completions = ["".join(str(m.get("content", "")) for m in side[shared:] if m.get("role") == "assistant") for side in (chosen, rejected)]
+    if not all(completions):
+        raise DatasetError(f"{at}'chosen' and 'rejected' must each end with an assistant reply after what they share.")
+    return prompt, completions[0], completions[1]
 
 
 def save_preference_jsonl(pairs: Iterable[PreferencePair], path: str | Path) -> None:
