@@ -56,6 +56,33 @@ def test_jsonl_plain_and_chat(tmp_path):
         load_demonstrations(path)
 
 
+def test_demonstrations_in_the_layouts_sft_sets_ship(tmp_path):
+    """ShareGPT's conversations, TRL's conversational prompt-completion, Alpaca, MetaMathQA's
+    query/response and MATH's problem/solution, in a JSON list; a row with nothing to train on
+    or an unknown speaker is refused with its place."""
+    user, reply = {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}
+    rows = [
+        {"conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "2+2?"}, {"from": "gpt", "value": "4"}]},
+        {"prompt": [user], "completion": [reply]},
+        {"instruction": "Add the numbers.", "input": "2 and 2", "output": "4"},
+        {"instruction": "Say 4.", "input": "", "output": "4"},
+        {"query": "2+2?", "response": "4", "type": "GSM_Rephrased"},
+        {"problem": "2+2?", "solution": "It is $\\boxed{4}$."},
+    ]
+    path = tmp_path / "demos.json"
+    path.write_text(json.dumps(rows))
+    chats = load_demonstrations(path)
+    assert chats[0] == [{"role": "system", "content": "Be brief."}, user, reply] and chats[1] == [user, reply]
+    assert chats[2] == [{"role": "user", "content": "Add the numbers.\n\n2 and 2"}, reply]
+    assert chats[3][0] == {"role": "user", "content": "Say 4."} and chats[4] == [user, reply]
+    assert chats[5][1] == {"role": "assistant", "content": "It is $\\boxed{4}$."}
+    for row, match in (({"messages": [user]}, "no assistant message"), ({"conversations": [{"from": "alien", "value": "x"}]}, "speakers"),
+                       ({"prompt": [user], "completion": "4"}, "must both be texts or both lists"), ({"messages": [{"content": "x"}]}, "neither 'role'")):
+        path.write_text(json.dumps(row) + "\n")
+        with pytest.raises(DatasetError, match=f"demos.json:1: .*{match}"):
+            load_demonstrations(path)
+
+
 def test_demonstration_tokens_only_assistant_turns_are_actions(policy):
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ab"},
             {"role": "user", "content": "x"}, {"role": "assistant", "content": "c"}]

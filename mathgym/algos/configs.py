@@ -506,7 +506,7 @@ class RMConfig(TrainConfig):
 class PRMConfig(TrainConfig):
     """Process reward model training options (on top of :class:`TrainConfig`); see :mod:`mathgym.algos.prm`."""
 
-    data: str = option("", "JSONL of labelled solutions: {'problem', 'steps': [...], 'labels': [...]} (labels in [0, 1])")
+    data: str = option("", "JSONL of labelled solutions: {'problem', 'steps': [...], 'labels': [...]} (labels in [0, 1]), or Math-Shepherd, PRM800K, ProcessBench, RLHFlow rows")
     eval_data: str = option("", "held-out labelled solutions: step AUC and first-error accuracy before and after (empty: none)")
     batch_size: int = option(16, "labelled solutions per optimizer step")
     form: PRMForm = option(

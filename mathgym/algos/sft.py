@@ -4,10 +4,13 @@
 Demonstrations become :class:`~mathgym.algos.batch.Episode` objects whose assistant
 tokens are the action tokens, so SFT shares the batch type (and DPO can reuse it).
 
-JSONL formats (one object per line):
+JSONL formats (one object per line; a JSON list too):
 
 - plain: ``{"prompt": "...", "completion": "..."}`` (the prompt becomes a user message)
 - chat: ``{"messages": [{"role": ..., "content": ...}, ...]}``: every assistant message is trained
+- the layouts SFT data sets ship in: ShareGPT's ``conversations``, TRL's conversational
+  prompt-completion, Alpaca's ``instruction``/``input``/``output``, a question and its answer
+  (:func:`load_demonstrations`).
 """
 
 from __future__ import annotations
@@ -89,29 +92,87 @@ def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", gr
     return ep
 
 
+#: ShareGPT's speakers (``from``) as chat roles.
+SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant", "tool": "tool",
+                  "function": "tool", "observation": "tool"}
+#: Pairs of fields that hold a question and its demonstrated answer, as data sets name them
+#: (MetaMathQA's ``query``/``response``, MATH's ``problem``/``solution``, GSM8K's ``question``/``answer``).
+ANSWER_PAIRS = (("query", "response"), ("problem", "solution"), ("question", "answer"))
+
+
 def load_demonstrations(path: str | Path) -> list[Chat]:
-    """Read plain or chat JSONL demonstrations (see the module docstring)."""
+    """Read demonstrations from JSONL (or a JSON list), each row in one of the layouts SFT data
+    sets ship: ``messages`` (``{"role", "content"}``), ShareGPT's ``conversations`` (``{"from",
+    "value"}``), ``prompt`` + ``completion`` (texts, or TRL's conversational lists of messages),
+    Alpaca's ``instruction`` (+ ``input``) + ``output``, or a question and its answer
+    (``query``/``response``, ``problem``/``solution``, ``question``/``answer``). Every assistant
+    message is trained.
+
+    Raises:
+        DatasetError: The file cannot be read, or a row fits no layout or has no assistant
+            message (naming its line).
+    """
+    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
+
     chats = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise DatasetError(f"Cannot read demonstrations {path}: {err}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DatasetError(f"{path}:{n}: not JSON ({err})") from None
-        if isinstance(row, dict) and isinstance(row.get("messages"), list):
-            chats.append([{"role": str(m["role"]), "content": str(m["content"])} for m in row["messages"]])
-        elif isinstance(row, dict) and "prompt" in row and "completion" in row:
-            chats.append([{"role": "user", "content": str(row["prompt"])}, {"role": "assistant", "content": str(row["completion"])}])
-        else:
-            raise DatasetError(f"{path}:{n}: expected {{'prompt', 'completion'}} or {{'messages': [...]}}")
+    for where, row in jsonl_rows(path, "demonstrations", json_list=True):
+        chat = _demonstration(row, where)
+        if not any(m["role"] == "assistant" for m in chat):
+            raise DatasetError(f"{where}: the demonstration holds no assistant message to train on")
+        chats.append(chat)
     if not chats:
         raise DatasetError(f"{path} holds no demonstrations.")
     return chats
+
+
+def _demonstration(row: Any, where: str) -> Chat:
+    """One row as a chat, its layout detected (see :func:`load_demonstrations`)."""
+    if not isinstance(row, dict):
+        raise DatasetError(f"{where}: a demonstration is a JSON object, not {type(row).__name__}")
+    if isinstance(row.get("messages"), list):
+        return _messages(row["messages"], where)
+    if isinstance(row.get("conversations"), list):
+        return _messages(row["conversations"], where)
+    if "prompt" in row and "completion" in row:
+        prompt, completion = row["prompt"], row["completion"]
+        if isinstance(prompt, list) and isinstance(completion, list):  # TRL's conversational prompt-completion
+            return _messages(prompt, where) + _messages(completion, where)
+        if isinstance(prompt, str) and isinstance(completion, str):
+            return [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}]
+        raise DatasetError(f"{where}: 'prompt' and 'completion' must both be texts or both lists of messages")
+    if isinstance(row.get("instruction"), str) and isinstance(row.get("output"), str):  # Alpaca
+        extra = row.get("input")
+        request = row["instruction"] + (f"\n\n{extra}" if isinstance(extra, str) and extra.strip() else "")
+        system = [{"role": "system", "content": row["system"]}] if isinstance(row.get("system"), str) and row["system"].strip() else []
+        return [*system, {"role": "user", "content": request}, {"role": "assistant", "content": row["output"]}]
+    for question, answer in ANSWER_PAIRS:
+        if isinstance(row.get(question), str) and isinstance(row.get(answer), str):
+            return [{"role": "user", "content": row[question]}, {"role": "assistant", "content": row[answer]}]
+    raise DatasetError(
+        f"{where}: expected messages, conversations (ShareGPT), prompt + completion, instruction + output (Alpaca), "
+        f"or query + response / problem + solution / question + answer; the row has {sorted(map(str, row))[:8]}"
+    )
+
+
+def _messages(turns: list, where: str) -> Chat:
+    """``{"role", "content"}`` messages, or ShareGPT's ``{"from", "value"}`` turns, as a chat."""
+    chat = []
+    for turn in turns:
+        if not isinstance(turn, dict):
+            raise DatasetError(f"{where}: a message is a JSON object, not {type(turn).__name__}")
+        if "role" in turn:
+            role, content = turn.get("role"), turn.get("content")
+        elif "from" in turn:
+            role, content = SHAREGPT_ROLES.get(str(turn.get("from")).lower()), turn.get("value")
+            if role is None:
+                raise DatasetError(f"{where}: a turn from {turn.get('from')!r}; known speakers: {', '.join(SHAREGPT_ROLES)}")
+        else:
+            raise DatasetError(f"{where}: a message has neither 'role' nor 'from'")
+        if not isinstance(role, str) or not isinstance(content, (str, type(None))):
+            raise DatasetError(f"{where}: a message's role and content must be text")
+        chat.append({"role": role, "content": content or ""})
+    return chat
 
 
 class NoDemonstrations(ConfigError):
