@@ -85,9 +85,12 @@ def test_jsonl_prompts_are_answered_by_the_teacher_and_given_responses_kept(mode
     assert sorted(c[0] for c in given) == ["\\boxed{2}", "\\boxed{3}"]
     assert batch.action_mask.sum() > 0
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"question": "?"}\n')
+    bad.write_text('{"text": "?"}\n')
     with pytest.raises(DatasetError, match="bad.jsonl:1: expected"):
         load_distill_rows(bad)
+    bad.write_text(json.dumps([{"question": "What is 5 - 2?"}, {"instruction": "Add 1 and 1.", "output": "2"}]))  # other layouts
+    assert load_distill_rows(bad) == [[{"role": "user", "content": "What is 5 - 2?"}],
+                                      [{"role": "user", "content": "Add 1 and 1."}, {"role": "assistant", "content": "2"}]]
 
 
 def test_the_command_line_on_a_jsonl_file_and_on_a_multi_turn_env(models, tmp_path, capsys):

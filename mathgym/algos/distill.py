@@ -22,6 +22,9 @@ JSONL rows (one object per line):
 - ``{"prompt": "...", "completion": "..."}`` (or ``"response"``), or ``{"messages": [... ending with an
   assistant message]}``: every assistant message is a target, as in SFT.
 
+The other layouts SFT reads work too, with or without their answers (ShareGPT, Alpaca, a
+question and its answer: :func:`~mathgym.algos.sft.read_chats`); a JSON list file as well.
+
     mathgym train --algo distill --teacher runs/grpo-MathReason-v0-.../final --model ./small-student
     mathgym train --algo distill --teacher Qwen/Qwen2.5-1.5B-Instruct --model Qwen/Qwen2.5-0.5B-Instruct --data prompts.jsonl
 """
@@ -29,7 +32,6 @@ JSONL rows (one object per line):
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,10 +45,10 @@ from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.configs import DistillConfig, TrainConfig
 from mathgym.algos.distill_losses import TeacherTopK, distillation_loss, teacher_top_k, token_divergence
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings
-from mathgym.algos.sft import Chat, encode_demonstration
+from mathgym.algos.sft import Chat, encode_demonstration, read_chats
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan, micro_batches
-from mathgym.errors import ConfigError, DatasetError
+from mathgym.errors import ConfigError
 
 __all__ = ["DistillConfig", "DistillTrainer", "check_shared_vocabulary", "load_distill_rows", "load_teacher", "shared_vocab_width"]
 
@@ -107,34 +109,10 @@ def load_teacher(name: str, config: TrainConfig, student: LLMPolicy, device: str
 
 
 def load_distill_rows(path: str | Path) -> list[Chat]:
-    """Read prompt and prompt+response rows (see the module docstring); a chat ending with an
-    assistant message has its responses, any other is a prompt for the teacher."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise DatasetError(f"Cannot read distillation data {path}: {err}") from None
-    rows: list[Chat] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DatasetError(f"{path}:{n}: not JSON ({err})") from None
-        if isinstance(row, dict) and isinstance(row.get("messages"), list) and row["messages"]:
-            messages = row["messages"]
-            if not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
-                raise DatasetError(f"{path}:{n}: every message needs a 'role' and a 'content'.")
-            rows.append([{"role": str(m["role"]), "content": str(m["content"])} for m in messages])
-        elif isinstance(row, dict) and isinstance(row.get("prompt"), str):
-            chat = [{"role": "user", "content": row["prompt"]}]
-            response = row.get("completion", row.get("response"))
-            rows.append(chat + ([{"role": "assistant", "content": str(response)}] if response is not None else []))
-        else:
-            raise DatasetError(f"{path}:{n}: expected {{'prompt'[, 'completion']}} or {{'messages': [...]}}.")
-    if not rows:
-        raise DatasetError(f"{path} holds no rows.")
-    return rows
+    """Read prompt and prompt+response rows (see the module docstring) in any layout
+    :func:`~mathgym.algos.sft.read_chats` reads; a chat ending with an assistant message has its
+    responses, any other is a prompt for the teacher."""
+    return [chat for _, chat in read_chats(path, "distillation data", prompts=True)]
 
 
 class DistillTrainer(Trainer):

@@ -113,45 +113,62 @@ def load_demonstrations(path: str | Path) -> list[Chat]:
         DatasetError: The file cannot be read, or a row fits no layout or has no assistant
             message (naming its line).
     """
-    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
-
-    chats = []
-    for where, row in jsonl_rows(path, "demonstrations", json_list=True):
-        chat = _demonstration(row, where)
+    chats = read_chats(path, "demonstrations")
+    for where, chat in chats:
         if not any(m["role"] == "assistant" for m in chat):
             raise DatasetError(f"{where}: the demonstration holds no assistant message to train on")
-        chats.append(chat)
+    return [chat for _, chat in chats]
+
+
+def read_chats(path: str | Path, what: str, prompts: bool = False) -> list[tuple[str, Chat]]:
+    """The rows of a JSONL (or JSON list) file as chats, with where each stands, in the layouts
+    :func:`load_demonstrations` reads; with ``prompts``, a row may also be a prompt alone (a
+    ``prompt``, ``instruction`` or question without its answer), a chat ending with the user.
+
+    Raises:
+        DatasetError: The file cannot be read, holds no row, or a row fits no layout.
+    """
+    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
+
+    chats = [(where, _chat_of(row, where, prompts)) for where, row in jsonl_rows(path, what, json_list=True)]
     if not chats:
-        raise DatasetError(f"{path} holds no demonstrations.")
+        raise DatasetError(f"{path} holds no rows.")
     return chats
 
 
-def _demonstration(row: Any, where: str) -> Chat:
-    """One row as a chat, its layout detected (see :func:`load_demonstrations`)."""
+def _chat_of(row: Any, where: str, prompts: bool) -> Chat:
+    """One row as a chat, its layout detected (see :func:`read_chats`)."""
     if not isinstance(row, dict):
-        raise DatasetError(f"{where}: a demonstration is a JSON object, not {type(row).__name__}")
-    if isinstance(row.get("messages"), list):
-        return _messages(row["messages"], where)
-    if isinstance(row.get("conversations"), list):
-        return _messages(row["conversations"], where)
-    if "prompt" in row and "completion" in row:
-        prompt, completion = row["prompt"], row["completion"]
+        raise DatasetError(f"{where}: a row is a JSON object, not {type(row).__name__}")
+    for key in ("messages", "conversations"):
+        if isinstance(row.get(key), list) and row[key]:
+            return _messages(row[key], where)
+    if "prompt" in row and ("completion" in row or "response" in row or prompts):
+        prompt, completion = row["prompt"], row.get("completion", row.get("response"))
+        asked = _messages(prompt, where) if isinstance(prompt, list) else [{"role": "user", "content": prompt}] if isinstance(prompt, str) else None
+        if asked is None:
+            raise DatasetError(f"{where}: 'prompt' must be a text or a list of messages")
+        if completion is None and prompts:
+            return asked
         if isinstance(prompt, list) and isinstance(completion, list):  # TRL's conversational prompt-completion
-            return _messages(prompt, where) + _messages(completion, where)
+            return asked + _messages(completion, where)
         if isinstance(prompt, str) and isinstance(completion, str):
-            return [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}]
+            return asked + [{"role": "assistant", "content": completion}]
         raise DatasetError(f"{where}: 'prompt' and 'completion' must both be texts or both lists of messages")
-    if isinstance(row.get("instruction"), str) and isinstance(row.get("output"), str):  # Alpaca
+    if isinstance(row.get("instruction"), str) and (isinstance(row.get("output"), str) or prompts):  # Alpaca
         extra = row.get("input")
         request = row["instruction"] + (f"\n\n{extra}" if isinstance(extra, str) and extra.strip() else "")
         system = [{"role": "system", "content": row["system"]}] if isinstance(row.get("system"), str) and row["system"].strip() else []
-        return [*system, {"role": "user", "content": request}, {"role": "assistant", "content": row["output"]}]
+        answer = [{"role": "assistant", "content": row["output"]}] if isinstance(row.get("output"), str) else []
+        return [*system, {"role": "user", "content": request}, *answer]
     for question, answer in ANSWER_PAIRS:
-        if isinstance(row.get(question), str) and isinstance(row.get(answer), str):
-            return [{"role": "user", "content": row[question]}, {"role": "assistant", "content": row[answer]}]
+        if isinstance(row.get(question), str) and (isinstance(row.get(answer), str) or prompts):
+            reply = [{"role": "assistant", "content": row[answer]}] if isinstance(row.get(answer), str) else []
+            return [{"role": "user", "content": row[question]}, *reply]
     raise DatasetError(
         f"{where}: expected messages, conversations (ShareGPT), prompt + completion, instruction + output (Alpaca), "
-        f"or query + response / problem + solution / question + answer; the row has {sorted(map(str, row))[:8]}"
+        f"or query + response / problem + solution / question + answer{' (or a prompt alone)' if prompts else ''}; "
+        f"the row has {sorted(map(str, row))[:8]}"
     )
 
 
