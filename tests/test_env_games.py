@@ -89,6 +89,39 @@ def test_countdown_evaluator_is_exact_and_refuses_code():
 # -- GuessNumber --------------------------------------------------------------------
 
 
+def test_countdown_on_tinyzeros_data_with_every_number_used_once(tmp_path):
+    """TinyZero's Countdown rows (``nums``, ``target``, a JSON list or JSONL): drawn by seed or
+    picked by index; with ``use_all_numbers`` (TinyZero's rule) an answer leaving a number out is
+    refused, and the expert finds an expression using all of them."""
+    import json
+
+    from mathgym.errors import ConfigError, DatasetError
+
+    rows = [{"target": 24, "nums": [4, 6, 1, 1]}, {"target": 10, "nums": [2, 5, 3]}]
+    path = tmp_path / "countdown.json"
+    path.write_text(json.dumps(rows))
+    env = gym.make("Countdown-v0", dataset=str(path), use_all_numbers=True)
+    obs, _ = env.reset(options={"task_index": 0})
+    assert "[4, 6, 1, 1]" in obs and "24" in obs and "exactly once" in obs
+    assert env.step("\\boxed{4 * 6}")[4]["feedback"].startswith("leaves numbers unused: [1, 1]")
+    env.reset(options={"task_index": 0})
+    assert env.step("\\boxed{4 * 6 * 1 * 1}")[1] == 1.0
+    for index in (0, 1):
+        env.reset(options={"task_index": index})
+        expert = env.unwrapped.expert_action()
+        assert env.step(expert)[1] == 1.0, expert
+    lenient = gym.make("Countdown-v0", dataset=str(path))  # the default rule: each number at most once
+    lenient.reset(options={"task_index": 1})
+    assert lenient.step("<answer>2 * 5</answer>")[1] == 1.0
+    assert {gym.make("Countdown-v0", dataset=str(path)).reset(seed=s)[0].split("]")[0] for s in range(8)} == {
+        "Using the numbers [4, 6, 1, 1", "Using the numbers [2, 5, 3"}
+    path.write_text(json.dumps({"target": "24", "nums": [4, 6]}) + "\n")
+    with pytest.raises(DatasetError, match="countdown.json:1: a row needs 'nums'"):
+        gym.make("Countdown-v0", dataset=str(path))
+    with pytest.raises(ConfigError, match="with dataset="):
+        gym.make("Countdown-v0").reset(options={"task_index": 0})
+
+
 def test_binary_search_always_wins_guess_number():
     env = gym.make("GuessNumber-v0", low=1, high=100)
     for secret in range(1, 101):

@@ -13,12 +13,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mathgym.core import Judgement, Task, TextEnv
-from mathgym.errors import ConfigError
+from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import last_boxed
 
@@ -146,8 +147,9 @@ def extract_expression(action: str) -> str | None:
     return text or None
 
 
-def solve(numbers: Sequence[int], target: int) -> str | None:
-    """An expression over (a subset of) ``numbers`` equal to ``target``, or ``None``.
+def solve(numbers: Sequence[int], target: int, use_all: bool = False) -> str | None:
+    """An expression over (a subset of) ``numbers`` equal to ``target``, or ``None``; with
+    ``use_all``, one that uses every number exactly once.
 
     Exhaustive search over pairs of sub-results, restricted (as in the TV game) to positive
     integer intermediate results, which every generated instance admits; multisets of values
@@ -157,7 +159,7 @@ def solve(numbers: Sequence[int], target: int) -> str | None:
 
     def search(items: list[tuple[int, str]]) -> str | None:
         for value, text in items:
-            if value == target:
+            if value == target and (not use_all or len(items) == 1):
                 return text
         key = tuple(sorted(v for v, _ in items))
         if len(items) < 2 or key in seen:
@@ -213,13 +215,42 @@ def generate_instance(rng: np.random.Generator, count: int) -> tuple[list[int], 
             return [numbers[k] for k in order], int(target), expression[1:-1]
 
 
+def load_countdown(path: str | Path) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """The ``(numbers, target)`` instances of a JSONL (or JSON list) file: TinyZero's layout
+    (``Jiayi-Pan/Countdown-Tasks-3to4``: ``nums``, ``target``), or ``numbers`` and ``target``.
+
+    Raises:
+        DatasetError: The file is missing, holds no instance, or a row lacks integer numbers
+            (2 to 6 of them, each in 1..10**6: the solver behind the expert stays fast) or an
+            integer target (naming the row).
+    """
+    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
+
+    instances = []
+    for where, row in jsonl_rows(path, "Countdown data set", json_list=True):
+        numbers = (row.get("nums", row.get("numbers")) if isinstance(row, dict) else None)
+        target = row.get("target") if isinstance(row, dict) else None
+        whole = [isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 10**6 for n in (numbers or [])]
+        if not (isinstance(numbers, list) and 2 <= len(numbers) <= MAX_NUMBERS and all(whole)) or isinstance(target, bool) or not isinstance(target, int):
+            raise DatasetError(f"{where}: a row needs 'nums' (or 'numbers'): 2 to {MAX_NUMBERS} integers in 1..10**6, and an integer 'target'")
+        instances.append((tuple(numbers), target))
+    if not instances:
+        raise DatasetError(f"Countdown data set {str(path)!r} holds no instances")
+    return tuple(instances)
+
+
 class CountdownEnv(TextEnv):
     """Reach the target with the given numbers, + - * / and parentheses (each number at most once).
 
     Args:
-        num_numbers: How many numbers are given (3 to 6): the difficulty.
+        num_numbers: How many numbers are given (3 to 6): the difficulty of generated instances.
         format_reward: Reward for a well-formed expression over allowed numbers that misses
             the target (0 by default; e.g. 0.1 as in TinyZero-style shaping).
+        dataset: A JSONL (or JSON list) of instances to draw from instead of generating them
+            (:func:`load_countdown`: TinyZero's ``nums`` and ``target``); ``options={"task_index": i}``
+            picks one.
+        use_all_numbers: Every number must be used exactly once, as TinyZero's grader asks
+            (default: each at most once).
         system_prompt: System message; ``""`` for none.
         max_length: Longest observation/action in characters.
         render_mode: ``None`` or ``"ansi"``.
@@ -234,6 +265,8 @@ class CountdownEnv(TextEnv):
         self,
         num_numbers: int = 4,
         format_reward: float = 0.0,
+        dataset: str | Path | None = None,
+        use_all_numbers: bool = False,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
         max_length: int = 8192,
         render_mode: str | None = None,
@@ -241,21 +274,36 @@ class CountdownEnv(TextEnv):
         super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)
         if not isinstance(num_numbers, int) or not MIN_NUMBERS <= num_numbers <= MAX_NUMBERS:
             raise ConfigError(f"num_numbers={num_numbers!r} is not allowed; choose an integer from {MIN_NUMBERS} to {MAX_NUMBERS}.")
+        if not isinstance(use_all_numbers, bool):
+            raise ConfigError(f"use_all_numbers={use_all_numbers!r} must be True or False.")
         self.num_numbers = num_numbers
         self.format_reward = float(format_reward)
+        self.use_all_numbers = use_all_numbers
+        self.dataset = None if dataset is None else str(dataset)
+        self._instances = load_countdown(dataset) if dataset is not None else ()
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
-        if "task_index" in options:
-            raise ConfigError("Countdown-v0 generates instances by seed; options['task_index'] is not supported.")
-        numbers, target, expression = generate_instance(self.np_random, self.num_numbers)
+        if self._instances:
+            index = options.get("task_index", None)
+            if index is None:
+                index = int(self.np_random.integers(len(self._instances)))
+            elif isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._instances):
+                raise ConfigError(f"options['task_index']={index!r} is not an index of the {len(self._instances)} instances.")
+            numbers, target = list(self._instances[index][0]), self._instances[index][1]
+            expression = ""  # the data sets give none: the expert searches
+        elif "task_index" in options:
+            raise ConfigError("Countdown-v0 generates instances by seed; options['task_index'] is not supported (it is with dataset=).")
+        else:
+            numbers, target, expression = generate_instance(self.np_random, self.num_numbers)
         listed = ", ".join(map(str, numbers))
+        rule = "each number exactly once" if self.use_all_numbers else "each number at most once (you need not use all)"
         prompt = (
             f"Using the numbers [{listed}], write an expression that equals {target}.\n"
-            "You may use + - * / and parentheses; each number at most once (you need not use all).\n"
+            f"You may use + - * / and parentheses; {rule}.\n"
             "Give the expression in \\boxed{}."
         )
         digest = hashlib.sha1(f"{numbers}->{target}".encode()).hexdigest()[:12]
-        return Task(f"countdown-{self.num_numbers}-{digest}", prompt, expression, {"numbers": numbers, "target": target})
+        return Task(f"countdown-{len(numbers)}-{digest}", prompt, expression, {"numbers": numbers, "target": target})
 
     def _judge(self, action: str) -> Judgement:
         numbers, target = self.task.metadata["numbers"], self.task.metadata["target"]
@@ -269,6 +317,9 @@ class CountdownEnv(TextEnv):
         extra = Counter(result.numbers) - Counter(numbers)
         if extra:
             return self._verdict(0.0, Status.FORMAT_ERROR, text, f"uses numbers not available: {sorted(extra.elements())}")
+        unused = Counter(numbers) - Counter(result.numbers)
+        if self.use_all_numbers and unused:
+            return self._verdict(0.0, Status.FORMAT_ERROR, text, f"leaves numbers unused: {sorted(unused.elements())} (each must be used once)")
         if result.value == target:
             return self._verdict(1.0, Status.CORRECT, text, "reaches the target")
         return self._verdict(self.format_reward, Status.WRONG, text, f"evaluates to {result.value}, not {target}")
@@ -285,7 +336,8 @@ class CountdownEnv(TextEnv):
             info={"extracted_expression": expression, "feedback": note},
         )
 
-    def expert_action(self) -> str:
-        """A solution found by the exhaustive solver (for SFT and tests)."""
-        found = solve(self.task.metadata["numbers"], self.task.metadata["target"])
-        return f"\\boxed{{{found if found is not None else self.task.answer}}}"
+    def expert_action(self) -> str | None:
+        """A solution found by the exhaustive solver (for SFT and tests); ``None`` for a data set's
+        instance it cannot solve (one needing fractions on the way, or none at all)."""
+        found = solve(self.task.metadata["numbers"], self.task.metadata["target"], self.use_all_numbers) or self.task.answer
+        return f"\\boxed{{{found}}}" if found else None
