@@ -268,6 +268,35 @@ def test_other_math_sets_layouts_load_as_they_are(tmp_path):
     assert record_from_row({"problem": "p", "answer": 3.0, "url": "u"}).answer == "3.0"
 
 
+def test_parquet_files_load_as_verl_and_the_hub_ship_them(tmp_path):
+    """verl's rows (a chat prompt, reward_model.ground_truth) in Parquet, as verl trains on them;
+    the code env, the demonstrations and a broken file go through the same reader."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mathgym.algos.sft import load_demonstrations
+    from mathgym.envs.data import load_jsonl
+
+    rows = [{"data_source": "x", "prompt": [{"role": "user", "content": f"What is {i} + {i}?"}],
+             "reward_model": {"style": "rule", "ground_truth": str(2 * i)}} for i in range(4)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+    assert [(r.question, r.answer) for r in load_jsonl(tmp_path / "train.parquet")] == [(f"What is {i} + {i}?", str(2 * i)) for i in range(4)]
+    env = gym.make("MathReason-v0", dataset=str(tmp_path / "train.parquet"), split="all")
+    obs, _ = env.reset(seed=0)
+    i = next(i for i in range(4) if f"What is {i} + {i}?" in obs)
+    assert env.step(f"\\boxed{{{2 * i}}}")[1] == 1.0
+    code = [{"question": "Add the two numbers.", "input_output": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})}]
+    pq.write_table(pa.Table.from_pylist(code), tmp_path / "code.parquet")
+    env = gym.make("CodeSandbox-v0", dataset=str(tmp_path / "code.parquet"))
+    env.reset(options={"task_index": 0})
+    assert env.step("```python\nprint(sum(map(int, input().split())))\n```")[1] == 1.0
+    pq.write_table(pa.Table.from_pylist([{"query": "2+2?", "response": "4"}]), tmp_path / "sft.parquet")
+    assert load_demonstrations(tmp_path / "sft.parquet") == [[{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]]
+    (tmp_path / "broken.parquet").write_text("not parquet")
+    with pytest.raises(DatasetError, match="broken.parquet: not a readable Parquet file"):
+        load_jsonl(tmp_path / "broken.parquet")
+
+
 def test_a_malformed_row_or_column_mapping_is_a_data_set_error():
     from mathgym.envs.data import record_from_row
 

@@ -225,7 +225,7 @@ def jsonl_rows(path: str | Path, what: str, json_list: bool = False) -> Iterator
     """Each JSON value of a JSONL file with where it stands (``"FILE:LINE"``), blank lines skipped;
     with ``json_list``, a file that is one JSON list (as Spider's ``dev.json``) gives its items
     (``"FILE: record N"``), unless the list is one chat (turns with ``role`` or ``from``): that
-    is one record.
+    is one record. A ``.parquet`` file gives its rows (``"FILE: row N"``).
 
     Raises:
         DatasetError: The file does not exist (``what`` names it in the message) or a line is not JSON.
@@ -233,6 +233,9 @@ def jsonl_rows(path: str | Path, what: str, json_list: bool = False) -> Iterator
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{what} {str(path)!r} does not exist")
+    if path.suffix == ".parquet":
+        yield from _parquet_rows(path)
+        return
     with path.open(encoding="utf-8") as handle:
         if json_list and handle.read(4096).lstrip().startswith("["):
             handle.seek(0)
@@ -248,6 +251,22 @@ def jsonl_rows(path: str | Path, what: str, json_list: bool = False) -> Iterator
         for number, line in enumerate(handle, 1):
             if line.strip():
                 yield f"{path}:{number}", _parsed(line, f"{path}:{number}")
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    """The rows of a Parquet file (as verl's and the hub's data sets ship) as JSON-like values,
+    read a batch at a time (``"FILE: row N"``)."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 - pyarrow comes with datasets
+
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=1024)
+        index = 0
+        for batch in batches:
+            for row in batch.to_pylist():
+                yield f"{path}: row {index}", row
+                index += 1
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise DatasetError(f"{path}: not a readable Parquet file ({type(err).__name__}: {str(err)[:200]})") from None
 
 
 def _is_chat(value: Any) -> bool:
