@@ -180,7 +180,7 @@ STDIO_ROWS = {
              "input_output": json.dumps({"inputs": ["1 2\n", "5\n-5 7\n"], "outputs": ["3\n", ["7"]]})},
     "livecodebench": {"question_id": "abc001_a", "question_title": "Sum", "question_content": "Print the sum of the integers.",
                       "public_test_cases": json.dumps([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]),
-                      "private_test_cases": "eJzLSM3JyQcABiwCFQ=="},  # compressed pickle: left out, never unpickled
+                      "private_test_cases": "eJzLSM3JyQcABiwCFQ=="},  # compressed, but no pickled JSON inside: left out
     "codecontests": {"name": "sum", "description": "Print the sum of the integers.",
                      "public_tests": {"input": ["1 2\n"], "output": ["3\n"]}, "private_tests": {"input": ["10 -3\n"], "output": ["7\n"]},
                      "generated_tests": {"input": [], "output": []},
@@ -245,6 +245,37 @@ def test_codeforces_records_graded_otherwise_are_unverifiable_not_wrong(tmp_path
     env = gym.make("CodeSandbox-v0", dataset=str(path))
     _, reward, _, _, info = _answer(env, 0, f"```python\n{SUM_PROGRAM}```")
     assert reward == 0.0 and info["status"] == "unverifiable", info
+
+
+def test_livecodebench_compressed_private_tests_are_read_without_running_the_pickle(tmp_path):
+    """LiveCodeBench packs its private tests as base64 of zlib of a pickled JSON string: they are
+    read by an unpickler that refuses every class and function, so a pickle that would run code
+    is left out, and runs nothing."""
+    import base64
+    import os
+    import pickle
+    import zlib
+
+    def packed(obj):
+        return base64.b64encode(zlib.compress(pickle.dumps(obj))).decode()
+
+    private = [{"input": "10 -3\n", "output": "7\n", "testtype": "stdin"}, {"input": "5 5\n", "output": "10\n", "testtype": "stdin"}]
+    row = {**STDIO_ROWS["livecodebench"], "private_test_cases": packed(json.dumps(private))}
+    marker = tmp_path / "ran"
+
+    class Hostile:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    hostile = {**STDIO_ROWS["livecodebench"], "question_id": "abc002_a", "private_test_cases": packed(Hostile())}
+    path = tmp_path / "lcb.jsonl"
+    path.write_text(json.dumps(row) + "\n" + json.dumps(hostile) + "\n")
+    task, left = load_code_jsonl(path)
+    assert [t[1:] for t in task.io_tests] == [("1 2\n", "3\n"), ("10 -3\n", "7\n"), ("5 5\n", "10\n")]
+    assert [t[1:] for t in left.io_tests] == [("1 2\n", "3\n")] and not marker.exists()
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    assert _answer(env, 0, f"```python\n{SUM_PROGRAM}```")[1] == 1.0
+    assert _answer(env, 0, "```python\nprint(3)\n```")[1] == pytest.approx(1 / 3)
 
 
 CALL_ROWS = [

@@ -13,12 +13,16 @@ or raw text) and assembles what the sandbox runs. Nothing here executes code: pa
 from __future__ import annotations
 
 import ast
+import base64
 import builtins
 import copy
 import functools
+import io
 import json
 import math
+import pickle
 import re
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 import warnings
 from dataclasses import dataclass, field
@@ -591,8 +595,9 @@ def stdio_task(row: dict, default_id: str) -> CodeTask:
     of APPS or TACO (``question``, ``input_output``, ``solutions``), LiveCodeBench
     (``question_content``, ``public_test_cases``, ``private_test_cases``) or CodeContests
     (``description``, ``public_tests``, ``private_tests``, ``generated_tests``, ``solutions``).
-    JSON held in a string is decoded (never a pickle: LiveCodeBench's compressed private tests
-    are left out). A record whose tests call a function instead is :func:`call_task`'s.
+    JSON held in a string is decoded, and LiveCodeBench's compressed private tests too
+    (:func:`compressed_json`: its pickle is read refusing every class and function). A record
+    whose tests call a function instead is :func:`call_task`'s.
 
     Raises:
         DatasetError: No question, or no test.
@@ -796,7 +801,8 @@ def _literal(value: object) -> str:
 
 
 def _json_cell(value: object, key: str, optional: bool = False) -> object:
-    """A cell that holds JSON, or JSON in a string; ``None`` for an optional cell that is neither."""
+    """A cell that holds JSON, or JSON in a string (LiveCodeBench's private tests also compressed:
+    :func:`compressed_json`); ``None`` for an optional cell that is neither."""
     if not isinstance(value, str):
         return value
     if not value.strip():
@@ -804,9 +810,48 @@ def _json_cell(value: object, key: str, optional: bool = False) -> object:
     try:
         return json.loads(value)
     except json.JSONDecodeError:
+        decoded = compressed_json(value)
+        if decoded is not None:
+            return decoded
         if optional:
-            return None  # e.g. LiveCodeBench's compressed private tests: never unpickled here
+            return None
         raise DatasetError(f"{key} is not JSON") from None
+
+
+#: Most bytes a compressed cell may expand to.
+MAX_EXPANDED_BYTES = 1 << 28
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Loads only what pickle's own opcodes build (strings, numbers, lists, dicts...): any class
+    or function a pickle names is refused, so loading can run no code (Python's "restricting
+    globals", with nothing allowed)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"the cell names {module}.{name}; only plain data is read")
+
+
+def compressed_json(text: str) -> object | None:
+    """JSON packed as LiveCodeBench packs its private tests (base64 of zlib of a pickled JSON
+    string), or ``None`` when ``text`` is not that. The pickle is read by an unpickler that
+    refuses every class and function, and the text may expand to :data:`MAX_EXPANDED_BYTES`.
+
+    Example:
+        >>> import base64, pickle, zlib
+        >>> compressed_json(base64.b64encode(zlib.compress(pickle.dumps('[{"input": "1", "output": "2"}]'))).decode())
+        [{'input': '1', 'output': '2'}]
+    """
+    try:
+        packed = base64.b64decode(text.strip(), validate=True)
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(packed, MAX_EXPANDED_BYTES)
+        if inflater.unconsumed_tail:
+            return None
+        loaded = _PlainUnpickler(io.BytesIO(raw)).load()
+        return json.loads(loaded) if isinstance(loaded, (str, bytes)) else None
+    except (ValueError, zlib.error, pickle.UnpicklingError, EOFError, TypeError, IndexError, KeyError, AttributeError,
+            RecursionError, MemoryError, OverflowError):
+        return None
 
 
 def _io_text(value: object) -> str:
