@@ -6,12 +6,12 @@ import pickle
 import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
-from mathgym.errors import EpisodeFinishedError, InvalidActionError, ResetNeededError
+from mathgym.errors import DatasetError, EpisodeFinishedError, InvalidActionError, ResetNeededError
 
 
 @dataclass(frozen=True)
@@ -142,3 +142,78 @@ def run_checks(env_id: str, kwargs: dict | None = None) -> list[CheckResult]:
                 detail += "\n" + traceback.format_exc(limit=3)
             results.append(CheckResult(name, False, detail))
     return results
+
+
+@dataclass
+class ReferenceReport:
+    """How the tasks' own reference answers (``expert_action()``) fare when the env grades them:
+    what a data set of other people's needs before training on it (a reference that fails points
+    at a broken task, a missing library, a gold query SQLite cannot run)."""
+
+    tasks: int = 0
+    solved: int = 0
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(task, status, why)`` of each task whose reference did not solve it."""
+    unverifiable: list[tuple[str, str]] = field(default_factory=list)
+    without_reference: int = 0
+
+    def lines(self, shown: int = 10) -> list[str]:
+        """The report as text: counts, then the first ``shown`` failures and unverifiable tasks."""
+        out = [f"references: {self.tasks} tasks; {self.solved} solved by their own reference, {len(self.failed)} not, "
+               f"{len(self.unverifiable)} unverifiable, {self.without_reference} without a reference"]
+        out += [f"  [FAIL] {task}: {status}{f' ({why})' if why else ''}" for task, status, why in self.failed[:shown]]
+        out += [f"  [UNVERIFIABLE] {task}: {why}" for task, why in self.unverifiable[:shown]]
+        hidden = max(0, len(self.failed) - shown) + max(0, len(self.unverifiable) - shown)
+        return out + ([f"  ... and {hidden} more"] if hidden else [])
+
+
+def check_references(env_id: str, kwargs: dict | None = None, limit: int | None = None, progress: bool = True) -> ReferenceReport:
+    """Play each task's reference answer (the env's ``expert_action()``, turn after turn) and
+    grade it: every task of a data set (``options={"task_index": i}``), or ``limit`` of them;
+    for a generating env, the tasks of seeds ``0 .. limit - 1`` (100 by default).
+
+    A task counts as solved when its episode ends ``correct``; an ``unverifiable`` one is listed
+    apart (its tests cannot be judged here), and a task whose expert has no answer (a record
+    without a reference) is counted, not failed.
+    """
+    from tqdm.auto import tqdm  # noqa: PLC0415
+
+    env = gym.make(env_id, **(kwargs or {}))
+    base = env.unwrapped
+    count = getattr(base, "num_tasks", None)
+    by_index = isinstance(count, int) and count > 0
+    total = (min(count, limit) if limit else count) if by_index else (limit or 100)
+    report = ReferenceReport()
+    try:
+        for i in tqdm(range(total), desc=f"{env_id} references", unit="task", disable=not progress):
+            report.tasks += 1
+            try:
+                _, info = env.reset(options={"task_index": i}) if by_index else env.reset(seed=i)
+            except DatasetError as err:  # the task cannot even be set (a gold query that fails on its database)
+                report.failed.append((f"task {i}", "cannot be set up", str(err)[:200]))
+                continue
+            task_id, done, info = str(info.get("task_id", i)), False, {}
+            played = False
+            while not done:
+                action = base.expert_action()
+                if action is None:
+                    break
+                played = True
+                _, _, terminated, truncated, info = env.step(action)
+                done = terminated or truncated
+            if not played:
+                report.without_reference += 1
+                continue
+            status = str(info.get("status", ""))
+            why = str(info.get("feedback") or info.get("unverifiable") or "")[:200]
+            if status == "unverifiable":
+                report.unverifiable.append((task_id, why or "its tests cannot be judged here"))
+            elif info.get("correct"):
+                report.solved += 1
+            else:
+                if not why and isinstance(info.get("tests"), list):  # the code envs: the first failing test's message
+                    why = next((str(t.get("message", ""))[:200] for t in info["tests"] if not t.get("passed")), "")
+                report.failed.append((task_id, status or "not solved", why))
+    finally:
+        env.close()
+    return report

@@ -101,6 +101,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"[{mark}] {result.name}: {result.detail}")
     failed = sum(not r.passed for r in results)
     print(f"{len(results) - failed} passed, {failed} failed")
+    if args.references is not None:
+        from mathgym.checks import check_references
+
+        report = check_references(env_id, kwargs, args.references or None)
+        print("\n".join(report.lines()))
+        failed += len(report.failed)
     return 1 if failed else 0
 
 
@@ -240,6 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="run the env contract checks on ENV_ID")
     check.add_argument("env_id")
     check.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
+    check.add_argument(
+        "--references", nargs="?", type=int, const=0, default=None, metavar="N",
+        help="also grade each task's own reference answer (the expert) through the env and list those that fail: every task "
+             "of a data set, or N of them (a generating env: the tasks of seeds 0..N-1, 100 by default)",
+    )
     check.set_defaults(func=cmd_check)
 
     sandbox = sub.add_parser("sandbox", help="run one program in the code sandbox and say which protections hold on this machine")

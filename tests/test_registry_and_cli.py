@@ -165,3 +165,26 @@ def test_a_plugin_that_fails_to_import_is_reported_against_the_plugin(tmp_path):
     filename, lineno, message = line.split(" | ")
     assert filename == str(tmp_path / "failing_plugin_xyz.py") and lineno == "3", line  # not mathgym/__init__.py
     assert "plugin 'failing'" in message and "the plugin is broken" in message and "failing-plugin" in message
+
+
+def test_check_references_grades_each_tasks_own_reference(tmp_path, capsys):
+    """`mathgym check ENV -o dataset=... --references`: every task's reference answer graded by the
+    env; a broken one is listed with why (and the exit code is 1), an unverifiable one apart,
+    one without a reference counted."""
+    import json
+
+    rows = [
+        {"task_id": "ok", "prompt": "def add(a, b):\n", "entry_point": "add", "canonical_solution": "    return a + b\n",
+         "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"},
+        {"task_id": "broken", "prompt": "def add(a, b):\n", "entry_point": "add", "canonical_solution": "    return a - b\n",
+         "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"},
+        {"question": "Print the sum.", "input_output": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})},  # no reference
+    ]
+    path = tmp_path / "code.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["check", "CodeSandbox-v0", "-o", f"dataset={path}", "--references"]) == 1
+    out = capsys.readouterr().out
+    assert "references: 3 tasks; 1 solved by their own reference, 1 not, 0 unverifiable, 1 without a reference" in out
+    assert "[FAIL] broken: wrong (AssertionError" in out
+    assert main(["check", "Countdown-v0", "--references", "5"]) == 0
+    assert "references: 5 tasks; 5 solved by their own reference, 0 not" in capsys.readouterr().out

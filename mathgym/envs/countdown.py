@@ -282,6 +282,11 @@ class CountdownEnv(TextEnv):
         self.dataset = None if dataset is None else str(dataset)
         self._instances = load_countdown(dataset) if dataset is not None else ()
 
+    @property
+    def num_tasks(self) -> int | None:
+        """Number of instances of the data set, or ``None`` for the (unbounded) generator."""
+        return len(self._instances) or None
+
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         if self._instances:
             index = options.get("task_index", None)

@@ -247,6 +247,11 @@ class InstructionFollowEnv(TextEnv):
         self.dataset, self.ifeval_mode = dataset, ifeval_mode
         self._records = load_ifeval(dataset) if dataset is not None else ()
 
+    @property
+    def num_tasks(self) -> int | None:
+        """Number of prompts of the data set, or ``None`` for generated prompts."""
+        return len(self._records) or None
+
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         if self._records:
             index = options.get("task_index", None)

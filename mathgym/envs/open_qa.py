@@ -170,6 +170,11 @@ class OpenQAEnv(TextEnv):
         self.judge, self.correct_threshold = judge, float(correct_threshold)
         self.tasks = load_open_qa(dataset or OPEN_QA_SAMPLE)
 
+    @property
+    def num_tasks(self) -> int | None:
+        """Number of questions."""
+        return len(self.tasks)
+
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         index = options.get("task_index")
         if index is None:

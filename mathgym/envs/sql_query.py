@@ -426,6 +426,11 @@ class SQLQueryEnv(TextEnv):
             self._conn = None
         super().close()
 
+    @property
+    def num_tasks(self) -> int | None:
+        """Number of records of the data set, or ``None`` for generated databases."""
+        return len(self._records) or None
+
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         self.close()
         self._queries = 0
