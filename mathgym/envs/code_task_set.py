@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import textwrap
 
-from mathgym.envs.code_tasks import CodeTask, report_unverifiable
+from mathgym.envs.code_records import CodeTask, report_unverifiable
 
 LEVEL_NAMES = ("easy", "medium", "harder", "hard")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from mathgym.core import Judgement, Task
 from mathgym.envs.ahead import SANDBOX_JOBS, sandbox_call
-from mathgym.envs.code_tasks import syntax_error
+from mathgym.envs.code_records import syntax_error
 from mathgym.envs.math_reason import MathReasonEnv
 from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls
 from mathgym.errors import ConfigError

@@ -1,0 +1,286 @@
+"""Test files as code tasks: pytest files importing the code under test from ``solution``
+(KodCode) and unittest files (BigCodeBench), each test run with the set-up pytest would give it,
+on the trusted side with the test. Nothing here executes code: parsing uses :mod:`ast` only.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from collections.abc import Callable, Sequence
+
+from mathgym.envs.code_records import CodeTask, literal, prompt_prefix, record_id, statement
+from mathgym.errors import DatasetError
+
+def imports_solution(test: str) -> bool:
+    """Whether a test file imports the code under test from a module ``solution`` (KodCode's pytest files)."""
+    return re.search(r"^\s*(from\s+solution\s+import|import\s+solution\b)", test, re.MULTILINE) is not None
+
+
+def pytest_task(row: dict, default_id: str) -> CodeTask:
+    """A :class:`CodeTask` from a record whose ``test`` is a pytest file importing the code under test
+    from a module ``solution`` (KodCode: ``question``, ``solution``, ``test``, ``test_info``).
+
+    Each test function (``def test_*()``, and ``test_*`` methods of ``Test*`` classes) is one test,
+    run after the file's other statements; the names imported from ``solution`` are the program's
+    own (``as`` aliases bound to them), and ``@pytest.mark.parametrize`` with literal values gives
+    one test per case. The set-up pytest would run goes with each test: autouse fixtures (a
+    ``yield`` one finished after the test), a ``unittest.TestCase``'s ``setUpClass`` / ``setUp`` /
+    ``tearDown`` / ``tearDownClass`` and cleanups, a plain class's ``setup_class`` /
+    ``setup_method`` / ``teardown_method`` / ``teardown_class``; a test marked skip or xfail is
+    left out, and one that skips itself passes. A test that needs a fixture by name cannot run
+    outside pytest, and a file patching modules with ``unittest.mock`` would patch the test's
+    process, not the program's: the task is then ``unverifiable`` (:attr:`CodeTask.unverifiable`),
+    not graded on the rest.
+
+    Raises:
+        DatasetError: No statement, a test file that does not parse, or no test function.
+    """
+    tests, unjudged, imported = test_file_tests(row["test"], "pytest")
+    if not tests and not unjudged:
+        raise DatasetError("the pytest file holds no test function (def test_...)")
+    info = row.get("test_info")
+    declared = [item.get("function_name") for item in info if isinstance(item, dict)] if isinstance(info, list) else []
+    entry = next((name for name in [*declared, *imported] if isinstance(name, str) and name.isidentifier() and name != "*"), "")
+    text = statement(row).strip()
+    shown = f"{text}\n\nWrite Python code that defines `{entry}` (tests import it from your solution)." if entry else text
+    reason = f"{unjudged[0]}; pytest is not run here" if unjudged else None
+    return CodeTask(record_id(row, default_id), shown, entry, tests, row.get("solution", "") or "", unverifiable=reason)
+
+
+def test_file_tests(source: str, kind: str) -> tuple[tuple[tuple[str, str], ...], list[str], list[str]]:
+    """The tests of a pytest or unittest file (``kind`` names it in errors), as :func:`pytest_task`
+    describes them; why some cannot run here (a fixture needed by name; patches with
+    ``unittest.mock``, which would change the test's process, never the program's); the names it
+    imports from ``solution``.
+
+    Raises:
+        DatasetError: The file does not parse, or imports the module ``solution`` whole.
+    """
+    try:
+        module = ast.parse(source)
+    except SyntaxError as err:
+        raise DatasetError(f"the {kind} file does not parse ({err.msg}, line {err.lineno})") from None
+    preamble, aliases, imported, autouse = [], [], [], []
+    functions, classes = [], []
+    unjudged: list[str] = []
+    for node in module.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "solution":
+            for name in node.names:
+                imported.append(name.name)
+                if name.asname and name.asname != name.name:
+                    aliases.append(f"{name.asname} = {name.name}")
+        elif isinstance(node, ast.Import) and any(name.name == "solution" for name in node.names):
+            raise DatasetError(f"the {kind} file imports the module solution itself; only 'from solution import ...' is read")
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            functions.append(node)
+        elif isinstance(node, ast.ClassDef) and (node.name.startswith("Test") or _is_test_case(node)):
+            classes.append(node)
+        elif isinstance(node, ast.FunctionDef) and _is_autouse(node):
+            problem = _unfillable(node, 0)
+            if problem:
+                unjudged.append(f"the autouse fixture {problem}")
+            autouse.append(node.name)
+            preamble.append(_without_fixture_decorator(node))
+        elif not _runs_as_main(node):
+            preamble.append(ast.get_source_segment(source, node) or "")
+    setup = "\n".join([*preamble, *aliases])
+    if autouse or classes:
+        setup += f"\n{XUNIT_RUNNER}"
+    fixtures = f"[{', '.join(autouse)}]"
+    tests: list[tuple[str, str]] = []
+    for node in functions:
+        head = f"{setup}\n{ast.get_source_segment(source, node)}\n"  # from ``def``: the decorators are not in it
+        runs = _pytest_calls(node, lambda case, head=head, name=node.name: head + (
+            f"_mathgym_test(None, {name}, {_keywords(case)}, {fixtures})\n" if autouse
+            else f"{name}({', '.join(f'{key}={literal(value)}' for key, value in case.items())})\n"))
+        if isinstance(runs, str):
+            unjudged.append(runs)
+        else:
+            tests += runs
+    for owner in classes:
+        definition, class_fixtures, problems = _class_source(owner)
+        unjudged += problems
+        for method in (n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")):
+            runs = _pytest_calls(method, lambda case, name=method.name: (
+                f"{setup}\n{definition}\n_mathgym_test({owner.name}, {name!r}, {_keywords(case)}, {fixtures}, {class_fixtures!r})\n"),
+                label=f"{owner.name}.{method.name}", bound=1)
+            if isinstance(runs, str):
+                unjudged.append(runs)
+            else:
+                tests += runs
+    if _MOCKS.search(source):  # ahead of any other reason: a @patch decorator's argument reads as a fixture
+        unjudged.insert(0, "the tests patch modules with unittest.mock, which would change the test's process, never the sandboxed program's")
+    return tuple(tests), unjudged, imported
+
+
+#: An import of ``unittest.mock`` (or the ``mock`` package) in a test file.
+_MOCKS = re.compile(r"^\s*(from\s+unittest\s+import\s+.*\bmock\b|from\s+unittest\.mock\s+import|import\s+unittest\.mock|import\s+mock\b|from\s+mock\s+import)", re.MULTILINE)
+
+
+def unittest_task(row: dict, default_id: str) -> CodeTask:
+    """A :class:`CodeTask` from a BigCodeBench record: ``complete_prompt`` (imports, signature and
+    docstring), ``instruct_prompt`` (the same task in words, shown when present),
+    ``canonical_solution`` (the body continuing ``complete_prompt``), ``entry_point`` and ``test``,
+    a unittest file calling the function. Each test method is one test, run with its class's
+    set-up (:func:`test_file_tests`). The libraries a task imports (``libs``) must be installed where the sandbox runs.
+
+    Raises:
+        DatasetError: The file does not parse, or holds no test.
+    """
+    entry = row["entry_point"]
+    if not (isinstance(entry, str) and entry.isidentifier()):
+        raise DatasetError(f"entry_point {str(entry)[:40]!r} is not a Python name")
+    tests, unjudged, _ = test_file_tests(row["test"], "unittest")
+    if not tests and not unjudged:
+        raise DatasetError("the unittest file holds no test (a test_ method of a TestCase)")
+    complete, instruct = str(row.get("complete_prompt") or ""), str(row.get("instruct_prompt") or "")
+    shown = instruct.strip() or f"Complete the Python function below.\n\n```python\n{complete.strip()}\n```"
+    reason = unjudged[0] if unjudged else None
+    return CodeTask(
+        record_id(row, default_id), shown, entry, tests, complete + str(row.get("canonical_solution") or ""),
+        prefix=prompt_prefix(complete, entry), completion_base=complete, unverifiable=reason,
+    )
+
+
+def _is_test_case(node: ast.ClassDef) -> bool:
+    """A class deriving from ``unittest.TestCase`` (or ``TestCase``) by name."""
+    return any(ast.unparse(base).split(".")[-1] == "TestCase" for base in node.bases)
+
+
+#: Runs one test as pytest would, on the trusted side with the test, in pytest's order: a class's
+#: ``setUpClass`` / ``setup_class``, the autouse fixtures of the file, ``setup_method``, the
+#: class's autouse fixtures, ``setUp``, the test; then the tear-downs in reverse (a generator
+#: fixture resumed after its ``yield``). A test that skips itself passes (the judge's rule).
+XUNIT_RUNNER = '''
+def _mathgym_test(owner, test, arguments, fixtures, class_fixtures=()):
+    import inspect, unittest
+    def optional(function, value):
+        return function(value) if inspect.signature(function).parameters else function()
+    def start(function):
+        result = function()
+        if inspect.isgenerator(result):
+            next(result)
+            finishers.append(lambda: next(result, None))
+    unit = owner is not None and issubclass(owner, unittest.TestCase)
+    finishers = []
+    if unit:
+        owner.setUpClass()
+    elif owner is not None and hasattr(owner, "setup_class"):
+        optional(owner.setup_class, owner)
+    try:
+        for fixture in fixtures:
+            start(fixture)
+        if owner is None:
+            test(**arguments)
+            return
+        case = owner(test) if unit else owner()
+        method = getattr(case, test)
+        if not unit and hasattr(case, "setup_method"):
+            optional(case.setup_method, method)
+        for name in class_fixtures:
+            start(getattr(case, name))
+        if unit:
+            case.setUp()
+        try:
+            method(**arguments)
+        finally:
+            if unit:
+                case.tearDown()
+                case.doCleanups()
+            elif hasattr(case, "teardown_method"):
+                optional(case.teardown_method, method)
+    finally:
+        for finish in reversed(finishers):
+            finish()
+        if unit:
+            owner.tearDownClass()
+            owner.doClassCleanups()
+        elif owner is not None and hasattr(owner, "teardown_class"):
+            optional(owner.teardown_class, owner)
+'''
+
+
+def _decorator_name(decorator: ast.expr) -> str:
+    return ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+
+
+def _is_autouse(node: ast.FunctionDef) -> bool:
+    """``@pytest.fixture(autouse=True)`` (or ``@fixture(autouse=True)``)."""
+    return any(
+        isinstance(d, ast.Call) and _decorator_name(d).split(".")[-1] == "fixture"
+        and any(k.arg == "autouse" and isinstance(k.value, ast.Constant) and k.value.value is True for k in d.keywords)
+        for d in node.decorator_list
+    )
+
+
+def _without_fixture_decorator(node: ast.FunctionDef) -> str:
+    """A fixture function's source without its ``fixture`` decorator (called by the runner instead)."""
+    plain = copy.deepcopy(node)
+    plain.decorator_list = [d for d in plain.decorator_list if _decorator_name(d).split(".")[-1] != "fixture"]
+    return ast.unparse(plain)
+
+
+def _unfillable(node: ast.FunctionDef, bound: int, given: Sequence[str] = ()) -> str | None:
+    """``"name needs the pytest fixture(s) ..."`` for a function whose parameters after the first
+    ``bound`` (``self``) are neither ``given`` (parametrized) nor defaulted; ``None`` when none is left."""
+    positional = node.args.args[bound:]
+    defaulted = {a.arg for a in positional[len(positional) - len(node.args.defaults):]} if node.args.defaults else set()
+    defaulted |= {a.arg for a, default in zip(node.args.kwonlyargs, node.args.kw_defaults) if default is not None}
+    missing = [a.arg for a in [*positional, *node.args.kwonlyargs] if a.arg not in given and a.arg not in defaulted]
+    return f"{node.name} needs the pytest fixture(s) {', '.join(missing)}" if missing else None
+
+
+def _keywords(case: dict[str, object]) -> str:
+    """A parametrize case as the source of a dict of keyword arguments."""
+    return "{" + ", ".join(f"{key!r}: {literal(value)}" for key, value in case.items()) + "}"
+
+
+def _class_source(owner: ast.ClassDef) -> tuple[str, list[str], list[str]]:
+    """A test class's source with its autouse fixture methods made plain methods, their names, and
+    why a fixture cannot run (one that asks for other fixtures)."""
+    plain = copy.deepcopy(owner)
+    fixtures, problems = [], []
+    for i, node in enumerate(plain.body):
+        if isinstance(node, ast.FunctionDef) and _is_autouse(node):
+            fixtures.append(node.name)
+            problem = _unfillable(node, 1)
+            if problem:
+                problems.append(f"the autouse fixture {owner.name}.{problem}")
+            plain.body[i] = ast.parse(_without_fixture_decorator(node)).body[0]
+    return ast.unparse(plain), fixtures, problems
+
+
+def _runs_as_main(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__": ...`` (a test file calling ``pytest.main()``): left out."""
+    return isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
+
+
+#: Marks under which pytest does not count a test (never run, or expected to fail).
+_NOT_COUNTED = ("mark.skip", "mark.skipif", "mark.xfail", "unittest.skip", "unittest.skipIf", "unittest.skipUnless", "unittest.expectedFailure")
+
+
+def _pytest_calls(node: ast.FunctionDef, call: Callable[[dict[str, object]], str], label: str = "", bound: int = 0) -> list[tuple[str, str]] | str:
+    """The runs of one test function or method (``bound`` parameters filled already: ``self``):
+    ``(label, source)`` for one call, or one per ``parametrize`` case with literal values, each
+    source made by ``call`` from the case's arguments by name; none for a test marked skip or
+    xfail; or why it cannot run outside pytest (a parameter nothing fills, a fixture)."""
+    label = label or node.name
+    if any(_decorator_name(d).endswith(_NOT_COUNTED) or _decorator_name(d) in ("skip", "expectedFailure") for d in node.decorator_list):
+        return []
+    cases: list[dict[str, object]] = [{}]
+    for decorator in node.decorator_list:
+        if not (isinstance(decorator, ast.Call) and _decorator_name(decorator).endswith("mark.parametrize")):
+            continue
+        try:
+            names, values = ast.literal_eval(decorator.args[0]), ast.literal_eval(decorator.args[1])
+        except (ValueError, SyntaxError, TypeError, IndexError, MemoryError, RecursionError):
+            return f"{node.name} is parametrized with values that are not literals"
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        rows = [value if len(names) > 1 else (value,) for value in values]
+        cases = [{**case, **dict(zip(names, values_of))} for case in cases for values_of in rows]
+    problem = _unfillable(node, bound, list(cases[0]))
+    if problem:
+        return problem
+    return [(label if len(cases) == 1 else f"{label}[{index}]", call(case)) for index, case in enumerate(cases)]
