@@ -201,6 +201,59 @@ def test_math_tool_runs_the_tool_call_the_chatml_template_renders(policies):
         env.close()
 
 
+#: How other chat templates render an assistant's tool call (the shapes of Mistral's v3 and v11,
+#: Llama 3.1's and Qwen3-Coder's templates, written here): each ends with the template's end marker.
+TOOL_CALL_TEMPLATES = {
+    "mistral-v3": "{% for m in messages %}{% if m['role'] == 'assistant' %}[TOOL_CALLS] [{% for c in m['tool_calls'] %}"
+                  "{\"name\": \"{{ c['function']['name'] }}\", \"arguments\": {{ c['function']['arguments'] | tojson }}}"
+                  "{% endfor %}]</s>{% else %}[INST] {{ m['content'] }} [/INST]{% endif %}{% endfor %}",
+    "mistral-v11": "{% for m in messages %}{% if m['role'] == 'assistant' %}{% for c in m['tool_calls'] %}[TOOL_CALLS]"
+                   "{{ c['function']['name'] }}[ARGS]{{ c['function']['arguments'] | tojson }}{% endfor %}</s>"
+                   "{% else %}[INST]{{ m['content'] }}[/INST]{% endif %}{% endfor %}",
+    "llama-3.1": "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{% if m['role'] == 'assistant' %}"
+                 "{% set c = m['tool_calls'][0]['function'] %}{\"name\": \"{{ c['name'] }}\", \"parameters\": {{ c['arguments'] | tojson }}}"
+                 "{% else %}{{ m['content'] }}{% endif %}<|eot_id|>{% endfor %}",
+    "qwen3-coder": "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role'] == 'assistant' %}{% for c in m['tool_calls'] %}"
+                   "<tool_call>\n<function={{ c['function']['name'] }}>\n{% for k, v in c['function']['arguments'].items() %}"
+                   "<parameter={{ k }}>\n{{ v }}\n</parameter>\n{% endfor %}</function>\n</tool_call>{% endfor %}"
+                   "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}",
+}
+
+
+@pytest.mark.parametrize("style", sorted(TOOL_CALL_TEMPLATES))
+def test_tool_calls_in_other_models_formats_run(policies, style):
+    """The tool envs read a call in the format each model family's template renders it: Mistral's
+    [TOOL_CALLS] (both versions), Llama 3.1's JSON with parameters, Qwen3-Coder's XML."""
+    tokenizer = policies("chatml").tokenizer
+    call = {"type": "function", "function": {"name": "python", "arguments": {"code": "print(6 * 7)"}}}
+    user = [{"role": "user", "content": "What is 6 * 7?"}]
+    rendered = tokenizer.apply_chat_template(user + [{"role": "assistant", "tool_calls": [call]}], tokenize=False,
+                                             chat_template=TOOL_CALL_TEMPLATES[style])
+    action = rendered[len(tokenizer.apply_chat_template(user, tokenize=False, chat_template=TOOL_CALL_TEMPLATES[style])):]
+    for end in ("</s>", "<|eot_id|>", "<|im_end|>"):
+        action = action.split(end)[0]
+    action = action.split("<|end_header_id|>\n\n")[-1].split("<|im_start|>assistant\n")[-1]
+    assert [(c.name, c.arguments, c.error) for c in find_tool_calls(action)] == [("python", {"code": "print(6 * 7)"}, "")], action
+    env = gym.make("MathTool-v0")
+    try:
+        env.reset(seed=0)
+        obs, _, terminated, _, info = env.step(action)
+        assert "42" in obs and not terminated and info["tool_calls"] == 1
+    finally:
+        env.close()
+
+
+def test_a_json_answer_is_not_taken_for_a_llama_call():
+    """An untagged JSON object counts as a call only when it is the whole message and names its
+    arguments; a malformed call after a tag is a format error that says so."""
+    assert find_tool_calls('The answer is {"name": "python", "parameters": {}} here.') == []
+    assert find_tool_calls('{"name": "Ada", "age": 36}') == []
+    (bad,) = find_tool_calls('<|python_tag|>{"name": "python", "parameters": ')
+    assert bad.error == "the tool call is not valid JSON"
+    (bad,) = find_tool_calls("[TOOL_CALLS]python[ARGS]{not json")
+    assert bad.error == "the tool call is not valid JSON"
+
+
 def test_a_broken_chat_template_is_one_clear_error(tmp_path):
     from mathgym.agents.policy import LLMPolicy
     from mathgym.errors import ConfigError

@@ -72,6 +72,9 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "nul_bytes": lambda n: "\x00" * n,
     "nested_json": _nested_json,
     "tool_call_nested_json": lambda n: "<tool_call>" + _nested_json(n - 23) + "</tool_call>",
+    "mistral_markers": lambda n: "[TOOL_CALLS][\"" * (n // 14),
+    "mistral_unclosed_string": lambda n: "[TOOL_CALLS][\"" + "a[TOOL_CALLS]" * ((n - 14) // 13),
+    "python_tag_braces": lambda n: "<|python_tag|>" + "{" * (n - 14),
 }
 
 ENV_IDS = contract_env_ids()
