@@ -297,6 +297,36 @@ def test_parquet_files_load_as_verl_and_the_hub_ship_them(tmp_path):
         load_jsonl(tmp_path / "broken.parquet")
 
 
+def test_a_folder_or_pattern_of_shards_is_one_data_set(tmp_path):
+    """A hub snapshot's shards (data/train-0000N-of-0000M.parquet, JSONL beside them) read as one
+    data set, from the folder or from a glob pattern that picks a split; an empty folder or a
+    pattern matching nothing is a clear error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mathgym.envs.data import load_jsonl
+
+    data = tmp_path / "snapshot" / "data"
+    data.mkdir(parents=True)
+    for shard in range(2):
+        rows = [{"problem": f"What is {shard}{i} + 0?", "answer": f"{shard}{i}"} for i in range(3)]
+        pq.write_table(pa.Table.from_pylist(rows), data / f"train-0000{shard}-of-00002.parquet")
+    (data / "test.jsonl").write_text(json.dumps({"problem": "What is 9 + 0?", "answer": "9"}) + "\n")
+    (data / "README.md").write_text("not data")
+    assert [r.answer for r in load_jsonl(tmp_path / "snapshot")] == ["9", "00", "01", "02", "10", "11", "12"]  # in name order
+    assert [r.answer for r in load_jsonl(data / "train-*.parquet")] == ["00", "01", "02", "10", "11", "12"]
+    env = gym.make("MathReason-v0", dataset=str(data / "test*"), split="all")
+    env.reset(seed=0)
+    assert env.step("\\boxed{9}")[1] == 1.0
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match="folder .*empty' holds no .jsonl, .json, .parquet file"):
+        load_jsonl(tmp_path / "empty")
+    with pytest.raises(DatasetError, match=r"pattern .*nothing-\*\.jsonl' matches no file"):
+        load_jsonl(tmp_path / "nothing-*.jsonl")
+    with pytest.raises(DatasetError, match="neither 'builtin', 'humaneval' nor a data file, folder or pattern"):
+        gym.make("CodeSandbox-v0", dataset=str(tmp_path / "missing.jsonl"))
+
+
 def test_a_malformed_row_or_column_mapping_is_a_data_set_error():
     from mathgym.envs.data import record_from_row
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.ahead import SideBySide, sandbox_width
 from mathgym.envs.code_tasks import CodeTask, load_tasks, syntax_error
+from mathgym.envs.data import data_files
 from mathgym.errors import ConfigError, DatasetError, require_option
 from mathgym.rewards.base import Status
 from mathgym.rewards.code import extract_code, tests_verdict
@@ -114,8 +115,11 @@ class CodeSandboxEnv(TextEnv):
         super().__init__(max_turns=max_turns, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)
         require_option("reward_mode", reward_mode, ("all_pass", "fraction"))
         dataset = str(dataset)
-        if dataset not in ("builtin", "humaneval") and not Path(dataset).is_file():
-            raise DatasetError(f"dataset={dataset!r} is neither 'builtin', 'humaneval' nor an existing JSONL file.")
+        if dataset not in ("builtin", "humaneval"):
+            try:
+                data_files(dataset)
+            except DatasetError as err:
+                raise DatasetError(f"dataset={dataset!r} is neither 'builtin', 'humaneval' nor a data file, folder or pattern ({err}).") from None
         if level is not None and (dataset != "builtin" or level not in (0, 1, 2, 3)):
             raise ConfigError(f"level={level!r} is not allowed; it filters the built-in tasks: 0, 1, 2 or 3 (or None).")
         if not (cpu_seconds > 0 and wall_seconds > 0):

@@ -6,6 +6,7 @@ solution). ``datasets`` is imported only when a hub/local data set is actually l
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -225,14 +226,48 @@ def jsonl_rows(path: str | Path, what: str, json_list: bool = False) -> Iterator
     """Each JSON value of a JSONL file with where it stands (``"FILE:LINE"``), blank lines skipped;
     with ``json_list``, a file that is one JSON list (as Spider's ``dev.json``) gives its items
     (``"FILE: record N"``), unless the list is one chat (turns with ``role`` or ``from``): that
-    is one record. A ``.parquet`` file gives its rows (``"FILE: row N"``).
+    is one record. A ``.parquet`` file gives its rows (``"FILE: row N"``). A folder or a glob
+    pattern gives the rows of each of its data files in turn (:func:`data_files`).
 
     Raises:
         DatasetError: The file does not exist (``what`` names it in the message) or a line is not JSON.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"{what} {str(path)!r} does not exist")
+    for file in data_files(path, what):
+        yield from _file_rows(file, json_list)
+
+
+#: The suffixes of the data files a folder's are read from.
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def data_files(path: str | Path, what: str = "data set") -> list[Path]:
+    """The files a data set path names: the file itself; a folder's ``.jsonl``, ``.json`` and
+    ``.parquet`` files (its subfolders' too, as a hub snapshot's ``data/train-0000N-of-...``
+    shards); or the files a glob pattern matches; in name order.
+
+    Raises:
+        DatasetError: Nothing is there, or a folder or pattern holds no data file (``what``
+            names the data set in the message).
+    """
+    text = str(path)
+    path = Path(path).expanduser()
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES)
+        if not files:
+            raise DatasetError(f"{what} folder {text!r} holds no {', '.join(DATA_SUFFIXES)} file")
+        return files
+    if any(char in text for char in "*?["):
+        files = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
+        if not files:
+            raise DatasetError(f"{what} pattern {text!r} matches no file")
+        return files
+    raise DatasetError(f"{what} {text!r} does not exist")
+
+
+def _file_rows(path: Path, json_list: bool) -> Iterator[tuple[str, Any]]:
+    """The rows of one data file (see :func:`jsonl_rows`)."""
     if path.suffix == ".parquet":
         yield from _parquet_rows(path)
         return

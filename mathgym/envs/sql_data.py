@@ -88,7 +88,7 @@ def _record(row: Any, index: int, path: Path, db_dir: str | Path | None) -> SQLR
     if setup and not isinstance(row.get("db_id"), str) and not isinstance(row.get("db_path"), str):
         db_path = ""
     elif isinstance(row.get("db_path"), str):
-        db_path = (path.parent / row["db_path"]).resolve()
+        db_path = ((path if path.is_dir() else path.parent) / row["db_path"]).resolve()
     elif isinstance(row.get("db_id"), str) and row["db_id"].strip() and "/" not in row["db_id"] and row["db_id"] not in (".", ".."):
         if db_dir is None:
             raise DatasetError(f"{where} names its database by db_id: give db_dir, the folder holding <db_id>/<db_id>.sqlite")
