@@ -94,9 +94,6 @@ def load_preference_jsonl(path: str | Path) -> list[PreferencePair]:
     then both hold the whole exchange, and what they share is the prompt (:func:`split_implicit_prompt`)."""
     from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
 
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"preference file {str(path)!r} does not exist.")
     pairs = []
     for where, row in jsonl_rows(path, "preference file", json_list=True):
         number = int(where.rsplit(":", 1)[-1]) if where.rsplit(":", 1)[-1].isdigit() else len(pairs) + 1
