@@ -780,6 +780,41 @@ def test_labels_holding_tests_grade_programs_in_verls_and_openrlhfs_reward_funct
     assert compute_score("gsm8k", "so \\boxed{42}", "42") == 1.0  # answers stay answers
 
 
+def test_programs_returning_numpy_and_pandas_values_are_graded_by_value(tmp_path):
+    """KodCode's numpy tasks and BigCodeBench's pandas ones: an array, a numpy scalar or a
+    DataFrame the program returns reaches the test rebuilt from its data, so numpy's and
+    pandas' own assertions judge it (before, they met a handle and failed right programs)."""
+    pytest.importorskip("pandas")
+    numpy_test = (
+        "import numpy as np\nfrom solution import make\n\n"
+        "def test_equal():\n    np.testing.assert_array_equal(make(3), np.array([0, 1, 2]))\n\n"
+        "def test_close():\n    assert np.allclose(make(3) / 2, [0, 0.5, 1])\n\n"
+        "def test_scalar():\n    assert make(3).sum() == 3\n\n"
+        "def test_argument():\n    assert make(np.int64(2)).tolist() == [0, 1]\n"
+    )
+    rows = [
+        {"question_id": "np", "question": "Return numpy.arange(n).", "solution": "import numpy as np\ndef make(n):\n    return np.arange(n)\n",
+         "test": numpy_test},
+        {**BIGCODEBENCH_ROW, "task_id": "BigCodeBench/frame",
+         "complete_prompt": "import pandas as pd\n\ndef task_func(n):\n    \"\"\"A frame of n rows.\"\"\"\n",
+         "canonical_solution": "    return pd.DataFrame({'a': list(range(n)), 'b': ['x'] * n})\n",
+         "test": "import unittest\nimport pandas as pd\n\nclass TestCases(unittest.TestCase):\n"
+                 "    def test_frame(self):\n        pd.testing.assert_frame_equal(task_func(2), pd.DataFrame({'a': [0, 1], 'b': ['x', 'x']}))\n"
+                 "    def test_column(self):\n        self.assertEqual(task_func(3)['a'].sum(), 3)\n"},
+    ]
+    path = tmp_path / "arrays.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    for index in (0, 1):
+        _, reward, _, _, info = _answer(env, index)
+        assert reward == 1.0, info["tests"]
+    _, reward, _, _, info = _answer(env, 0, "```python\nimport numpy as np\ndef make(n):\n    return np.arange(1, n + 1)\n```")
+    assert reward == 0.0 and all(t["status"] == "wrong" for t in info["tests"]), info["tests"]
+    wrong_frame = "```python\nimport pandas as pd\ndef task_func(n):\n    return pd.DataFrame({'a': list(range(n)), 'b': ['y'] * n})\n```"
+    _, reward, _, _, info = _answer(env, 1, wrong_frame)
+    assert [t["passed"] for t in info["tests"]] == [False, True], info["tests"]
+
+
 PRIME_CASES = [{"fn_name": None, "input": "1 2\n", "output": "3\n", "type": "stdin_stdout"},
                {"fn_name": None, "input": "10 -3\n", "output": "7\n", "type": "stdin_stdout"}]
 INPUT_OUTPUT_ROWS = {

@@ -242,6 +242,45 @@ def test_plain_values_round_trip(value):
     assert decode_value(json.loads(json.dumps(encode_value(value)))) == value
 
 
+def test_numpy_and_pandas_values_cross_by_value():
+    """Arrays, numpy scalars, Series and DataFrames are rebuilt from their data (never unpickled,
+    never the program's own objects); only exact types and simple dtypes cross."""
+    np, pd = pytest.importorskip("numpy"), pytest.importorskip("pandas")
+    values = [np.arange(6, dtype=np.int32).reshape(2, 3), np.array([1.5, np.nan]), np.array(["a", "bc"]), np.array([b"x"]),
+              np.array([[1 + 2j]]), np.array([True, False]), np.array([1, "a", None], dtype=object), np.float32(2.5), np.int64(-3),
+              np.str_("hi"), np.zeros((0, 4))]
+    for value in values:
+        back = decode_value(json.loads(json.dumps(encode_value(value))))
+        assert type(back) is type(value) and back.dtype == value.dtype and np.array_equal(back, value, equal_nan=value.dtype.kind == "f")
+    frame = pd.DataFrame({"n": [1, 2], "s": ["x", "y"], "f": [0.5, None]}, index=pd.Index([10, 20], name="id"))
+    back = decode_value(json.loads(json.dumps(encode_value(frame))))
+    pd.testing.assert_frame_equal(back, frame)
+    series = pd.Series([3, 4], name="count")
+    pd.testing.assert_series_equal(decode_value(json.loads(json.dumps(encode_value(series)))), series)
+    for refused in (np.array(["2020-01-01"], dtype="datetime64[D]"), np.ma.array([1]), pd.DataFrame({"a": [1]}, index=pd.MultiIndex.from_tuples([(1, 2)]))):
+        with pytest.raises(TypeError):
+            encode_value(refused)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"nd": ["<U999999", [2_000_000], [""] * 2_000_000]},  # a wide text dtype, for every short item
+        {"nd": ["<i8", [4], [1, 2, 3]]},
+        {"nd": ["<M8[ns]", [1], [0]]},
+        {"nd": ["<i8", [10**9, 10**9], []]},
+        {"nd": ["<i1", [1], [1000]]},
+        {"np": ["O", None]},
+        {"pd": {"kind": "frame", "index": {"nd": ["<i8", [2], [0, 1]]}, "labels": ["a"], "columns": [{"nd": ["<i8", [1], [5]]}], "index_name": None}},
+    ],
+    ids=["text width", "short items", "dates", "huge shape", "out of range", "object scalar", "ragged frame"],
+)
+def test_decoding_arrays_out_of_bounds_is_refused(data):
+    pytest.importorskip("pandas")
+    with pytest.raises(ValueError):
+        decode_value(data)
+
+
 def test_clean_text_is_valid_and_shows_escapes():
     text = "a\x1b[2J\x1b]0;title\x07b\r\nc\rd\x9b31m\ud800\udfff\t\x00\x7f"
     cleaned = clean_text(text)

@@ -26,6 +26,7 @@ import fcntl
 import itertools
 import json
 import os
+import re
 import resource
 import signal
 import sys
@@ -713,7 +714,48 @@ def encode_value(value, depth=0):
         return {"c": [value.real, value.imag]}
     if kind is bytes:
         return {"b": value.hex()}
-    raise TypeError(f"returned a {kind.__name__}, which is not a plain value (None, bool, int, float, complex, str, bytes, list, tuple, set, dict)")
+    arrays = _encode_array(value, depth)
+    if arrays is not None:
+        return arrays
+    raise TypeError(f"returned a {kind.__name__}, which is not a plain value (None, bool, int, float, complex, str, bytes, list, tuple, set, dict, "
+                    "a numpy array or scalar, a pandas Series or DataFrame)")
+
+
+#: The numpy dtypes that cross by value: bool, ints, floats, complex, text, bytes and objects
+#: (whose items must be plain), written as ``numpy.dtype.str`` writes them.
+_ARRAY_DTYPE = re.compile(r"\A[<>|=]?(b1|i[1248]|u[1248]|f[248]|c(8|16)|U\d{1,6}|S\d{1,6}|O)\Z")
+_MAX_DIMENSIONS = 32
+#: Most bytes a decoded array may take.
+MAX_ARRAY_BYTES = 1 << 28
+
+
+def _encode_array(value, depth):
+    """A numpy array or scalar, or a pandas Series or DataFrame, as data that rebuilds it
+    (``{"nd": [dtype, shape, items]}``, ``{"np": [dtype, item]}``, ``{"pd": ...}``); ``None`` for
+    anything else. Only the modules the program imported are looked at (none is imported here),
+    and only their exact types: a subclass could redefine ``==``."""
+    numpy, pandas = sys.modules.get("numpy"), sys.modules.get("pandas")
+    kind = type(value)
+    if numpy is not None and kind is getattr(numpy, "ndarray", None):
+        if not _ARRAY_DTYPE.match(value.dtype.str):
+            raise TypeError(f"returned an array of {value.dtype}, which does not cross the sandbox boundary")
+        return {"nd": [value.dtype.str, list(value.shape), encode_value(value.ravel().tolist(), depth + 1)]}
+    if numpy is not None and isinstance(value, getattr(numpy, "generic", ())) and _ARRAY_DTYPE.match(value.dtype.str) and value.dtype.kind != "O":
+        return {"np": [value.dtype.str, encode_value(value.item(), depth + 1)]}
+    if pandas is not None and kind in (getattr(pandas, "Series", None), getattr(pandas, "DataFrame", None)):
+        columns = [value] if kind is pandas.Series else [value.iloc[:, k] for k in range(value.shape[1])]
+        labels = [value.name] if kind is pandas.Series else list(value.columns)
+        if type(value.index) not in (pandas.RangeIndex, pandas.Index) or (kind is pandas.DataFrame and type(value.columns) not in (pandas.RangeIndex, pandas.Index)):
+            raise TypeError("returned a pandas object whose index is not a plain one (a MultiIndex, dates...)")
+        body = {
+            "kind": "series" if kind is pandas.Series else "frame",
+            "index": encode_value(value.index.to_numpy(), depth + 1),
+            "labels": encode_value(labels, depth + 1),
+            "columns": [encode_value(column.to_numpy(), depth + 1) for column in columns],
+            "index_name": encode_value(value.index.name, depth + 1),
+        }
+        return {"pd": body}
+    return None
 
 
 #: Bounds of a decoded value (the child's answer is untrusted): elements in all, elements
@@ -822,4 +864,81 @@ def _decode(data, depth, budget):
         return complex(*body)
     if tag == "b" and type(body) is str:
         return bytes.fromhex(body)
+    if tag in ("nd", "np") and type(body) is list:
+        return _decode_array(tag, body, depth, budget)
+    if tag == "pd" and type(body) is dict:
+        return _decode_pandas(body, depth, budget)
     raise ValueError(f"unknown encoding {str(tag)[:20]!r}")
+
+
+def _module(name):
+    """numpy or pandas, imported when a value of theirs arrives; ValueError where it is missing."""
+    try:
+        return __import__(name)
+    except ImportError:
+        raise ValueError(f"a {name} value arrived and {name} is not installed here") from None
+
+
+def _decode_array(tag, body, depth, budget):
+    """A numpy array (``nd``: dtype, shape, items) or scalar (``np``: dtype, item)."""
+    if not body or type(body[0]) is not str or not _ARRAY_DTYPE.match(body[0]):
+        raise ValueError("not an encoded array")
+    numpy = _module("numpy")
+    dtype = numpy.dtype(body[0])
+    if tag == "np":
+        if len(body) != 2 or dtype.kind == "O":
+            raise ValueError("not an encoded numpy scalar")
+        item = _decode(body[1], depth + 1, budget)
+        try:
+            return dtype.type(item)
+        except (TypeError, OverflowError) as err:
+            raise ValueError(f"not a {dtype} value: {err}") from None
+    if len(body) != 3 or type(body[1]) is not list or len(body[1]) > _MAX_DIMENSIONS:
+        raise ValueError("not an encoded array")
+    shape = body[1]
+    if not all(type(n) is int and 0 <= n <= MAX_ELEMENTS for n in shape):
+        raise ValueError("an array's shape is not a list of sizes")
+    items = _decode(body[2], depth + 1, budget)
+    size = 1
+    for n in shape:
+        size *= n
+        if size > MAX_ELEMENTS:
+            raise ValueError(f"an array of more than {MAX_ELEMENTS} elements")
+    if type(items) is not list or len(items) != size:
+        raise ValueError("an array's items do not fill its shape")
+    if size * dtype.itemsize > MAX_ARRAY_BYTES:  # a wide text dtype takes its width for every item, however short
+        raise ValueError(f"an array of more than {MAX_ARRAY_BYTES} bytes")
+    try:
+        if dtype.kind == "O":
+            array = numpy.empty(size, dtype=object)
+            for index, item in enumerate(items):
+                array[index] = item
+        else:
+            array = numpy.array(items, dtype=dtype)
+        return array.reshape(shape)
+    except (TypeError, OverflowError, ValueError) as err:
+        raise ValueError(f"not an array of {dtype}: {str(err)[:100]}") from None
+
+
+def _decode_pandas(body, depth, budget):
+    """A pandas Series or DataFrame: its columns as arrays, its labels, index and index name."""
+    if set(body) != {"kind", "index", "labels", "columns", "index_name"} or body["kind"] not in ("series", "frame"):
+        raise ValueError("not an encoded pandas value")
+    index = _decode(body["index"], depth + 1, budget)
+    labels = _decode(body["labels"], depth + 1, budget)
+    columns = [_decode(column, depth + 1, budget) for column in body["columns"]] if type(body["columns"]) is list else None
+    name = _decode(body["index_name"], depth + 1, budget)
+    numpy = _module("numpy")
+    arrays = [index, *(columns or [])]
+    if columns is None or type(labels) is not list or len(labels) != len(columns) or not all(type(a) is numpy.ndarray and a.ndim == 1 for a in arrays):
+        raise ValueError("not an encoded pandas value")
+    if any(len(column) != len(index) for column in columns) or (body["kind"] == "series" and len(columns) != 1):
+        raise ValueError("a pandas value's columns do not match its index")
+    pandas = _module("pandas")
+    try:
+        axis = pandas.Index(index, name=name) if len(index) else pandas.RangeIndex(0)
+        if body["kind"] == "series":
+            return pandas.Series(columns[0], index=axis, name=labels[0])
+        return pandas.DataFrame(dict(zip(range(len(columns)), columns)), index=axis).set_axis(pandas.Index(labels), axis=1)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"not a pandas value: {str(err)[:100]}") from None
