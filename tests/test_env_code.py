@@ -815,6 +815,27 @@ def test_programs_returning_numpy_and_pandas_values_are_graded_by_value(tmp_path
     assert [t["passed"] for t in info["tests"]] == [False, True], info["tests"]
 
 
+def test_pytest_files_reading_what_the_code_prints_through_capsys(tmp_path):
+    """KodCode's tests of printing functions ask for ``capsys`` (or ``capfd``): the program's
+    calls print inside the sandbox, the judge's stand-in gives the test what they printed."""
+    test = (
+        "import pytest\nimport sys\nfrom solution import greet, shout\n\n"
+        "def test_greet(capsys):\n    greet('Ada')\n    assert capsys.readouterr().out == 'Hello, Ada!\\n'\n\n"
+        "@pytest.mark.parametrize('name', ['Bo', 'Cy'])\n"
+        "def test_many(capsys, name):\n    greet(name)\n    out, err = capsys.readouterr()\n    assert (out, err) == (f'Hello, {name}!\\n', '')\n\n"
+        "def test_err(capfd):\n    shout('x')\n    assert capfd.readouterr().err == 'X\\n'\n"
+    )
+    solution = "import sys\ndef greet(n):\n    print(f'Hello, {n}!')\ndef shout(s):\n    print(s.upper(), file=sys.stderr)\n"
+    path = tmp_path / "printing.jsonl"
+    path.write_text(json.dumps({"question_id": "cap", "question": "Print greetings.", "solution": solution, "test": test}) + "\n")
+    (task,) = load_code_jsonl(path)
+    assert task.unverifiable is None and [n for n, _ in task.tests] == ["test_greet", "test_many[0]", "test_many[1]", "test_err"]
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    assert _answer(env, 0)[1] == 1.0
+    _, reward, _, _, info = _answer(env, 0, "```python\ndef greet(n):\n    print('Hi', n)\ndef shout(s):\n    print(s.upper())\n```")
+    assert reward == 0.0 and all(t["status"] == "wrong" for t in info["tests"]), info["tests"]
+
+
 PRIME_CASES = [{"fn_name": None, "input": "1 2\n", "output": "3\n", "type": "stdin_stdout"},
                {"fn_name": None, "input": "10 -3\n", "output": "7\n", "type": "stdin_stdout"}]
 INPUT_OUTPUT_ROWS = {

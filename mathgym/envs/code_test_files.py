@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from mathgym.envs.code_records import CodeTask, literal, prompt_prefix, record_id, statement
 from mathgym.errors import DatasetError
+from mathgym.rewards._trusted_tests import CAPTURE_FACTORY
 
 def imports_solution(test: str) -> bool:
     """Whether a test file imports the code under test from a module ``solution`` (KodCode's pytest files)."""
@@ -94,7 +95,7 @@ def test_file_tests(source: str, kind: str) -> tuple[tuple[tuple[str, str], ...]
         head = f"{setup}\n{ast.get_source_segment(source, node)}\n"  # from ``def``: the decorators are not in it
         runs = _pytest_calls(node, lambda case, head=head, name=node.name: head + (
             f"_mathgym_test(None, {name}, {_keywords(case)}, {fixtures})\n" if autouse
-            else f"{name}({', '.join(f'{key}={literal(value)}' for key, value in case.items())})\n"))
+            else f"{name}({', '.join(f'{key}={value}' for key, value in case.items())})\n"))
         if isinstance(runs, str):
             unjudged.append(runs)
         else:
@@ -232,9 +233,9 @@ def _unfillable(node: ast.FunctionDef, bound: int, given: Sequence[str] = ()) ->
     return f"{node.name} needs the pytest fixture(s) {', '.join(missing)}" if missing else None
 
 
-def _keywords(case: dict[str, object]) -> str:
-    """A parametrize case as the source of a dict of keyword arguments."""
-    return "{" + ", ".join(f"{key!r}: {literal(value)}" for key, value in case.items()) + "}"
+def _keywords(case: dict[str, str]) -> str:
+    """A test's arguments (their sources, by name) as the source of a dict of keyword arguments."""
+    return "{" + ", ".join(f"{key!r}: {value}" for key, value in case.items()) + "}"
 
 
 def _class_source(owner: ast.ClassDef) -> tuple[str, list[str], list[str]]:
@@ -257,15 +258,19 @@ def _runs_as_main(node: ast.stmt) -> bool:
     return isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
 
 
+#: pytest's fixtures of what the code prints, which the judge stands in for (:class:`~mathgym.rewards._trusted_tests.Capture`).
+CAPTURE_FIXTURES = ("capsys", "capfd")
+
 #: Marks under which pytest does not count a test (never run, or expected to fail).
 _NOT_COUNTED = ("mark.skip", "mark.skipif", "mark.xfail", "unittest.skip", "unittest.skipIf", "unittest.skipUnless", "unittest.expectedFailure")
 
 
-def _pytest_calls(node: ast.FunctionDef, call: Callable[[dict[str, object]], str], label: str = "", bound: int = 0) -> list[tuple[str, str]] | str:
+def _pytest_calls(node: ast.FunctionDef, call: Callable[[dict[str, str]], str], label: str = "", bound: int = 0) -> list[tuple[str, str]] | str:
     """The runs of one test function or method (``bound`` parameters filled already: ``self``):
     ``(label, source)`` for one call, or one per ``parametrize`` case with literal values, each
-    source made by ``call`` from the case's arguments by name; none for a test marked skip or
-    xfail; or why it cannot run outside pytest (a parameter nothing fills, a fixture)."""
+    source made by ``call`` from the case's arguments by name (their sources: a literal, or the
+    judge's stand-in for ``capsys`` / ``capfd``); none for a test marked skip or xfail; or why it
+    cannot run outside pytest (a parameter nothing fills, another fixture)."""
     label = label or node.name
     if any(_decorator_name(d).endswith(_NOT_COUNTED) or _decorator_name(d) in ("skip", "expectedFailure") for d in node.decorator_list):
         return []
@@ -280,7 +285,10 @@ def _pytest_calls(node: ast.FunctionDef, call: Callable[[dict[str, object]], str
         names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
         rows = [value if len(names) > 1 else (value,) for value in values]
         cases = [{**case, **dict(zip(names, values_of))} for case in cases for values_of in rows]
-    problem = _unfillable(node, bound, list(cases[0]))
+    wanted = {arg.arg for arg in [*node.args.args[bound:], *node.args.kwonlyargs]}
+    captures = {name: f"{CAPTURE_FACTORY}()" for name in CAPTURE_FIXTURES if name in wanted and name not in cases[0]}
+    problem = _unfillable(node, bound, [*cases[0], *captures])
     if problem:
         return problem
-    return [(label if len(cases) == 1 else f"{label}[{index}]", call(case)) for index, case in enumerate(cases)]
+    sources = [{**{key: literal(value) for key, value in case.items()}, **captures} for case in cases]
+    return [(label if len(cases) == 1 else f"{label}[{index}]", call(case)) for index, case in enumerate(sources)]

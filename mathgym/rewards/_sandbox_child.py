@@ -23,6 +23,7 @@ tests, see :mod:`mathgym.rewards._trusted_tests`). The child never reports a ver
 import builtins
 import ctypes
 import fcntl
+import io
 import itertools
 import json
 import os
@@ -524,7 +525,28 @@ def _serve_calls(job):
             continue
         request = loads(bytes(pending[:end]))
         del pending[: end + 1]
-        reply(_answer(namespace, request, encode, decode, objects))
+        if request.get("capture") is True:  # the test reads what the call prints (pytest's capsys)
+            reply(_captured(lambda: _answer(namespace, request, encode, decode, objects)))
+        else:
+            reply(_answer(namespace, request, encode, decode, objects))
+
+
+#: Most characters of a call's printed output sent back (each of stdout and stderr).
+MAX_CAPTURED = 1 << 20
+
+
+def _captured(answer):
+    """``answer()`` with what it prints to ``sys.stdout`` and ``sys.stderr`` caught and added to
+    its reply (``"stdout"``, ``"stderr"``), as pytest's ``capsys`` catches it."""
+    streams = sys.stdout, sys.stderr
+    out, err = io.StringIO(), io.StringIO()
+    sys.stdout, sys.stderr = out, err
+    try:
+        message = answer()
+    finally:
+        sys.stdout, sys.stderr = streams
+    message["stdout"], message["stderr"] = out.getvalue()[:MAX_CAPTURED], err.getvalue()[:MAX_CAPTURED]
+    return message
 
 
 #: Most objects one job's calls may hand out by handle (each stays alive in the child).

@@ -73,6 +73,7 @@ class _Channel:
         self.faults = 0  # ProgramFault / Unverifiable raised, counted even when a test swallows them
         self.unverifiable = None
         self.last_call = ""
+        self.capture = None  # a test's capsys stand-in: the program's calls then send what they print
 
     def read(self):
         """The next line from the program as a dict; ``None`` at EOF; ``{}`` when unreadable."""
@@ -111,6 +112,8 @@ class _Channel:
             request = {"fn": name, "args": [], "kwargs": {}}
             if target is not None:
                 request["obj"] = target
+            if self.capture is not None:
+                request["capture"] = True
             for position, value in enumerate(args):
                 if type(value) is _Remote:  # the program's own object goes back by its handle
                     request.setdefault("handles", {})[str(position)] = object.__getattribute__(value, "_handle")
@@ -128,6 +131,8 @@ class _Channel:
         shown = f"{name}({', '.join([*map(_short_repr, args), *(f'{k}={_short_repr(v)}' for k, v in kwargs.items())])})"
         self.last_call = f"{shown[:MESSAGE_CAP // 2]} did not answer"
         reply = self._ask(line)
+        if self.capture is not None:
+            self.capture.add(reply.get("stdout"), reply.get("stderr"))
         self._write_back(reply, args, kwargs)
         return self._value_of(reply, shown, "returned")
 
@@ -223,6 +228,36 @@ class _Channel:
             else:
                 original.clear()
                 original.update(value)
+
+
+class _Captured(tuple):
+    """``(out, err)`` as pytest's ``readouterr()`` gives it, by name too."""
+
+    out = property(lambda self: self[0])
+    err = property(lambda self: self[1])
+
+
+class Capture:
+    """The stand-in for pytest's ``capsys`` / ``capfd`` a test asks for: what the program's calls
+    printed since the last :meth:`readouterr` (caught in the child around each call)."""
+
+    def __init__(self, channel):
+        self.out, self.err = [], []
+        channel.capture = self
+
+    def add(self, out, err):
+        self.out.append(out if type(out) is str else "")
+        self.err.append(err if type(err) is str else "")
+
+    def readouterr(self):
+        result = _Captured(("".join(self.out), "".join(self.err)))
+        self.out.clear()
+        self.err.clear()
+        return result
+
+
+#: The name under which a generated test builds its ``capsys`` (bound by the judge; never the program's).
+CAPTURE_FACTORY = "__mathgym_capture__"
 
 
 def _as_list(value):
@@ -425,8 +460,9 @@ def run_test(source, test_name, base, channel):
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:  # the test's fault, never the program's
         return {"name": test_name, "status": "unverifiable", "passed": False, "message": f"the test does not parse: {_describe(err)}"}
+    channel.capture = None
     try:
-        namespace = dict(base)
+        namespace = {**base, CAPTURE_FACTORY: lambda: Capture(channel)}
         read_as_values = value_names(tree)
         for name in free_names(tree) - namespace.keys():
             value = channel.global_value(name) if name in read_as_values else _Program(name, channel)
