@@ -21,18 +21,24 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from mathgym.envs.code_io_tasks import (
     CALL_ADAPTER, CALL_PREFIX, STDIO_INSTRUCTION, STDIO_LAYOUTS, as_apps_or_livecodebench, call_task, stdio_task, tests_task,
 )
 from mathgym.envs.code_records import CodeTask, compressed_json, prompt_prefix, record_id, report_unverifiable, statement, syntax_error
 from mathgym.envs.code_task_set import builtin_tasks
-from mathgym.envs.code_test_files import XUNIT_RUNNER, imports_solution, pytest_task, test_file_tests, unittest_task
-from mathgym.envs.data import jsonl_rows
+from mathgym.envs.code_test_files import imports_solution, pytest_task, test_file_tests, unittest_task
+from mathgym.envs.data import data_files, jsonl_rows
 from mathgym.errors import DatasetError
 from mathgym.install import extra_hint
 
+#: A code data set at least this large shows a progress bar while it loads (KodCode's 447,000
+#: tasks take minutes: each test file is parsed).
+PROGRESS_BYTES = 32 << 20
+
 __all__ = [
-    "CALL_ADAPTER", "CALL_PREFIX", "STDIO_INSTRUCTION", "STDIO_LAYOUTS", "XUNIT_RUNNER", "CodeTask", "assert_list_task", "call_task",
+    "CALL_ADAPTER", "CALL_PREFIX", "STDIO_INSTRUCTION", "STDIO_LAYOUTS", "CodeTask", "assert_list_task", "call_task",
     "compressed_json", "humaneval_task", "humaneval_tasks", "load_code_jsonl", "load_tasks", "mbpp_task", "pytest_task", "report_unverifiable",
     "row_task", "stdio_task", "syntax_error", "task_names", "test_file_tests", "tests_task", "unittest_task",
 ]
@@ -122,7 +128,10 @@ def load_code_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
     """
     path = Path(path)
     tasks = []
-    for where, row in jsonl_rows(path, "code data set", json_list=True):
+    size = sum(file.stat().st_size for file in data_files(path, "code data set"))
+    rows = tqdm(jsonl_rows(path, "code data set", json_list=True), desc=f"reading {path.name}", unit=" tasks",
+                disable=size < PROGRESS_BYTES, leave=False)
+    for where, row in rows:
         try:
             tasks.append(_task_of(row, path.stem, f"{path.stem}/{len(tasks)}"))
         except DatasetError as err:

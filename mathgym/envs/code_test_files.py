@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from mathgym.envs.code_records import CodeTask, literal, prompt_prefix, record_id, statement
 from mathgym.errors import DatasetError
-from mathgym.rewards._trusted_tests import CAPTURE_FACTORY
+from mathgym.rewards._trusted_tests import CAPTURE_FACTORY, RUNNER
 
 def imports_solution(test: str) -> bool:
     """Whether a test file imports the code under test from a module ``solution`` (KodCode's pytest files)."""
@@ -87,14 +87,12 @@ def test_file_tests(source: str, kind: str) -> tuple[tuple[tuple[str, str], ...]
         elif not _runs_as_main(node):
             preamble.append(ast.get_source_segment(source, node) or "")
     setup = "\n".join([*preamble, *aliases])
-    if autouse or classes:
-        setup += f"\n{XUNIT_RUNNER}"
     fixtures = f"[{', '.join(autouse)}]"
     tests: list[tuple[str, str]] = []
     for node in functions:
         head = f"{setup}\n{ast.get_source_segment(source, node)}\n"  # from ``def``: the decorators are not in it
         runs = _pytest_calls(node, lambda case, head=head, name=node.name: head + (
-            f"_mathgym_test(None, {name}, {_keywords(case)}, {fixtures})\n" if autouse
+            f"{RUNNER}(None, {name}, {_keywords(case)}, {fixtures})\n" if autouse
             else f"{name}({', '.join(f'{key}={value}' for key, value in case.items())})\n"))
         if isinstance(runs, str):
             unjudged.append(runs)
@@ -105,7 +103,7 @@ def test_file_tests(source: str, kind: str) -> tuple[tuple[tuple[str, str], ...]
         unjudged += problems
         for method in (n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")):
             runs = _pytest_calls(method, lambda case, name=method.name: (
-                f"{setup}\n{definition}\n_mathgym_test({owner.name}, {name!r}, {_keywords(case)}, {fixtures}, {class_fixtures!r})\n"),
+                f"{setup}\n{definition}\n{RUNNER}({owner.name}, {name!r}, {_keywords(case)}, {fixtures}, {class_fixtures!r})\n"),
                 label=f"{owner.name}.{method.name}", bound=1)
             if isinstance(runs, str):
                 unjudged.append(runs)
@@ -148,59 +146,6 @@ def unittest_task(row: dict, default_id: str) -> CodeTask:
 def _is_test_case(node: ast.ClassDef) -> bool:
     """A class deriving from ``unittest.TestCase`` (or ``TestCase``) by name."""
     return any(ast.unparse(base).split(".")[-1] == "TestCase" for base in node.bases)
-
-
-#: Runs one test as pytest would, on the trusted side with the test, in pytest's order: a class's
-#: ``setUpClass`` / ``setup_class``, the autouse fixtures of the file, ``setup_method``, the
-#: class's autouse fixtures, ``setUp``, the test; then the tear-downs in reverse (a generator
-#: fixture resumed after its ``yield``). A test that skips itself passes (the judge's rule).
-XUNIT_RUNNER = '''
-def _mathgym_test(owner, test, arguments, fixtures, class_fixtures=()):
-    import inspect, unittest
-    def optional(function, value):
-        return function(value) if inspect.signature(function).parameters else function()
-    def start(function):
-        result = function()
-        if inspect.isgenerator(result):
-            next(result)
-            finishers.append(lambda: next(result, None))
-    unit = owner is not None and issubclass(owner, unittest.TestCase)
-    finishers = []
-    if unit:
-        owner.setUpClass()
-    elif owner is not None and hasattr(owner, "setup_class"):
-        optional(owner.setup_class, owner)
-    try:
-        for fixture in fixtures:
-            start(fixture)
-        if owner is None:
-            test(**arguments)
-            return
-        case = owner(test) if unit else owner()
-        method = getattr(case, test)
-        if not unit and hasattr(case, "setup_method"):
-            optional(case.setup_method, method)
-        for name in class_fixtures:
-            start(getattr(case, name))
-        if unit:
-            case.setUp()
-        try:
-            method(**arguments)
-        finally:
-            if unit:
-                case.tearDown()
-                case.doCleanups()
-            elif hasattr(case, "teardown_method"):
-                optional(case.teardown_method, method)
-    finally:
-        for finish in reversed(finishers):
-            finish()
-        if unit:
-            owner.tearDownClass()
-            owner.doClassCleanups()
-        elif owner is not None and hasattr(owner, "teardown_class"):
-            optional(owner.teardown_class, owner)
-'''
 
 
 def _decorator_name(decorator: ast.expr) -> str:

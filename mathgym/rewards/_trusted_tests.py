@@ -258,6 +258,67 @@ class Capture:
 
 #: The name under which a generated test builds its ``capsys`` (bound by the judge; never the program's).
 CAPTURE_FACTORY = "__mathgym_capture__"
+#: The name under which a generated test runs a pytest or unittest test with its set-up
+#: (:func:`run_as_pytest`, bound by the judge; never the program's).
+RUNNER = "_mathgym_test"
+
+
+def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=()):
+    """Run one test as pytest would, in pytest's order: a class's ``setUpClass`` / ``setup_class``,
+    the file's autouse ``fixtures``, ``setup_method``, the class's autouse fixtures
+    (``class_fixtures``, by name), ``setUp``, the test with ``arguments``; then the tear-downs
+    and cleanups in reverse (a generator fixture resumed after its ``yield``). ``owner`` is the
+    test's class, or ``None`` for a test function (``test`` is then the function, else its
+    name). Generated test sources call it (:data:`RUNNER`); it runs in the judge, with the test.
+    """
+    import inspect  # noqa: PLC0415 - the judge imports what a test needs, when it needs it
+    import unittest  # noqa: PLC0415
+
+    def optional(function, value):
+        return function(value) if inspect.signature(function).parameters else function()
+
+    def start(function):
+        result = function()
+        if inspect.isgenerator(result):
+            next(result)
+            finishers.append(lambda: next(result, None))
+
+    unit = owner is not None and issubclass(owner, unittest.TestCase)
+    finishers = []
+    if unit:
+        owner.setUpClass()
+    elif owner is not None and hasattr(owner, "setup_class"):
+        optional(owner.setup_class, owner)
+    try:
+        for fixture in fixtures:
+            start(fixture)
+        if owner is None:
+            test(**arguments)
+            return
+        case = owner(test) if unit else owner()
+        method = getattr(case, test)
+        if not unit and hasattr(case, "setup_method"):
+            optional(case.setup_method, method)
+        for name in class_fixtures:
+            start(getattr(case, name))
+        if unit:
+            case.setUp()
+        try:
+            method(**arguments)
+        finally:
+            if unit:
+                case.tearDown()
+                case.doCleanups()
+            elif hasattr(case, "teardown_method"):
+                optional(case.teardown_method, method)
+    finally:
+        for finish in reversed(finishers):
+            finish()
+        if unit:
+            owner.tearDownClass()
+            owner.doClassCleanups()
+        elif owner is not None and hasattr(owner, "teardown_class"):
+            optional(owner.teardown_class, owner)
 
 
 def _as_list(value):
@@ -462,7 +523,7 @@ def run_test(source, test_name, base, channel):
         return {"name": test_name, "status": "unverifiable", "passed": False, "message": f"the test does not parse: {_describe(err)}"}
     channel.capture = None
     try:
-        namespace = {**base, CAPTURE_FACTORY: lambda: Capture(channel)}
+        namespace = {**base, CAPTURE_FACTORY: lambda: Capture(channel), RUNNER: run_as_pytest}
         read_as_values = value_names(tree)
         for name in free_names(tree) - namespace.keys():
             value = channel.global_value(name) if name in read_as_values else _Program(name, channel)
