@@ -257,7 +257,12 @@ def test_numpy_and_pandas_values_cross_by_value():
     pd.testing.assert_frame_equal(back, frame)
     series = pd.Series([3, 4], name="count")
     pd.testing.assert_series_equal(decode_value(json.loads(json.dumps(encode_value(series)))), series)
-    for refused in (np.array(["2020-01-01"], dtype="datetime64[D]"), np.ma.array([1]), pd.DataFrame({"a": [1]}, index=pd.MultiIndex.from_tuples([(1, 2)]))):
+    dated = pd.DataFrame({"when": pd.to_datetime(["2020-01-01", None]), "v": [1, 2]}, index=pd.date_range("2021-01-01", periods=2, name="day"))
+    pd.testing.assert_frame_equal(decode_value(json.loads(json.dumps(encode_value(dated)))), dated)  # dates, NaT, the index's frequency
+    for value in (np.array(["2020-01-01", "NaT"], dtype="datetime64[m]"), np.timedelta64(3, "h"), np.datetime64("2020-02-02")):
+        back = decode_value(json.loads(json.dumps(encode_value(value))))
+        assert back.dtype == value.dtype and (np.asarray(back).view("<i8") == np.asarray(value).view("<i8")).all()
+    for refused in (np.array([1], dtype=[("a", "<i4")]), np.ma.array([1]), pd.DataFrame({"a": [1]}, index=pd.MultiIndex.from_tuples([(1, 2)]))):
         with pytest.raises(TypeError):
             encode_value(refused)
 
@@ -267,11 +272,12 @@ def test_numpy_and_pandas_values_cross_by_value():
     [
         {"nd": ["<U999999", [2_000_000], [""] * 2_000_000]},  # a wide text dtype, for every short item
         {"nd": ["<i8", [4], [1, 2, 3]]},
-        {"nd": ["<M8[ns]", [1], [0]]},
+        {"nd": ["<M8[xs]", [1], [0]]},
         {"nd": ["<i8", [10**9, 10**9], []]},
         {"nd": ["<i1", [1], [1000]]},
         {"np": ["O", None]},
-        {"pd": {"kind": "frame", "index": {"nd": ["<i8", [2], [0, 1]]}, "labels": ["a"], "columns": [{"nd": ["<i8", [1], [5]]}], "index_name": None}},
+        {"pd": {"kind": "frame", "index": {"nd": ["<i8", [2], [0, 1]]}, "labels": ["a"], "columns": [{"nd": ["<i8", [1], [5]]}], "index_name": None,
+                "freq": None}},
     ],
     ids=["text width", "short items", "dates", "huge shape", "out of range", "object scalar", "ragged frame"],
 )

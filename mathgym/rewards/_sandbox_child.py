@@ -745,7 +745,7 @@ def encode_value(value, depth=0):
 
 #: The numpy dtypes that cross by value: bool, ints, floats, complex, text, bytes and objects
 #: (whose items must be plain), written as ``numpy.dtype.str`` writes them.
-_ARRAY_DTYPE = re.compile(r"\A[<>|=]?(b1|i[1248]|u[1248]|f[248]|c(8|16)|U\d{1,6}|S\d{1,6}|O)\Z")
+_ARRAY_DTYPE = re.compile(r"\A[<>|=]?(b1|i[1248]|u[1248]|f[248]|c(8|16)|U\d{1,6}|S\d{1,6}|O|[Mm]8\[(Y|M|W|D|h|m|s|ms|us|ns)\])\Z")
 _MAX_DIMENSIONS = 32
 #: Most bytes a decoded array may take.
 MAX_ARRAY_BYTES = 1 << 28
@@ -761,20 +761,25 @@ def _encode_array(value, depth):
     if numpy is not None and kind is getattr(numpy, "ndarray", None):
         if not _ARRAY_DTYPE.match(value.dtype.str):
             raise TypeError(f"returned an array of {value.dtype}, which does not cross the sandbox boundary")
-        return {"nd": [value.dtype.str, list(value.shape), encode_value(value.ravel().tolist(), depth + 1)]}
+        flat = value.ravel()
+        items = flat.view("<i8").tolist() if value.dtype.kind in "Mm" else flat.tolist()  # dates as their integer ticks
+        return {"nd": [value.dtype.str, list(value.shape), encode_value(items, depth + 1)]}
     if numpy is not None and isinstance(value, getattr(numpy, "generic", ())) and _ARRAY_DTYPE.match(value.dtype.str) and value.dtype.kind != "O":
-        return {"np": [value.dtype.str, encode_value(value.item(), depth + 1)]}
+        item = int(value.view("<i8")) if value.dtype.kind in "Mm" else value.item()
+        return {"np": [value.dtype.str, encode_value(item, depth + 1)]}
     if pandas is not None and kind in (getattr(pandas, "Series", None), getattr(pandas, "DataFrame", None)):
         columns = [value] if kind is pandas.Series else [value.iloc[:, k] for k in range(value.shape[1])]
         labels = [value.name] if kind is pandas.Series else list(value.columns)
-        if type(value.index) not in (pandas.RangeIndex, pandas.Index) or (kind is pandas.DataFrame and type(value.columns) not in (pandas.RangeIndex, pandas.Index)):
-            raise TypeError("returned a pandas object whose index is not a plain one (a MultiIndex, dates...)")
+        plain = (pandas.RangeIndex, pandas.Index, pandas.DatetimeIndex)
+        if type(value.index) not in plain or (kind is pandas.DataFrame and type(value.columns) not in plain):
+            raise TypeError("returned a pandas object whose index is not a plain one (a MultiIndex, an interval or period index...)")
         body = {
             "kind": "series" if kind is pandas.Series else "frame",
             "index": encode_value(value.index.to_numpy(), depth + 1),
             "labels": encode_value(labels, depth + 1),
             "columns": [encode_value(column.to_numpy(), depth + 1) for column in columns],
             "index_name": encode_value(value.index.name, depth + 1),
+            "freq": encode_value(getattr(value.index, "freqstr", None), depth + 1),
         }
         return {"pd": body}
     return None
@@ -912,6 +917,8 @@ def _decode_array(tag, body, depth, budget):
             raise ValueError("not an encoded numpy scalar")
         item = _decode(body[1], depth + 1, budget)
         try:
+            if dtype.kind in "Mm":
+                return numpy.array([item], dtype="<i8").view(dtype)[0]
             return dtype.type(item)
         except (TypeError, OverflowError) as err:
             raise ValueError(f"not a {dtype} value: {err}") from None
@@ -935,6 +942,8 @@ def _decode_array(tag, body, depth, budget):
             array = numpy.empty(size, dtype=object)
             for index, item in enumerate(items):
                 array[index] = item
+        elif dtype.kind in "Mm":  # dates and durations travel as their integer ticks
+            array = numpy.array(items, dtype="<i8").view(dtype)
         else:
             array = numpy.array(items, dtype=dtype)
         return array.reshape(shape)
@@ -944,12 +953,12 @@ def _decode_array(tag, body, depth, budget):
 
 def _decode_pandas(body, depth, budget):
     """A pandas Series or DataFrame: its columns as arrays, its labels, index and index name."""
-    if set(body) != {"kind", "index", "labels", "columns", "index_name"} or body["kind"] not in ("series", "frame"):
+    if set(body) != {"kind", "index", "labels", "columns", "index_name", "freq"} or body["kind"] not in ("series", "frame"):
         raise ValueError("not an encoded pandas value")
     index = _decode(body["index"], depth + 1, budget)
     labels = _decode(body["labels"], depth + 1, budget)
     columns = [_decode(column, depth + 1, budget) for column in body["columns"]] if type(body["columns"]) is list else None
-    name = _decode(body["index_name"], depth + 1, budget)
+    name, freq = _decode(body["index_name"], depth + 1, budget), _decode(body["freq"], depth + 1, budget)
     numpy = _module("numpy")
     arrays = [index, *(columns or [])]
     if columns is None or type(labels) is not list or len(labels) != len(columns) or not all(type(a) is numpy.ndarray and a.ndim == 1 for a in arrays):
@@ -958,7 +967,10 @@ def _decode_pandas(body, depth, budget):
         raise ValueError("a pandas value's columns do not match its index")
     pandas = _module("pandas")
     try:
-        axis = pandas.Index(index, name=name) if len(index) else pandas.RangeIndex(0)
+        if type(freq) is str and index.dtype.kind == "M":  # a date index keeps its frequency (pandas compares it)
+            axis = pandas.DatetimeIndex(index, name=name, freq=freq)
+        else:
+            axis = pandas.Index(index, name=name) if len(index) else pandas.RangeIndex(0)
         if body["kind"] == "series":
             return pandas.Series(columns[0], index=axis, name=labels[0])
         return pandas.DataFrame(dict(zip(range(len(columns)), columns)), index=axis).set_axis(pandas.Index(labels), axis=1)
