@@ -756,6 +756,11 @@ def test_bigcodebench_records_run_their_unittest_classes(tmp_path):
     _, reward, _, _, info = _answer(env, 0, "```python\ndef task_func(numbers=(1, 2, 3)):\n    return 3\n```")
     assert reward == pytest.approx(1 / 3) and [t["passed"] for t in info["tests"]] == [False, True, False], info
     assert _answer(env, 1)[2:4] == (True, False) and _answer(env, 1)[4]["status"] == Status.UNVERIFIABLE
+    # a task naming a library that is not installed where the sandbox runs: every answer would fail on the import
+    path.write_text(json.dumps({**BIGCODEBENCH_ROW, "libs": "['itertools', 'no_such_library_here']"}) + "\n")
+    with pytest.warns(UserWarning, match="it needs no_such_library_here, not installed here"):
+        (missing,) = load_code_jsonl(path)
+    assert missing.unverifiable == "it needs no_such_library_here, not installed here"
 
 
 def test_labels_holding_tests_grade_programs_in_verls_and_openrlhfs_reward_functions():

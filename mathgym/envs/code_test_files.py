@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
+import importlib.util
 import re
 from collections.abc import Callable, Sequence
 
@@ -123,7 +125,9 @@ def unittest_task(row: dict, default_id: str) -> CodeTask:
     docstring), ``instruct_prompt`` (the same task in words, shown when present),
     ``canonical_solution`` (the body continuing ``complete_prompt``), ``entry_point`` and ``test``,
     a unittest file calling the function. Each test method is one test, run with its class's
-    set-up (:func:`test_file_tests`). The libraries a task imports (``libs``) must be installed where the sandbox runs.
+    set-up (:func:`test_file_tests`). The libraries a task names (``libs``) must be installed
+    where the sandbox runs: a task naming one that is not is ``unverifiable`` (every answer,
+    the reference's too, would fail on the import), with the library's name.
 
     Raises:
         DatasetError: The file does not parse, or holds no test.
@@ -136,11 +140,32 @@ def unittest_task(row: dict, default_id: str) -> CodeTask:
         raise DatasetError("the unittest file holds no test (a test_ method of a TestCase)")
     complete, instruct = str(row.get("complete_prompt") or ""), str(row.get("instruct_prompt") or "")
     shown = instruct.strip() or f"Complete the Python function below.\n\n```python\n{complete.strip()}\n```"
-    reason = unjudged[0] if unjudged else None
+    missing = [name for name in _libraries(row.get("libs")) if not _installed(name)]
+    reason = unjudged[0] if unjudged else (f"it needs {', '.join(missing)}, not installed here" if missing else None)
     return CodeTask(
         record_id(row, default_id), shown, entry, tests, complete + str(row.get("canonical_solution") or ""),
         prefix=prompt_prefix(complete, entry), completion_base=complete, unverifiable=reason,
     )
+
+
+def _libraries(value: object) -> list[str]:
+    """The module names of BigCodeBench's ``libs`` (a list, or the text of one)."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return []
+    names = value if isinstance(value, (list, tuple)) else []
+    return [name for name in names if isinstance(name, str) and all(part.isidentifier() for part in name.split("."))]
+
+
+@functools.lru_cache(maxsize=1024)
+def _installed(name: str) -> bool:
+    """Whether the top module of ``name`` can be imported here (found, not imported)."""
+    try:
+        return importlib.util.find_spec(name.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _is_test_case(node: ast.ClassDef) -> bool:
