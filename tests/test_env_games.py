@@ -115,9 +115,10 @@ def test_countdown_on_tinyzeros_data_with_every_number_used_once(tmp_path):
     assert lenient.step("<answer>2 * 5</answer>")[1] == 1.0
     assert {gym.make("Countdown-v0", dataset=str(path)).reset(seed=s)[0].split("]")[0] for s in range(8)} == {
         "Using the numbers [4, 6, 1, 1", "Using the numbers [2, 5, 3"}
-    path.write_text(json.dumps({"target": "24", "nums": [4, 6]}) + "\n")
-    with pytest.raises(DatasetError, match="countdown.json:1: a row needs 'nums'"):
-        gym.make("Countdown-v0", dataset=str(path))
+    for bad in ({"target": "24", "nums": [4, 6]}, {"target": 24, "nums": -1}, {"target": 24, "nums": [4, True]}):
+        path.write_text(json.dumps(bad) + "\n")
+        with pytest.raises(DatasetError, match="countdown.json:1: a row needs 'nums'"):
+            gym.make("Countdown-v0", dataset=str(path))
     with pytest.raises(ConfigError, match="with dataset="):
         gym.make("Countdown-v0").reset(options={"task_index": 0})
 

@@ -230,8 +230,8 @@ def load_countdown(path: str | Path) -> tuple[tuple[tuple[int, ...], int], ...]:
     for where, row in jsonl_rows(path, "Countdown data set", json_list=True):
         numbers = (row.get("nums", row.get("numbers")) if isinstance(row, dict) else None)
         target = row.get("target") if isinstance(row, dict) else None
-        whole = [isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 10**6 for n in (numbers or [])]
-        if not (isinstance(numbers, list) and 2 <= len(numbers) <= MAX_NUMBERS and all(whole)) or isinstance(target, bool) or not isinstance(target, int):
+        whole = isinstance(numbers, list) and all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 10**6 for n in numbers)
+        if not (whole and 2 <= len(numbers) <= MAX_NUMBERS) or isinstance(target, bool) or not isinstance(target, int):
             raise DatasetError(f"{where}: a row needs 'nums' (or 'numbers'): 2 to {MAX_NUMBERS} integers in 1..10**6, and an integer 'target'")
         instances.append((tuple(numbers), target))
     if not instances:
