@@ -820,6 +820,20 @@ def test_programs_returning_numpy_and_pandas_values_are_graded_by_value(tmp_path
     assert [t["passed"] for t in info["tests"]] == [False, True], info["tests"]
 
 
+@pytest.mark.parametrize("skip", ["import unittest\ndef f(x):\n    raise unittest.SkipTest('no')\n",
+                                  "import pytest\ndef f(x):\n    pytest.skip('no')\n"])
+def test_a_program_that_skips_does_not_pass_as_a_skipped_test(tmp_path, skip):
+    """A test that skips itself passes; a program raising the same skip does not: its exception
+    reaches the judge as a fault of the program, never as the test's own skip."""
+    test = "from solution import f\n\ndef test_a():\n    assert f(2) == 4\n\nclass TestB:\n    def test_b(self):\n        assert f(3) == 9\n"
+    path = tmp_path / "skip.jsonl"
+    path.write_text(json.dumps({"question_id": "s", "question": "Square it.", "solution": "def f(x):\n    return x * x\n", "test": test}) + "\n")
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    assert _answer(env, 0)[1] == 1.0
+    _, reward, _, _, info = _answer(env, 0, f"```python\n{skip}```")
+    assert reward == 0.0 and all("ProgramFault" in t["message"] for t in info["tests"]), info["tests"]
+
+
 def test_pytest_files_reading_what_the_code_prints_through_capsys(tmp_path):
     """KodCode's tests of printing functions ask for ``capsys`` (or ``capfd``): the program's
     calls print inside the sandbox, the judge's stand-in gives the test what they printed."""
