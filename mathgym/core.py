@@ -16,7 +16,7 @@ from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 
-from mathgym.errors import EpisodeFinishedError, InvalidActionError, ResetNeededError, require_option
+from mathgym.errors import ConfigError, EpisodeFinishedError, InvalidActionError, ResetNeededError, require_option
 from mathgym.rewards.base import Status
 from mathgym.spaces import UnicodeText
 from mathgym.untrusted import clean_text
@@ -161,6 +161,20 @@ class TextEnv(ScoresAhead, gym.Env[str, str]):
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         """Pick the next task using ``self.np_random`` (or ``options``)."""
         raise NotImplementedError
+
+    def _task_index(self, options: Mapping[str, Any], count: int) -> int:
+        """For a data set of ``count`` tasks: the one ``options["task_index"]`` picks, else one
+        drawn by the seed (``self.np_random``).
+
+        Raises:
+            ConfigError: ``task_index`` is not an integer in ``[0, count)``.
+        """
+        index = options.get("task_index")
+        if index is None:
+            return int(self.np_random.integers(count))
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+            raise ConfigError(f"options['task_index']={index!r} is not an index of the {count} tasks: choose an integer from 0 to {count - 1}.")
+        return index
 
     def _judge(self, action: str) -> Judgement:
         """Score ``action`` against ``self.task`` and say whether the episode is over."""

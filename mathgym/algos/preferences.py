@@ -30,6 +30,7 @@ import torch
 
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.choices import LogprobReduction
+from mathgym.envs.data import jsonl_rows
 from mathgym.errors import DatasetError
 from mathgym.options import pick
 
@@ -61,30 +62,30 @@ class PreferencePair:
     margin: float | None = None
 
 
-def _margin(value: Any, line: int) -> float | None:
+def _margin(value: Any, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise DatasetError(f"line {line}: 'margin' must be a number.")
+        raise DatasetError(f"{where}: 'margin' must be a number.")
     return float(value)
 
 
-def _completion_text(value: Any, field: str, line: int) -> str:
+def _completion_text(value: Any, field: str, where: str) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(m, dict) for m in value):
         replies = [str(m.get("content", "")) for m in value if m.get("role") == "assistant"]
         if replies:
             return "".join(replies)
-    raise DatasetError(f"line {line}: {field!r} must be a string or a list of messages with an assistant reply.")
+    raise DatasetError(f"{where}: {field!r} must be a string or a list of messages with an assistant reply.")
 
 
-def _prompt_value(value: Any, line: int) -> str | tuple[Message, ...]:
+def _prompt_value(value: Any, where: str) -> str | tuple[Message, ...]:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m and "content" in m for m in value):
         return tuple({"role": str(m["role"]), "content": str(m["content"])} for m in value)
-    raise DatasetError(f"line {line}: 'prompt' must be a string or a non-empty list of {{role, content}} messages.")
+    raise DatasetError(f"{where}: 'prompt' must be a string or a non-empty list of {{role, content}} messages.")
 
 
 def load_preference_jsonl(path: str | Path) -> list[PreferencePair]:
@@ -92,11 +93,8 @@ def load_preference_jsonl(path: str | Path) -> list[PreferencePair]:
     layout). The prompt may also be ``instruction`` or ``question``, or be left implicit, as
     Anthropic's HH-RLHF and TRL's implicit-prompt sets leave it: ``chosen`` and ``rejected``
     then both hold the whole exchange, and what they share is the prompt (:func:`split_implicit_prompt`)."""
-    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
-
     pairs = []
     for where, row in jsonl_rows(path, "preference file", json_list=True):
-        number = int(where.rsplit(":", 1)[-1]) if where.rsplit(":", 1)[-1].isdigit() else len(pairs) + 1
         if not isinstance(row, dict):
             raise DatasetError(f"{where}: a pair is a JSON object, not {type(row).__name__}.")
         key = next((k for k in ("prompt", "instruction", "question") if k in row), None)
@@ -106,10 +104,10 @@ def load_preference_jsonl(path: str | Path) -> list[PreferencePair]:
         if key is None:
             prompt, chosen, rejected = split_implicit_prompt(row["chosen"], row["rejected"], where)
         else:
-            prompt = _prompt_value(row[key], number)
-            chosen, rejected = _completion_text(row["chosen"], "chosen", number), _completion_text(row["rejected"], "rejected", number)
+            prompt = _prompt_value(row[key], where)
+            chosen, rejected = _completion_text(row["chosen"], "chosen", where), _completion_text(row["rejected"], "rejected", where)
         pairs.append(PreferencePair(prompt, chosen, rejected, row.get("ref_chosen_logp"), row.get("ref_rejected_logp"),
-                                    margin=_margin(row.get("margin"), number)))
+                                    margin=_margin(row.get("margin"), where)))
     if not pairs:
         raise DatasetError(f"preference file {str(path)!r} has no pairs.")
     return pairs

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mathgym.algos.step_labels import step_label_row
 from mathgym.envs.data import jsonl_rows
 from mathgym.errors import DatasetError
 from mathgym.rewards.prm import StepScorer
@@ -68,29 +69,14 @@ def load_labelled_steps(path: str | Path) -> list[LabelledSolution]:
             rows.append(_row(record, where))
             continue
         try:
-            row = next(iter(_one_row(record)), None)
-        except ValueError as err:
+            row = step_label_row(record)
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise DatasetError(f"{where}: {err}") from None
         if row is not None:
             rows.append(_row({"problem": row.problem, "steps": row.steps, "labels": row.labels}, where))
     if not rows:
         raise DatasetError(f"{path} holds no labelled solutions.")
     return rows
-
-
-def _one_row(record: Any) -> list[Any]:
-    """``record`` read by the public formats' readers (none when a PRM800K record holds no step)."""
-    from mathgym.algos.step_labels import _source_of, math_shepherd_row, prm800k_row, processbench_row, rlhflow_row  # noqa: PLC0415
-
-    reader = {"math-shepherd": math_shepherd_row, "prm800k": prm800k_row, "processbench": processbench_row,
-              "rlhflow": rlhflow_row}.get(_source_of(record))
-    if reader is None:
-        raise ValueError("expected {'problem': str, 'steps': [str, ...], 'labels': [float, ...]} or a public layout")
-    try:
-        row = reader(record)
-    except (KeyError, TypeError, AttributeError) as err:
-        raise ValueError(f"{type(err).__name__}: {err}") from None
-    return [] if row is None else [row]
 
 
 def step_auc(scores: Sequence[float], labels: Sequence[float]) -> float:

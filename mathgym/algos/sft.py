@@ -30,6 +30,7 @@ from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.configs import SFTConfig
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan
+from mathgym.envs.data import SHAREGPT_ROLES, jsonl_rows
 from mathgym.errors import ConfigError, DatasetError
 
 __all__ = [
@@ -92,10 +93,6 @@ def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", gr
     return ep
 
 
-#: ShareGPT's speakers (``from``) as chat roles.
-SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                  "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant", "tool": "tool",
-                  "function": "tool", "observation": "tool"}
 #: Pairs of fields that hold a question and its demonstrated answer, as data sets name them
 #: (MetaMathQA's ``query``/``response``, MATH's ``problem``/``solution``, GSM8K's ``question``/``answer``).
 ANSWER_PAIRS = (("query", "response"), ("problem", "solution"), ("question", "answer"))
@@ -128,8 +125,6 @@ def read_chats(path: str | Path, what: str, prompts: bool = False) -> list[tuple
     Raises:
         DatasetError: The file cannot be read, holds no row, or a row fits no layout.
     """
-    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
-
     chats = [(where, _chat_of(row, where, prompts)) for where, row in jsonl_rows(path, what, json_list=True)]
     if not chats:
         raise DatasetError(f"{path} holds no rows.")

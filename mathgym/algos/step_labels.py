@@ -317,24 +317,37 @@ def read_step_labels(path: str | Path, source: StepLabelSource = "auto") -> Iter
     """
     from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
 
-    readers: dict[str, Callable[[dict[str, Any]], StepLabelRow | None]] = {
-        "mathgym": lambda r: StepLabelRow(str(r["problem"]), [str(s) for s in r["steps"]], [float(x) for x in r["labels"]],
-                                          r.get("answer"), str(r.get("task_id", ""))),
-        "math-shepherd": math_shepherd_row,
-        "prm800k": prm800k_row,
-        "processbench": processbench_row,
-        "rlhflow": rlhflow_row,
-    }
     for where, record in jsonl_rows(path, "step-label file", json_list=True):
         try:
-            kind = source if source != "auto" else _source_of(record)
-            row = readers[kind](record)
+            row = step_label_row(record, source)
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"{where}: {type(err).__name__}: {err}") from None
         if row is not None:
             if len(row.steps) != len(row.labels):
                 raise ValueError(f"{where}: {len(row.steps)} steps but {len(row.labels)} labels")
             yield row
+
+
+def _mathgym_row(record: dict[str, Any]) -> StepLabelRow:
+    return StepLabelRow(str(record["problem"]), [str(s) for s in record["steps"]], [float(x) for x in record["labels"]],
+                        record.get("answer"), str(record.get("task_id", "")))
+
+
+#: The reader of each format :func:`read_step_labels` reads.
+READERS: dict[str, Callable[[dict[str, Any]], StepLabelRow | None]] = {
+    "mathgym": _mathgym_row, "math-shepherd": math_shepherd_row, "prm800k": prm800k_row,
+    "processbench": processbench_row, "rlhflow": rlhflow_row,
+}
+
+
+def step_label_row(record: Any, source: StepLabelSource = "auto") -> StepLabelRow | None:
+    """One record of any format :func:`read_step_labels` reads, told apart by its keys under
+    ``"auto"``; ``None`` for a PRM800K record with no step.
+
+    Raises:
+        ValueError: The record fits no format, or not the one named.
+    """
+    return READERS[source if source != "auto" else _source_of(record)](record)
 
 
 def _source_of(record: Any) -> str:

@@ -150,11 +150,7 @@ class CodeSandboxEnv(TextEnv):
     describes_failures = False
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
-        index = options.get("task_index")
-        if index is None:
-            index = int(self.np_random.integers(len(self.tasks)))
-        if not isinstance(index, int) or not 0 <= index < len(self.tasks):
-            raise ConfigError(f"options['task_index']={index!r} is out of range; the data set has {len(self.tasks)} tasks.")
+        index = self._task_index(options, len(self.tasks))
         code_task = self.tasks[index]
         return Task(code_task.task_id, code_task.prompt, code_task.reference, {"code_task": code_task, "index": index})
 

@@ -289,12 +289,8 @@ class CountdownEnv(TextEnv):
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         if self._instances:
-            index = options.get("task_index", None)
-            if index is None:
-                index = int(self.np_random.integers(len(self._instances)))
-            elif isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._instances):
-                raise ConfigError(f"options['task_index']={index!r} is not an index of the {len(self._instances)} instances.")
-            numbers, target = list(self._instances[index][0]), self._instances[index][1]
+            numbers, target = self._instances[self._task_index(options, len(self._instances))]
+            numbers = list(numbers)
             expression = ""  # the data sets give none: the expert searches
         elif "task_index" in options:
             raise ConfigError("Countdown-v0 generates instances by seed; options['task_index'] is not supported (it is with dataset=).")

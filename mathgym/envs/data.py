@@ -193,6 +193,12 @@ def _column(row: Mapping[str, Any], name: str) -> Any:
     return value
 
 
+#: ShareGPT's speakers (a turn's ``from``) as chat roles.
+SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant", "tool": "tool",
+                  "function": "tool", "observation": "tool"}
+
+
 def last_user_message(value: Any) -> str | None:
     """The last user message of a chat (``{"role", "content"}`` messages, or ShareGPT's
     ``{"from": "human", "value"}`` turns); ``None`` when ``value`` is no chat or has none."""
@@ -201,7 +207,7 @@ def last_user_message(value: Any) -> str | None:
     if all("content" in m for m in value):
         users = [m["content"] for m in value if m.get("role") == "user"]
     elif all("from" in m for m in value):  # an ORZ assistant turn holds a ground_truth, no value
-        users = [m.get("value") for m in value if m.get("from") in ("human", "user")]
+        users = [m.get("value") for m in value if SHAREGPT_ROLES.get(str(m.get("from")).lower()) == "user"]
     else:
         return None
     return users[-1] if users and isinstance(users[-1], str) else None

@@ -254,12 +254,7 @@ class InstructionFollowEnv(TextEnv):
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         if self._records:
-            index = options.get("task_index", None)
-            if index is None:
-                index = int(self.np_random.integers(len(self._records)))
-            elif isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._records):
-                raise ConfigError(f"options['task_index']={index!r} is not an index of the {len(self._records)} prompts.")
-            record = self._records[index]
+            record = self._records[self._task_index(options, len(self._records))]
             return Task(f"ifeval/{record.key}", record.prompt, "", {"record": record})
         if "task_index" in options:
             raise ConfigError("InstructionFollow-v0 draws prompts by seed; options['task_index'] is not supported (it is with dataset=).")

@@ -98,11 +98,7 @@ class MathReasonEnv(TextEnv):
             problem = generate(self.np_random, self.difficulty, self.split)
             meta = {"level": problem.level, "solution": problem.solution}
             return Task(problem.problem_id, self._prompt(problem.question), problem.answer, meta)
-        index = options.get("task_index")
-        if index is None:
-            index = int(self.np_random.integers(len(self._records)))
-        if not isinstance(index, int) or not 0 <= index < len(self._records):
-            raise ConfigError(f"options['task_index']={index!r} is out of range; the data set has {len(self._records)} tasks.")
+        index = self._task_index(options, len(self._records))
         record = self._records[index]
         meta = {"solution": record.solution, "index": index}
         if record.alternatives:

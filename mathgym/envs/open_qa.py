@@ -176,12 +176,7 @@ class OpenQAEnv(TextEnv):
         return len(self.tasks)
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
-        index = options.get("task_index")
-        if index is None:
-            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tasks):
-            raise ConfigError(f"options['task_index']={index!r}: choose an integer from 0 to {len(self.tasks) - 1}.")
-        return self.tasks[index]
+        return self.tasks[self._task_index(options, len(self.tasks))]
 
     def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
         """The judge's request: a vector env's step sends its envs' answers in one batch

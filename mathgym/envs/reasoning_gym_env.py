@@ -193,11 +193,7 @@ class ReasoningGymEnv(TextEnv):
             raise ConfigError(f"reasoning-gym could not build task {self.task_name!r} with {self._config_json}: {err!r}") from None
 
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
-        index = options.get("task_index")
-        if index is None:
-            index = int(self.np_random.integers(self.size))
-        if not isinstance(index, int) or not 0 <= index < self.size:
-            raise ConfigError(f"options['task_index']={index!r} is out of range; the data set has {self.size} items.")
+        index = self._task_index(options, self.size)
         entry = self.dataset[index]
         answer = entry.get("answer")
         task_id = f"rg-{self.task_name}-{self.dataset_seed}-{index}"

@@ -460,12 +460,9 @@ class SQLQueryEnv(TextEnv):
     def _dataset_task(self, options: Mapping[str, Any]) -> Task:
         """A task of the data set: ``options["task_index"]``, else one drawn by the seed (a record
         whose gold query fails on its database is skipped, with a warning, for the next one)."""
+        drawn = self._task_index(options, len(self._records))
         if "task_index" in options:
-            index = options["task_index"]
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._records):
-                raise ConfigError(f"options['task_index']={index!r} is not an index of the {len(self._records)} tasks.")
-            return self._record_task(index, self._gold(index, strict=True))
-        drawn = int(self.np_random.integers(len(self._records)))
+            return self._record_task(drawn, self._gold(drawn, strict=True))
         for offset in range(len(self._records)):  # the drawn record, else the next one that can be graded
             index = (drawn + offset) % len(self._records)
             if index not in self._refused:

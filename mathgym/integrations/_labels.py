@@ -7,23 +7,20 @@ CodeSandbox-v0 does; any other label is a final answer, graded by the lenient ma
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from mathgym.core import Judgement
-from mathgym.envs.ahead import sandbox_width
-from mathgym.envs.code import grade
+from mathgym.envs.code import GRADER
 from mathgym.envs.code_tasks import CodeTask, tests_task
 from mathgym.rewards.math import labels_verifier
 
 
-def grade_programs(responses: Sequence[str], tasks: Sequence[CodeTask]) -> list[Judgement]:
-    """Each response's program graded against its task's tests (all must pass), as many at once
-    as the sandbox has warm workers."""
-    if not tasks:
-        return []
-    with ThreadPoolExecutor(max(1, min(len(tasks), sandbox_width()))) as pool:
-        return list(pool.map(lambda pair: grade(pair[1], str(pair[0]), "all_pass"), zip(responses, tasks)))
+def grade_programs(responses: Sequence[str], tasks: Sequence[CodeTask]) -> list[Judgement | None]:
+    """Each response's program graded against its task's tests (all must pass), side by side as
+    the code env's steps are (:data:`~mathgym.envs.code.GRADER`); ``None`` where the grading itself
+    failed (the sandbox could not run)."""
+    verdicts = GRADER.score_ahead([(task, str(response), "all_pass") for response, task in zip(responses, tasks)]) if tasks else []
+    return [verdict if isinstance(verdict, Judgement) else None for verdict in verdicts]
 
 
 def label_scores(responses: Sequence[str], labels: Sequence[Any]) -> list[float]:
@@ -40,5 +37,5 @@ def label_scores(responses: Sequence[str], labels: Sequence[Any]) -> list[float]
             scores[i] = float(result.score)
     programs = [i for i, task in enumerate(tasks) if task is not None]
     for i, verdict in zip(programs, grade_programs([responses[i] for i in programs], [tasks[i] for i in programs])):
-        scores[i] = float(verdict.reward)
+        scores[i] = 0.0 if verdict is None else float(verdict.reward)
     return scores

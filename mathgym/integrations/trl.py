@@ -214,7 +214,7 @@ def code_reward(completions: Sequence[Any], prompts: Sequence[Any] | None = None
     rewards: list[float | None] = [None] * count
     verdicts = grade_programs([_completion_text(completions[i]) for i in graded], [tasks[i] for i in graded])
     for i, verdict in zip(graded, verdicts):
-        rewards[i] = None if str(verdict.status) in INFRA_STATUSES else float(verdict.reward)
+        rewards[i] = None if verdict is None or str(verdict.status) in INFRA_STATUSES else float(verdict.reward)
     return rewards
 
 
