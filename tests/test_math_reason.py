@@ -323,6 +323,12 @@ def test_a_folder_or_pattern_of_shards_is_one_data_set(tmp_path):
         load_jsonl(tmp_path / "empty")
     with pytest.raises(DatasetError, match=r"pattern .*nothing-\*\.jsonl' matches no file"):
         load_jsonl(tmp_path / "nothing-*.jsonl")
+    saved = tmp_path / "saved"  # datasets' save_to_disk: its JSON files are metadata, not rows
+    saved.mkdir()
+    (saved / "dataset_info.json").write_text("{}")
+    (saved / "data-00000-of-00001.arrow").write_bytes(b"")
+    with pytest.raises(DatasetError, match="saved with datasets' save_to_disk .*hf:"):
+        load_jsonl(saved)
     with pytest.raises(DatasetError, match="neither 'builtin', 'humaneval' nor a data file, folder or pattern"):
         gym.make("CodeSandbox-v0", dataset=str(tmp_path / "missing.jsonl"))
 

@@ -32,8 +32,9 @@ def pytest_task(row: dict, default_id: str) -> CodeTask:
     ``yield`` one finished after the test), a ``unittest.TestCase``'s ``setUpClass`` / ``setUp`` /
     ``tearDown`` / ``tearDownClass`` and cleanups, a plain class's ``setup_class`` /
     ``setup_method`` / ``teardown_method`` / ``teardown_class``; a test marked skip or xfail is
-    left out, and one that skips itself passes. A test that needs a fixture by name cannot run
-    outside pytest, and a file patching modules with ``unittest.mock`` would patch the test's
+    left out, and one that skips itself passes; ``capsys`` / ``capfd`` give what the program's
+    calls printed. A test that needs another fixture by name cannot run outside pytest, and a
+    file patching modules with ``unittest.mock`` would patch the test's
     process, not the program's: the task is then ``unverifiable`` (:attr:`CodeTask.unverifiable`),
     not graded on the rest.
 

@@ -260,6 +260,9 @@ def data_files(path: str | Path, what: str = "data set") -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
+        if (path / "dataset_info.json").is_file() and any(path.glob("*.arrow")):  # its JSON files are metadata, not rows
+            raise DatasetError(f"{what} folder {text!r} is a data set saved with datasets' save_to_disk (Arrow files): write it "
+                               f"out with Dataset.to_parquet, or, for MathReason-v0, pass dataset='hf:{text}'")
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES)
         if not files:
             raise DatasetError(f"{what} folder {text!r} holds no {', '.join(DATA_SUFFIXES)} file")
