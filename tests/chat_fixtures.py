@@ -114,6 +114,23 @@ THINK_PROMPT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|Assistant|><think>\\n' }}{% endif %}"
 )
 
+#: gpt-oss-like ("harmony" channels): a fixed system header; an assistant turn is written
+#: ``<|start|>assistant<|channel|>final<|message|>CONTENT`` and closed by ``<|end|>`` in the history
+#: but by ``<|return|>`` when it is the chat's last message (what the model emits to end its
+#: answer); the generation prompt is only ``<|start|>assistant``, so the model writes the channel
+#: header itself (an ``analysis`` channel first, closed by ``<|end|>``, which is no stop token).
+#: Not in :data:`STYLES`: its episodes hold headers and channels the re-rendering leaves out.
+HARMONY_TEMPLATE = (
+    "{{ '<|start|>system<|message|>Reasoning: low<|end|>' }}"
+    "{% for m in messages %}"
+    "{% if m['role'] == 'system' %}{{ '<|start|>developer<|message|>' + m['content'] + '<|end|>' }}"
+    "{% elif m['role'] == 'assistant' %}{{ '<|start|>assistant<|channel|>final<|message|>' + m['content'] }}"
+    "{{ '<|return|>' if loop.last and not add_generation_prompt else '<|end|>' }}"
+    "{% else %}{{ '<|start|>' + m['role'] + '<|message|>' + m['content'] + '<|end|>' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start|>assistant' }}{% endif %}"
+)
+
 #: style -> (template, special tokens, bos, eos, pad, generation-config EOS tokens).
 _STYLE_SPECS: dict[str, dict[str, Any]] = {
     "chatml": dict(
@@ -139,6 +156,10 @@ _STYLE_SPECS: dict[str, dict[str, Any]] = {
     "think-prompt": dict(
         template=THINK_PROMPT_TEMPLATE, special=["<|pad|>", "<|User|>", "<|Assistant|>", "<|end|>"], plain=["<think>", "</think>"],
         bos=None, eos="<|end|>", pad="<|pad|>", generation_eos=["<|end|>"],
+    ),
+    "harmony": dict(
+        template=HARMONY_TEMPLATE, special=["<|endoftext|>", "<|start|>", "<|message|>", "<|channel|>", "<|end|>", "<|return|>", "<|call|>"],
+        plain=[], bos=None, eos="<|return|>", pad="<|endoftext|>", generation_eos=["<|return|>", "<|call|>", "<|endoftext|>"],
     ),
     "mistral": dict(
         template=MISTRAL_TEMPLATE, special=["<unk>", "<s>", "</s>"], plain=[],

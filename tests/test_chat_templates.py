@@ -12,13 +12,14 @@ import gymnasium as gym  # noqa: E402
 from mathgym.agents.chat import end_of_turn_id, turn_suffix  # noqa: E402
 from mathgym.agents.policy import LLMPolicy, SamplingParams  # noqa: E402
 from mathgym.algos.batch import RolloutBatch  # noqa: E402
+from mathgym.algos.preferences import PreferencePair, pair_episodes  # noqa: E402
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings  # noqa: E402
 from mathgym.algos.sft import encode_demonstration  # noqa: E402
 from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
 from tests.chat_fixtures import DEFAULT_SYSTEM, END_OF_TURN, STYLES, assert_episode_text, cached_chat_model  # noqa: E402
 
-ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama", "mistral": "llama"}
+ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama", "mistral": "llama", "harmony": "llama"}
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +138,7 @@ def test_a_template_that_rewrites_history_is_refused_with_its_name():
 ENVS = {"single": ("MathReason-v0", {"system_prompt": ""}), "multi": ("GuessNumber-v0", {})}
 
 
-@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("style", [*STYLES, "harmony"])
 @pytest.mark.parametrize("turns", ["single", "multi"])
 def test_rollouts_are_token_faithful(policies, style, turns):
     """The ids the learner trains on are the sampler's ids, turn after turn; env tokens are the
@@ -169,7 +170,10 @@ def test_rollouts_are_token_faithful(policies, style, turns):
             assert ep.logprobs[start : start + len(actions)] == pytest.approx(gen.logprobs)
             position = start + len(actions)
         assert position == len(ep.token_ids)
-        assert_episode_text(policy.tokenizer, ep.token_ids, ep.messages, policy.stop_token_ids)
+        if style == "harmony":
+            assert_harmony_episode_text(policy, ep, [gen for _, gen in seen])
+        else:
+            assert_episode_text(policy.tokenizer, ep.token_ids, ep.messages, policy.stop_token_ids)
     batch = RolloutBatch.from_episodes(episodes, policy.pad_token_id)
     with torch.no_grad():
         logprobs, _ = policy.token_logprobs(batch.input_ids, batch.attention_mask)
@@ -217,20 +221,25 @@ TOOL_CALL_TEMPLATES = {
                    "<tool_call>\n<function={{ c['function']['name'] }}>\n{% for k, v in c['function']['arguments'].items() %}"
                    "<parameter={{ k }}>\n{{ v }}\n</parameter>\n{% endfor %}</function>\n</tool_call>{% endfor %}"
                    "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}",
+    "gpt-oss": "{% for m in messages %}{% if m['role'] == 'assistant' %}{% for c in m['tool_calls'] %}<|start|>assistant"
+               "<|channel|>commentary to=functions.{{ c['function']['name'] }} <|constrain|>json<|message|>"
+               "{{ c['function']['arguments'] | tojson }}<|call|>{% endfor %}"
+               "{% else %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>{% endif %}{% endfor %}",
 }
 
 
 @pytest.mark.parametrize("style", sorted(TOOL_CALL_TEMPLATES))
 def test_tool_calls_in_other_models_formats_run(policies, style):
     """The tool envs read a call in the format each model family's template renders it: Mistral's
-    [TOOL_CALLS] (both versions), Llama 3.1's JSON with parameters, Qwen3-Coder's XML."""
+    [TOOL_CALLS] (both versions), Llama 3.1's JSON with parameters, Qwen3-Coder's XML, gpt-oss's
+    commentary message to ``functions.python``."""
     tokenizer = policies("chatml").tokenizer
     call = {"type": "function", "function": {"name": "python", "arguments": {"code": "print(6 * 7)"}}}
     user = [{"role": "user", "content": "What is 6 * 7?"}]
     rendered = tokenizer.apply_chat_template(user + [{"role": "assistant", "tool_calls": [call]}], tokenize=False,
                                              chat_template=TOOL_CALL_TEMPLATES[style])
     action = rendered[len(tokenizer.apply_chat_template(user, tokenize=False, chat_template=TOOL_CALL_TEMPLATES[style])):]
-    for end in ("</s>", "<|eot_id|>", "<|im_end|>"):
+    for end in ("</s>", "<|eot_id|>", "<|im_end|>", "<|call|>"):
         action = action.split(end)[0]
     action = action.split("<|end_header_id|>\n\n")[-1].split("<|im_start|>assistant\n")[-1]
     assert [(c.name, c.arguments, c.error) for c in find_tool_calls(action)] == [("python", {"code": "print(6 * 7)"}, "")], action
@@ -252,6 +261,29 @@ def test_a_json_answer_is_not_taken_for_a_llama_call():
     assert bad.error == "the tool call is not valid JSON"
     (bad,) = find_tool_calls("[TOOL_CALLS]python[ARGS]{not json")
     assert bad.error == "the tool call is not valid JSON"
+
+
+def test_gpt_oss_calls_are_read_from_the_message_header():
+    """A gpt-oss message is a call when its header names a recipient (``to=``, in the channel or
+    the role part); JSON arguments, or a built-in tool's ``code`` message as the code; prose with
+    ``to=`` is no call, and arguments that are not JSON say so."""
+    calls = find_tool_calls(
+        "<|channel|>analysis<|message|>set to=5 first<|end|><|start|>assistant to=functions.python<|channel|>commentary json"
+        '<|message|>{"code": "print(1)"}<|call|>'
+    )
+    assert [(c.name, c.arguments, c.error) for c in calls] == [("python", {"code": "print(1)"}, "")]
+    (builtin,) = find_tool_calls("<|channel|>analysis to=python code<|message|>x = 6\nprint(x * 7)")
+    assert (builtin.name, builtin.arguments) == ("python", {"code": "x = 6\nprint(x * 7)"})
+    assert find_tool_calls("Set x to=5, then a to=<|message|>b") == []
+    (bad,) = find_tool_calls("<|channel|>commentary to=functions.python <|constrain|>json<|message|>{print(1)")
+    assert "not valid JSON" in bad.error and bad.name == ""
+    env = gym.make("MathTool-v0")
+    try:
+        env.reset(seed=0)
+        obs, _, _, _, info = env.step("<|channel|>analysis to=python code<|message|>print(6 * 7)")
+        assert "42" in obs and info["tool_calls"] == 1
+    finally:
+        env.close()
 
 
 def test_a_broken_chat_template_is_one_clear_error(tmp_path):
@@ -305,3 +337,85 @@ def test_a_generation_prompt_that_opens_the_answer_is_kept_where_the_model_saw_i
         for reply in answered:  # the env's replies the model answered (one after the last action is not in the tokens)
             assert f"<|end|><|User|>{reply}<|Assistant|><think>\n" in text
     assert any(len(ep.step_rewards) > 1 for ep in episodes)
+
+
+def assert_harmony_episode_text(policy, ep, gens):
+    """A gpt-oss-style episode: the first prompt as rendered, then each action as sampled, each
+    env reply as the template writes it after an earlier turn (``<|end|>`` closing the action
+    unless the model closed it with ``<|return|>``), and the message the env got: the action's text."""
+    tok = policy.tokenizer
+    first = next(i for i, m in enumerate(ep.messages) if m["role"] == "assistant")
+    expected = policy.render_chat(ep.messages[:first])
+    replies = [m["content"] for m in ep.messages[first:] if m["role"] == "user"]
+    for step, gen in enumerate(gens):
+        expected += tok.decode(gen.token_ids, skip_special_tokens=False)
+        assert ep.completions[step] == policy.action_text(gen.token_ids)
+        if step + 1 < len(gens):
+            closed = gen.token_ids[-1:] == [policy.end_of_turn_id]
+            expected += ("" if closed else "<|end|>") + f"<|start|>user<|message|>{replies[step]}<|end|><|start|>assistant"
+    assert tok.decode(ep.token_ids, skip_special_tokens=False) == expected
+
+
+def test_a_gpt_oss_style_template_closes_turns_and_answers_as_its_history_does(policies):
+    """gpt-oss's template ends the generation prompt at ``<|start|>assistant`` (the model writes
+    the channel header), closes a chat's last turn with ``<|return|>`` (its stop token) but earlier
+    ones with ``<|end|>`` (no stop token: it also closes the analysis channel). Multi-turn episodes
+    append the env's reply after the sampled ``<|return|>`` without a second close; the env gets
+    the final channel's text; demonstrations and preference pairs train the header and ``<|return|>``."""
+    policy = policies("harmony")
+    tok = policy.tokenizer
+    assert tok.convert_ids_to_tokens([policy.end_of_turn_id, policy.message_close_id]) == ["<|return|>", "<|end|>"]
+    assert policy.answer_opening == "<|channel|>final<|message|>"
+    assert policy.end_of_turn_id in policy.stop_token_ids and policy.message_close_id not in policy.stop_token_ids
+    chat = [{"role": "user", "content": "Guess."}]
+    assert turn_suffix(policy.render_chat, chat, "higher") == "<|end|><|start|>user<|message|>higher<|end|><|start|>assistant"
+    collector = RolloutCollector.__new__(RolloutCollector)
+    collector.policy = policy
+    sampled = policy.encode_text("<|channel|>analysis<|message|>say 3<|end|><|start|>assistant<|channel|>final<|message|>5<|return|>")
+    assert policy.action_text(sampled) == "5"
+    reply = collector.env_reply_tokens(chat, "higher", sampled[-1])
+    assert tok.decode(reply, skip_special_tokens=False) == "<|start|>user<|message|>higher<|end|><|start|>assistant"
+    cut = collector.env_reply_tokens(chat, "higher", sampled[-2])  # cut by the length cap: the template closes it
+    assert tok.decode(cut, skip_special_tokens=False) == "<|end|><|start|>user<|message|>higher<|end|><|start|>assistant"
+    demo = chat + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "higher"}, {"role": "assistant", "content": "7"}]
+    ep = encode_demonstration(policy, demo)
+    head = "<|start|>system<|message|>Reasoning: low<|end|><|start|>user<|message|>Guess.<|end|><|start|>assistant"
+    assert tok.decode(ep.token_ids, skip_special_tokens=False) == (
+        head + "<|channel|>final<|message|>5<|return|><|start|>user<|message|>higher<|end|><|start|>assistant<|channel|>final<|message|>7<|return|>"
+    )
+    learned = [t for t, m in zip(ep.token_ids, ep.action_mask) if m]
+    assert tok.decode(learned, skip_special_tokens=False) == "<|channel|>final<|message|>5<|return|><|channel|>final<|message|>7<|return|>"
+    chosen, rejected = pair_episodes(policy, PreferencePair(prompt=tuple(chat), chosen="5", rejected="9"), 0)
+    assert tok.decode(chosen.token_ids, skip_special_tokens=False) == head + "<|channel|>final<|message|>5<|return|>"
+    assert tok.decode([t for t, m in zip(rejected.token_ids, rejected.action_mask) if m], skip_special_tokens=False) == (
+        "<|channel|>final<|message|>9<|return|>"
+    )
+
+
+#: Qwen3's way with a chat's last assistant turn: a think block (empty when the content has none)
+#: before the content, the reasoning of earlier turns dropped.
+THINK_BLOCK_TEMPLATE = (
+    "{% for m in messages %}{% set content = m['content'] %}"
+    "{% if m['role'] == 'assistant' %}{% set reasoning = '' %}"
+    "{% if '</think>' in content %}{% set reasoning = content.split('</think>')[0].split('<think>')[-1].strip('\\n') %}"
+    "{% set content = content.split('</think>')[-1].lstrip('\\n') %}{% endif %}"
+    "{% if loop.last %}{% set content = '<think>\\n' + reasoning + '\\n</think>\\n\\n' + content %}{% endif %}{% endif %}"
+    "{{ '<|im_start|>' + m['role'] + '\\n' + content + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@pytest.mark.parametrize("content, written", [("5", "<think>\n\n</think>\n\n5"), ("<think>try 5</think>5", "<think>\ntry 5\n</think>\n\n5")])
+def test_demonstrations_are_written_as_the_template_writes_a_last_turn(tmp_path_factory, content, written):
+    """A template that writes a think block at the head of the chat's last answer (Qwen3's) trains
+    it, as the model writes it after the generation prompt; its own rewriting of the content applies."""
+    policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "qwen3", "qwen2")), device="cpu", dtype="float32")
+    policy.tokenizer.chat_template = THINK_BLOCK_TEMPLATE
+    chat = [{"role": "user", "content": "Guess."}]
+    ep = encode_demonstration(policy, [*chat, {"role": "assistant", "content": content}])
+    learned = [t for t, m in zip(ep.token_ids, ep.action_mask) if m]
+    assert policy.tokenizer.decode(learned, skip_special_tokens=False) == written + "<|im_end|>"
+    assert policy.tokenizer.decode(ep.token_ids, skip_special_tokens=False) == "<|im_start|>user\nGuess.<|im_end|>\n<|im_start|>assistant\n" + written + "<|im_end|>"
+    assert policy.answer_opening == "<think>\n\n</think>\n\n" and policy.message_close_id is None
+    assert policy.action_text(policy.encode_text("<think>\n\n</think>\n\n5") + [policy.end_of_turn_id]) == "5"

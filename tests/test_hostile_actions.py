@@ -75,6 +75,8 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "mistral_markers": lambda n: "[TOOL_CALLS][\"" * (n // 14),
     "mistral_unclosed_string": lambda n: "[TOOL_CALLS][\"" + "a[TOOL_CALLS]" * ((n - 14) // 13),
     "python_tag_braces": lambda n: "<|python_tag|>" + "{" * (n - 14),
+    "harmony_recipients": lambda n: " to=" * (n // 4 - 3) + "<|message|>",
+    "harmony_calls": lambda n: " to=f<|message|>{" * (n // 17),
 }
 
 ENV_IDS = contract_env_ids()

@@ -128,7 +128,9 @@ def turn_suffix(
     A template whose generation prompt opens the answer with text that the finished turn does
     not show (DeepSeek-R1's and QwQ's ``<think>\\n``, Qwen3's empty think block when thinking is
     off) is taken as it is: the episode keeps that text where the model saw it, and what
-    follows the turn is the template's own.
+    follows the turn is the template's own. So is one whose finished turn shows a header the
+    generation prompt leaves to the model (gpt-oss's ``<|channel|>final<|message|>`` after
+    ``<|start|>assistant``, see :func:`answer_opening`): the model wrote it inside its action.
 
     Raises:
         ConfigError: The template renders ``chat + [assistant, user]`` so that the text before the
@@ -140,10 +142,110 @@ def turn_suffix(
     prompt = render(history, True)
     after = render(history + [{"role": "assistant", "content": PLACEHOLDER}, *replies], True)
     cut = after.rfind(PLACEHOLDER)  # this turn's content: every later message is the env's
-    if cut < 0 or not prompt.startswith(after[:cut]):
+    if cut < 0 or not (prompt.startswith(after[:cut]) or after[:cut].startswith(prompt)):
         raise ConfigError(
             f"{template_name} rewrites earlier turns when a turn is added (its rendering of a longer chat does not "
             "start with the shorter one), so a multi-turn episode cannot be kept token-faithful. Use a template "
             "that only appends (edit tokenizer_config.json's chat_template), or a single-turn env."
         )
     return after[cut + len(PLACEHOLDER) :]  # the generation prompt's opening (``<think>\\n``) stays where it was
+
+
+def _last_turn(render: Render, chat: Sequence[dict[str, Any]], content: str) -> tuple[str, str]:
+    """``(generation prompt of chat, rendering of chat + an assistant message content as its last message)``."""
+    return render(chat, True), render([*chat, {"role": "assistant", "content": content}], False)
+
+
+def answer_opening(render: Render) -> str:
+    """Text the template writes at the head of an assistant turn that its generation prompt
+    leaves for the model to write: gpt-oss's channel header ``<|channel|>final<|message|>``
+    (its generation prompt ends at ``<|start|>assistant``), Qwen3's empty think block when
+    thinking is on. Empty for most templates, and for those whose generation prompt itself
+    opens the answer (DeepSeek-R1's ``<think>\\n``). An action holding it is answered from
+    the text after its last occurrence (:meth:`LLMPolicy.action_text`): gpt-oss's analysis
+    channel before it is the model's reasoning, which the template leaves out of the history.
+
+    Example:
+        >>> plain = lambda chat, gen: "".join(f"<{m['role']}>{m['content']}." for m in chat) + ("<assistant>" if gen else "")
+        >>> header = lambda chat, gen: plain([{**m, "content": "final:" + m["content"]} if m["role"] == "assistant" else m for m in chat], gen)
+        >>> answer_opening(plain), answer_opening(header)
+        ('', 'final:')
+    """
+    try:
+        prompt, full = _last_turn(render, [{"role": "user", "content": "1"}], PLACEHOLDER)
+    except Exception:  # noqa: BLE001 - a template that cannot render the probe: no opening known
+        return ""
+    at = full.find(PLACEHOLDER, len(prompt))
+    return full[len(prompt) : at] if at >= 0 and full.startswith(prompt) else ""
+
+
+def answer_text(render: Render, chat: Sequence[dict[str, Any]], content: str) -> str:
+    """What a model writes, by its template, to answer ``chat`` with ``content`` (the token that
+    closes the turn left out): the template's rendering of the message as the chat's last one,
+    from the end of the generation prompt up to what the template writes after any content.
+    This is where gpt-oss's ``<|channel|>final<|message|>`` header and Qwen3's think block come
+    in; it is ``content`` for templates that write the content as it is, and for those whose
+    generation prompt opens the answer (the model never writes that opening).
+
+    Example:
+        >>> plain = lambda chat, gen: "".join(f"<{m['role']}>{m['content']}." for m in chat) + ("<assistant>" if gen else "")
+        >>> header = lambda chat, gen: plain([{**m, "content": "final:" + m["content"]} if m["role"] == "assistant" else m for m in chat], gen)
+        >>> answer_text(plain, [{"role": "user", "content": "q"}], "42"), answer_text(header, [{"role": "user", "content": "q"}], "42")
+        ('42', 'final:42')
+    """
+    prompt, full = _last_turn(render, chat, content)
+    probe = _last_turn(render, chat, PLACEHOLDER)[1]
+    at = probe.rfind(PLACEHOLDER)
+    tail = probe[at + len(PLACEHOLDER) :] if at >= 0 else ""
+    if at < 0 or not full.startswith(prompt) or len(full) < len(prompt) + len(tail) or not full.endswith(tail):
+        return content
+    return full[len(prompt) : len(full) - len(tail)]
+
+
+def message_close_id(tokenizer: Any, render: Render) -> int | None:
+    """The special token the template closes every message of the history with, when it is not
+    the one that closes the chat's last turn (:func:`end_of_turn_id`): gpt-oss writes
+    ``<|end|>`` after each earlier message but ``<|return|>``, what the model samples to stop,
+    after the last one. ``None`` for templates that close both alike, or with no such token.
+
+    The token after an assistant content in the history counts only when the env's reply in
+    the same rendering is closed by it too: a template that writes nothing after an assistant
+    turn and opens the next message with a special token has no close to leave out.
+    """
+    reply = PLACEHOLDER[::-1]
+    try:
+        suffix = turn_suffix(render, [{"role": "user", "content": "1"}], reply)
+    except Exception:  # noqa: BLE001 - a template that cannot render the probe
+        return None
+    at = suffix.find(reply)
+    if at < 0:
+        return None
+    added = _added_token_ids(tokenizer)
+    ids = tokenizer(suffix, add_special_tokens=False)["input_ids"]
+    after_reply = tokenizer(suffix[at + len(reply) :], add_special_tokens=False)["input_ids"]
+    if ids and after_reply and int(ids[0]) == int(after_reply[0]) and int(ids[0]) in added:
+        close = int(ids[0])
+        return None if close == end_of_turn_id(tokenizer) else close
+    return None
+
+
+def drop_turn_close(ids: list[int], last_token: int | None, stop_ids: Sequence[int], end_of_turn: int, message_close: int | None) -> list[int]:
+    """The tokens that follow an action, less the template's close of the turn when the action
+    closed it itself: the model's last token is that close (``<|im_end|>``), or it is the
+    template's end of turn and the history's close differs only in name (gpt-oss's sampled
+    ``<|return|>`` stands where the history writes ``<|end|>``). A stop token the template does
+    not close turns with (a Qwen-base EOS) is followed by the template's close.
+
+    Example:
+        >>> drop_turn_close([7, 1, 2], last_token=7, stop_ids=(7,), end_of_turn=7, message_close=None)
+        [1, 2]
+        >>> drop_turn_close([8, 1, 2], last_token=7, stop_ids=(7,), end_of_turn=7, message_close=8)
+        [1, 2]
+        >>> drop_turn_close([8, 1, 2], last_token=9, stop_ids=(7, 9), end_of_turn=7, message_close=8)
+        [8, 1, 2]
+    """
+    if not ids or last_token is None or last_token not in stop_ids:
+        return ids
+    if ids[0] == last_token or (last_token == end_of_turn and message_close is not None and ids[0] == message_close):
+        return ids[1:]
+    return ids

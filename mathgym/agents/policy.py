@@ -182,6 +182,7 @@ class LLMPolicy:
     _backend_impl: Any = field(default=None, repr=False)
     _stop_ids: tuple[int, ...] | None = field(default=None, repr=False)
     _end_of_turn: int | None = field(default=None, repr=False)
+    _template_marks: tuple[str, int | None] | None = field(default=None, repr=False)
 
     @classmethod
     def from_pretrained(
@@ -282,6 +283,47 @@ class LLMPolicy:
             self._end_of_turn = self.eos_token_id if eot is None else eot
         return self._end_of_turn
 
+    def _marks(self) -> tuple[str, int | None]:
+        if self._template_marks is None:
+            from mathgym.agents.chat import answer_opening, message_close_id
+
+            if getattr(self.tokenizer, "chat_template", None):
+                self._template_marks = (answer_opening(self.render_chat), message_close_id(self.tokenizer, self.render_chat))
+            else:
+                self._template_marks = ("", None)
+        return self._template_marks
+
+    @property
+    def answer_opening(self) -> str:
+        """The head the template gives an assistant turn that its generation prompt leaves to the
+        model (gpt-oss's ``<|channel|>final<|message|>``; usually empty), see :func:`~mathgym.agents.chat.answer_opening`."""
+        return self._marks()[0]
+
+    @property
+    def message_close_id(self) -> int | None:
+        """The token closing earlier messages when it is not :attr:`end_of_turn_id` (gpt-oss's
+        ``<|end|>``), see :func:`~mathgym.agents.chat.message_close_id`."""
+        return self._marks()[1]
+
+    def after_action(self, ids: list[int], last_token: int | None) -> list[int]:
+        """``ids`` (the template's text after an assistant turn) less the turn's close when the
+        action's ``last_token`` closed it (:func:`~mathgym.agents.chat.drop_turn_close`)."""
+        from mathgym.agents.chat import drop_turn_close
+
+        return drop_turn_close(ids, last_token, self.stop_token_ids, self.end_of_turn_id, self.message_close_id)
+
+    def answer_ids(self, chat: Sequence[dict[str, str]], content: str, render: Any = None) -> list[int]:
+        """Tokens of a demonstrated answer ``content`` to ``chat``, as the model would write them:
+        the template's head of the turn (gpt-oss's channel header, Qwen3's think block) with the
+        content (:func:`~mathgym.agents.chat.answer_text`), then :attr:`end_of_turn_id`.
+        ``render`` replaces :meth:`render_chat` (a caching wrapper of it)."""
+        text = content
+        if getattr(self.tokenizer, "chat_template", None):
+            from mathgym.agents.chat import answer_text
+
+            text = answer_text(render or self.render_chat, chat, content)
+        return self.encode_text(text) + [self.end_of_turn_id]
+
     @property
     def template_name(self) -> str:
         """How error messages name this model's chat template."""
@@ -319,11 +361,19 @@ class LLMPolicy:
     def action_text(self, token_ids: Sequence[int]) -> str:
         """The text of an action: its tokens without the stop token that ended it, special
         tokens inside it kept, so that the chat template's rendering of the env's messages is
-        the decoded token sequence."""
+        the decoded token sequence. When the action holds the head the template gives an
+        answer (:attr:`answer_opening`, gpt-oss's ``<|channel|>final<|message|>``), the answer is
+        the text after its last occurrence: what the template writes as the message's content
+        (gpt-oss's analysis channel before it is reasoning the history leaves out, as Qwen3's
+        earlier think blocks are; the episode's tokens keep it)."""
         ids = list(token_ids)
         if ids and ids[-1] in self.stop_token_ids:
             ids = ids[:-1]
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        opening = self.answer_opening
+        if opening and opening in text:
+            text = text[text.rindex(opening) + len(opening) :]
+        return text
 
     # -- generation ----------------------------------------------------------------
 

@@ -197,13 +197,16 @@ def encode_prompt(policy: Any, prompt: str | tuple[Message, ...]) -> list[int]:
 def pair_episodes(policy: Any, pair: PreferencePair, index: int, max_length: int = 512) -> tuple[Episode, Episode]:
     """The pair as two one-step episodes of group ``index``: chosen (reward 1) and rejected (reward 0).
 
-    Completions end with the chat template's end-of-turn token (EOS without a template). Sequences longer than ``max_length`` lose prompt tokens from
+    Completions of chat prompts are written as the model writes an answer (the head the template
+    gives it, gpt-oss's channel header; :meth:`LLMPolicy.answer_ids`); all end with the chat
+    template's end-of-turn token (EOS without a template). Sequences longer than ``max_length`` lose prompt tokens from
     the left first, then completion tokens from the right.
     """
     prompt = encode_prompt(policy, pair.prompt)
     out = []
     for text, reward in ((pair.chosen, 1.0), (pair.rejected, 0.0)):
-        completion = (policy.encode_text(text) + [policy.end_of_turn_id])[: max_length - 1]
+        answer = policy.answer_ids(list(pair.prompt), text) if isinstance(pair.prompt, tuple) else policy.encode_text(text) + [policy.end_of_turn_id]
+        completion = answer[: max_length - 1]
         kept = prompt[max(0, len(prompt) + len(completion) - max_length) :]
         episode = Episode("preferences", f"pair-{index}", group_id=index, step_rewards=[reward], status="done")
         episode.extend(kept)

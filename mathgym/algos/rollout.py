@@ -231,12 +231,10 @@ class RolloutCollector:
         Args:
             chat: The messages before the action.
             reply: The env's reply.
-            last_token: The action's last token: when it is the stop token the template's
-                text starts with (the end-of-turn marker the model sampled), it is not added again.
+            last_token: The action's last token: when it closed the turn (the end-of-turn marker
+                the template's text starts with, or the one it ends a chat's last turn with,
+                gpt-oss's ``<|return|>`` for the history's ``<|end|>``), no close is added.
         """
         policy = self.policy
         suffix = turn_suffix(policy.render_chat, chat, reply, policy.template_name)
-        ids = policy.encode_text(suffix)
-        if ids and last_token is not None and ids[0] == last_token and last_token in policy.stop_token_ids:
-            ids = ids[1:]
-        return ids
+        return policy.after_action(policy.encode_text(suffix), last_token)

@@ -57,8 +57,10 @@ def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", group_id: int = 0) -> Episode:
     """Tokens of a chat, built as a rollout builds an episode: the prompt up to the first assistant
-    turn; each assistant content (and the template's end-of-turn token) as action tokens; between
-    them the text the template inserts after a turn (:func:`~mathgym.agents.chat.turn_suffix`)."""
+    turn; each assistant content as the model writes it (with the head the template gives a
+    closing turn, gpt-oss's channel header, Qwen3's think block; :meth:`LLMPolicy.answer_ids`)
+    and the template's end-of-turn token as action tokens; between them the text the template
+    inserts after a turn (:func:`~mathgym.agents.chat.turn_suffix`)."""
     ep = Episode(env_id, "", group_id)
     eot_id = policy.end_of_turn_id
     closes = bool(policy.tokenizer.eos_token)  # a tokenizer without EOS: turns end with no token of their own
@@ -83,11 +85,11 @@ def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", gr
             except ConfigError as err:
                 raise DatasetError(f"cannot build token-faithful demonstrations: {err}") from None
             ids = policy.encode_text(between)
-            if closes and ids and ids[0] == eot_id:  # the end of turn is the action's last token already
-                ids = ids[1:]
-            ep.extend(ids)
+            ep.extend(policy.after_action(ids, eot_id) if closes else ids)  # the action's last token closed the turn
         content = messages[j]["content"]
-        action = policy.encode_text(content) + ([eot_id] if closes else [])
+        action = policy.answer_ids(messages[:j], content, render)
+        if not closes:  # a tokenizer without EOS: turns end with no token of their own
+            action = action[:-1]
         ep.extend(action, action_step=n, logprobs=[0.0] * len(action))
         ep.completions.append(content)
     return ep

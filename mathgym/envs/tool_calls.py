@@ -10,6 +10,9 @@ Qwen2.5 / Hermes-style chat templates render an assistant's tool call as::
 models write their calls in, told apart by the text itself: Qwen3-Coder's
 ``<tool_call><function=python><parameter=code>...</parameter></function></tool_call>``,
 Mistral's ``[TOOL_CALLS][{"name": ..., "arguments": {...}}]`` (or ``[TOOL_CALLS]python[ARGS]{...}``),
+gpt-oss's channel messages addressed to a tool
+(``<|channel|>commentary to=functions.python <|constrain|>json<|message|>{"code": ...}``, or a
+built-in tool's ``to=python code<|message|>print(1)``, the code as the message),
 and Llama 3's JSON message ``{"name": ..., "parameters": {...}}`` (after ``<|python_tag|>``, or
 the whole message). A call that does not parse is kept with ``error`` set, so the env can say
 what was wrong. Pure Python: model output is untrusted text and never raises here.
@@ -18,6 +21,7 @@ what was wrong. Pure Python: model output is untrusted text and never raises her
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +135,54 @@ def _mistral_calls(text: str) -> list[ToolCall]:
     return out
 
 
+#: gpt-oss's (harmony) markup: a message's header names its recipient with ``to=`` and ends at ``<|message|>``.
+HARMONY_TO, HARMONY_MESSAGE = "to=", "<|message|>"
+#: What ends a harmony message's body (``<|call|>`` is a stop token, usually cut already).
+HARMONY_ENDS = ("<|call|>", "<|end|>", "<|start|>", "<|return|>")
+#: The longest header read between ``to=`` and ``<|message|>``.
+HARMONY_HEADER_CHARS = 200
+_RECIPIENT = re.compile(r"[A-Za-z_][\w.\-]*")
+
+
+def _harmony_calls(text: str) -> list[ToolCall]:
+    """gpt-oss's calls: a message whose header holds ``to=RECIPIENT`` (``functions.NAME`` for a
+    declared function, ``NAME`` for a built-in tool), its body JSON arguments, or the ``code``
+    argument itself when the header's content type is ``code``."""
+    out, position, opened = [], 0, -1
+    while len(out) < MAX_MARKERS:  # the markers and message starts are each found once: linear in all
+        start = text.find(HARMONY_TO, position)
+        if start < 0:
+            break
+        position = start + len(HARMONY_TO)
+        if opened < position:
+            opened = text.find(HARMONY_MESSAGE, position)
+            if opened < 0:
+                break
+        if opened - position > HARMONY_HEADER_CHARS or (start and not (text[start - 1].isspace() or text[start - 1] == ">")):
+            continue  # prose that happens to hold "to=", not a header
+        header = text[position:opened].replace("<|constrain|>", " ").replace("<|channel|>", " ")
+        words = header.split()
+        if "<|" in header or "\n" in header or not words or len(words) > 3 or not _RECIPIENT.fullmatch(words[0]):
+            continue  # not a header: a recipient is a name, and a few words of channel and content type follow it
+        recipient, *kinds = words
+        name = recipient.removeprefix("functions.")
+        body_start = opened + len(HARMONY_MESSAGE)
+        ends = [at for at in (text.find(mark, body_start) for mark in HARMONY_ENDS) if at >= 0]
+        end = min(ends, default=len(text))
+        body = text[body_start:end]
+        position = end
+        if "code" in kinds and "json" not in kinds:
+            out.append(ToolCall(start, end, name, {"code": body}))
+            continue
+        try:
+            arguments = json.loads(body)
+        except (ValueError, RecursionError):
+            out.append(ToolCall(start, end, "", {}, f"the arguments of the call to {recipient[:40]!r} are not valid JSON"))
+            continue
+        out.append(ToolCall(start, end, *_fields({"name": name, "arguments": arguments})))
+    return out
+
+
 def _json_message_call(text: str) -> list[ToolCall]:
     """Llama 3's call: a JSON object with ``name`` and ``parameters`` (or ``arguments``) after
     ``<|python_tag|>``, or as the whole message."""
@@ -153,8 +205,9 @@ def _json_message_call(text: str) -> list[ToolCall]:
 
 def find_tool_calls(text: str) -> list[ToolCall]:
     """Every tool call of ``text``, in order: ``<tool_call>...</tool_call>`` blocks (JSON, or
-    Qwen3-Coder's XML inside); where there is none, Mistral's ``[TOOL_CALLS]`` calls; where there
-    is none either, Llama 3's JSON call (the module docstring shows each). Linear in ``len(text)``
+    Qwen3-Coder's XML inside); where there is none, Mistral's ``[TOOL_CALLS]`` calls; then
+    gpt-oss's messages ``to=`` a tool; where there is none either, Llama 3's JSON call (the
+    module docstring shows each). Linear in ``len(text)``
     for the blocks; at most :data:`MAX_MARKERS` markers of the other formats are read.
 
     Example:
@@ -168,4 +221,4 @@ def find_tool_calls(text: str) -> list[ToolCall]:
         inner = text[body:body_end].strip()
         name, arguments, error = _parse_xml(inner) if inner.startswith("<function=") else _parse(inner)
         out.append(ToolCall(start, end, name, arguments, error))
-    return out or _mistral_calls(text) or _json_message_call(text)
+    return out or _mistral_calls(text) or _harmony_calls(text) or _json_message_call(text)
