@@ -298,9 +298,9 @@ def test_parquet_files_load_as_verl_and_the_hub_ship_them(tmp_path):
 
 
 def test_a_folder_or_pattern_of_shards_is_one_data_set(tmp_path):
-    """A hub snapshot's shards (data/train-0000N-of-0000M.parquet, JSONL beside them) read as one
-    data set, from the folder or from a glob pattern that picks a split; an empty folder or a
-    pattern matching nothing is a clear error."""
+    """A hub snapshot's shards (data/train-0000N-of-0000M.parquet) read as one data set, from the
+    folder or from a glob pattern that picks a split; a folder holding two splits (a test.jsonl
+    beside them), an empty folder or a pattern matching nothing is a clear error."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -313,8 +313,13 @@ def test_a_folder_or_pattern_of_shards_is_one_data_set(tmp_path):
         pq.write_table(pa.Table.from_pylist(rows), data / f"train-0000{shard}-of-00002.parquet")
     (data / "test.jsonl").write_text(json.dumps({"problem": "What is 9 + 0?", "answer": "9"}) + "\n")
     (data / "README.md").write_text("not data")
-    assert [r.answer for r in load_jsonl(tmp_path / "snapshot")] == ["9", "00", "01", "02", "10", "11", "12"]  # in name order
-    assert [r.answer for r in load_jsonl(data / "train-*.parquet")] == ["00", "01", "02", "10", "11", "12"]
+    with pytest.raises(DatasetError, match=r"folder .*snapshot' holds the splits test \(data/test.jsonl\), train \(data/train-00000.*"
+                                           r"e.g. with a pattern such as '.*snapshot/data/test\*'"):
+        load_jsonl(tmp_path / "snapshot")  # train and test read as one would train on the test set
+    assert [r.answer for r in load_jsonl(data / "train-*.parquet")] == ["00", "01", "02", "10", "11", "12"]  # in name order
+    (data / "test.jsonl").rename(tmp_path / "test.jsonl")
+    assert [r.answer for r in load_jsonl(tmp_path / "snapshot")] == ["00", "01", "02", "10", "11", "12"]  # one split: the folder is it
+    (tmp_path / "test.jsonl").rename(data / "test.jsonl")
     env = gym.make("MathReason-v0", dataset=str(data / "test*"), split="all")
     env.reset(seed=0)
     assert env.step("\\boxed{9}")[1] == 1.0

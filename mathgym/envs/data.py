@@ -246,14 +246,37 @@ def jsonl_rows(path: str | Path, what: str, json_list: bool = False) -> Iterator
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
+#: A data file's split as hub snapshots name it: ``train-00000-of-00002.parquet``, ``test.jsonl``,
+#: ``validation/part-0.parquet`` (the word, then a separator or the end of the name).
+_SPLIT_NAME = re.compile(r"(train|test|validation|valid|dev|eval)(?:[-_.]|$)")
+
+
+def split_named(path: Path) -> str | None:
+    """The split a data file's relative path names (its file name first, then its folders), or ``None``.
+
+    Example:
+        >>> split_named(Path("data/train-00000-of-00002.parquet")), split_named(Path("validation/0.jsonl"))
+        ('train', 'validation')
+        >>> split_named(Path("testing.jsonl")) is None
+        True
+    """
+    for part in reversed(path.parts):
+        match = _SPLIT_NAME.match(part.lower())
+        if match:
+            return match.group(1)
+    return None
+
+
 def data_files(path: str | Path, what: str = "data set") -> list[Path]:
     """The files a data set path names: the file itself; a folder's ``.jsonl``, ``.json`` and
     ``.parquet`` files (its subfolders' too, as a hub snapshot's ``data/train-0000N-of-...``
     shards); or the files a glob pattern matches; in name order.
 
     Raises:
-        DatasetError: Nothing is there, or a folder or pattern holds no data file (``what``
-            names the data set in the message).
+        DatasetError: Nothing is there, a folder or pattern holds no data file, or a folder holds
+            files of more than one split (:func:`split_named`: ``train-*`` and ``test-*`` read as
+            one data set would put test rows in training; a pattern picks one). ``what`` names
+            the data set in the message.
     """
     text = str(path)
     path = Path(path).expanduser()
@@ -266,6 +289,15 @@ def data_files(path: str | Path, what: str = "data set") -> list[Path]:
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES)
         if not files:
             raise DatasetError(f"{what} folder {text!r} holds no {', '.join(DATA_SUFFIXES)} file")
+        splits: dict[str, Path] = {}
+        for file in files:
+            splits.setdefault(split_named(file.relative_to(path)) or "", file)
+        splits.pop("", None)
+        if len(splits) > 1:  # train and test rows read as one would train on the test set
+            examples = ", ".join(f"{name} ({example.relative_to(path)})" for name, example in sorted(splits.items()))
+            pattern = Path(text) / splits[sorted(splits)[0]].relative_to(path).parent / f"{sorted(splits)[0]}*"
+            raise DatasetError(f"{what} folder {text!r} holds the splits {examples}: name one split's files, "
+                               f"e.g. with a pattern such as {str(pattern)!r}")
         return files
     if any(char in text for char in "*?["):
         files = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
