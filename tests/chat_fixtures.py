@@ -118,13 +118,16 @@ THINK_PROMPT_TEMPLATE = (
 #: ``<|start|>assistant<|channel|>final<|message|>CONTENT`` and closed by ``<|end|>`` in the history
 #: but by ``<|return|>`` when it is the chat's last message (what the model emits to end its
 #: answer); the generation prompt is only ``<|start|>assistant``, so the model writes the channel
-#: header itself (an ``analysis`` channel first, closed by ``<|end|>``, which is no stop token).
+#: header itself (an ``analysis`` channel first, closed by ``<|end|>``, which is no stop token;
+#: a last message's ``thinking`` is written there).
 #: Not in :data:`STYLES`: its episodes hold headers and channels the re-rendering leaves out.
 HARMONY_TEMPLATE = (
     "{{ '<|start|>system<|message|>Reasoning: low<|end|>' }}"
     "{% for m in messages %}"
     "{% if m['role'] == 'system' %}{{ '<|start|>developer<|message|>' + m['content'] + '<|end|>' }}"
-    "{% elif m['role'] == 'assistant' %}{{ '<|start|>assistant<|channel|>final<|message|>' + m['content'] }}"
+    "{% elif m['role'] == 'assistant' %}"
+    "{% if loop.last and not add_generation_prompt and m.get('thinking') %}{{ '<|start|>assistant<|channel|>analysis<|message|>' + m['thinking'] + '<|end|>' }}{% endif %}"
+    "{{ '<|start|>assistant<|channel|>final<|message|>' + m['content'] }}"
     "{{ '<|return|>' if loop.last and not add_generation_prompt else '<|end|>' }}"
     "{% else %}{{ '<|start|>' + m['role'] + '<|message|>' + m['content'] + '<|end|>' }}{% endif %}"
     "{% endfor %}"

@@ -419,3 +419,52 @@ def test_demonstrations_are_written_as_the_template_writes_a_last_turn(tmp_path_
     assert policy.tokenizer.decode(ep.token_ids, skip_special_tokens=False) == "<|im_start|>user\nGuess.<|im_end|>\n<|im_start|>assistant\n" + written + "<|im_end|>"
     assert policy.answer_opening == "<think>\n\n</think>\n\n" and policy.message_close_id is None
     assert policy.action_text(policy.encode_text("<think>\n\n</think>\n\n5") + [policy.end_of_turn_id]) == "5"
+
+
+#: Qwen3's way with ``reasoning_content``: written in the think block of a chat's last answer.
+REASONING_FIELD_TEMPLATE = (
+    "{% for m in messages %}{% set content = m['content'] %}"
+    "{% if m['role'] == 'assistant' and loop.last %}{% set content = '<think>\\n' + (m.get('reasoning_content') or '') + '\\n</think>\\n\\n' + content %}{% endif %}"
+    "{{ '<|im_start|>' + m['role'] + '\\n' + content + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@pytest.mark.parametrize("template, learned", [
+    (REASONING_FIELD_TEMPLATE, "<think>\none and one\n</think>\n\n2<|im_end|>"),  # the template reads reasoning_content
+    (THINK_BLOCK_TEMPLATE, "<think>\none and one\n</think>\n\n2<|im_end|>"),  # it reads none: a think block in the content
+    ("harmony", "<|channel|>analysis<|message|>one and one<|end|><|start|>assistant<|channel|>final<|message|>2<|return|>"),  # thinking
+])
+def test_a_demonstrated_turns_reasoning_is_trained_as_the_template_writes_it(tmp_path_factory, policies, template, learned):
+    """Reasoning kept apart from the content (``reasoning_content``, ``thinking``) is trained where
+    the template writes it, under the name it reads; a template that reads none gets it as a think block."""
+    if template == "harmony":
+        policy = policies("harmony")
+    else:
+        policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "qwen3", "qwen2")), device="cpu", dtype="float32")
+        policy.tokenizer.chat_template = template
+    chat = [{"role": "user", "content": "1 + 1?"}, {"role": "assistant", "content": "2", "reasoning_content": "one and one"}]
+    ep = encode_demonstration(policy, chat)
+    assert policy.tokenizer.decode([t for t, m in zip(ep.token_ids, ep.action_mask) if m], skip_special_tokens=False) == learned
+
+
+def test_a_demonstrated_tool_call_is_trained_as_the_template_renders_it(policies):
+    """A turn that calls a tool is trained with its call (ChatML's ``<tool_call>``), the tool's
+    result as the template writes it between the turns; a template that cannot write calls is an error."""
+    call = {"type": "function", "function": {"name": "python", "arguments": {"code": "print(1 + 1)"}}}
+    chat = [{"role": "user", "content": "1 + 1?"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": "2"}, {"role": "assistant", "content": "2"}]
+    policy = policies("chatml")
+    ep = encode_demonstration(policy, chat)
+    tok = policy.tokenizer
+    assert tok.decode([t for t, m in zip(ep.token_ids, ep.action_mask) if m], skip_special_tokens=False) == (
+        '<tool_call>{"name": "python", "arguments": {"code": "print(1 + 1)"}}</tool_call><|im_end|>2<|im_end|>'
+    )
+    assert tok.decode(ep.token_ids, skip_special_tokens=False).endswith(
+        "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n2\n</tool_response><|im_end|>\n<|im_start|>assistant\n2<|im_end|>"
+    )
+    from mathgym.errors import DatasetError
+
+    with pytest.raises(DatasetError, match="makes tool calls, which the chat template of .* does not write"):
+        encode_demonstration(policies("llama3"), chat)

@@ -166,3 +166,27 @@ def test_tasks_without_a_reference_are_left_out_of_demonstrations_and_the_warm_s
     monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path / "cache"))
     assert tiny_warm_start("CodeSandbox-v0", {"dataset": str(bare)}, steps=5, progress=False) == tiny_model_path(0)
     assert "no reference solutions" in capsys.readouterr().out
+
+
+def test_chats_keep_content_parts_reasoning_and_tool_calls(tmp_path):
+    """OpenAI's content parts are joined; reasoning under any of the names data sets use, tool
+    calls and a tool result's id are kept (the template renders them); a non-text part is an error."""
+    from mathgym.algos.sft import read_chats
+
+    call = {"type": "function", "function": {"name": "python", "arguments": {"code": "print(2)"}}}
+    rows = [
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "1 + "}, {"type": "text", "text": "1?"}]},
+                      {"role": "assistant", "content": "2", "thinking": "one and one"}]},
+        {"messages": [{"role": "user", "content": "Run it."}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                      {"role": "tool", "content": "2", "tool_call_id": "c1"}, {"role": "assistant", "content": "2"}]},
+    ]
+    path = tmp_path / "chats.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (_, first), (_, second) = read_chats(path, "demonstrations")
+    assert first == [{"role": "user", "content": "1 + 1?"}, {"role": "assistant", "content": "2", "reasoning_content": "one and one"}]
+    assert second[1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+    assert second[2] == {"role": "tool", "content": "2", "tool_call_id": "c1"}
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
+                                             {"role": "assistant", "content": "a cat"}]}) + "\n")
+    with pytest.raises(DatasetError, match="chats.jsonl:1: a message holds a 'image_url' part; only text parts are read"):
+        read_chats(path, "demonstrations")

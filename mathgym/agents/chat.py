@@ -29,6 +29,10 @@ Render = Callable[[Sequence[dict[str, str]], bool], str]
 
 #: Stands for an assistant message's content when probing a template.
 PLACEHOLDER = "MATHGYMPLACEHOLDER"
+#: The names under which chat templates read an assistant turn's reasoning (Qwen3's and
+#: DeepSeek's ``reasoning_content``, vLLM's ``reasoning``, gpt-oss's ``thinking``); data sets
+#: use the same names.
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 
 
 def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -179,13 +183,14 @@ def answer_opening(render: Render) -> str:
     return full[len(prompt) : at] if at >= 0 and full.startswith(prompt) else ""
 
 
-def answer_text(render: Render, chat: Sequence[dict[str, Any]], content: str) -> str:
+def answer_text(render: Render, chat: Sequence[dict[str, Any]], content: str | dict[str, Any]) -> str:
     """What a model writes, by its template, to answer ``chat`` with ``content`` (the token that
     closes the turn left out): the template's rendering of the message as the chat's last one,
     from the end of the generation prompt up to what the template writes after any content.
     This is where gpt-oss's ``<|channel|>final<|message|>`` header and Qwen3's think block come
     in; it is ``content`` for templates that write the content as it is, and for those whose
-    generation prompt opens the answer (the model never writes that opening).
+    generation prompt opens the answer (the model never writes that opening). ``content`` may be
+    the whole assistant message (its tool calls and reasoning rendered by the template too).
 
     Example:
         >>> plain = lambda chat, gen: "".join(f"<{m['role']}>{m['content']}." for m in chat) + ("<assistant>" if gen else "")
@@ -193,13 +198,31 @@ def answer_text(render: Render, chat: Sequence[dict[str, Any]], content: str) ->
         >>> answer_text(plain, [{"role": "user", "content": "q"}], "42"), answer_text(header, [{"role": "user", "content": "q"}], "42")
         ('42', 'final:42')
     """
-    prompt, full = _last_turn(render, chat, content)
+    message = {"role": "assistant", "content": content} if isinstance(content, str) else {**content, "role": "assistant"}
+    prompt = render(chat, True)
+    full = render([*chat, message], False)
     probe = _last_turn(render, chat, PLACEHOLDER)[1]
     at = probe.rfind(PLACEHOLDER)
     tail = probe[at + len(PLACEHOLDER) :] if at >= 0 else ""
     if at < 0 or not full.startswith(prompt) or len(full) < len(prompt) + len(tail) or not full.endswith(tail):
-        return content
+        return str(message.get("content") or "")
     return full[len(prompt) : len(full) - len(tail)]
+
+
+def renders_field(render: Render, **fields: Any) -> bool:
+    """Whether the template writes an assistant message's ``fields`` (each value holding the
+    text ``MATHGYMFIELD``): Qwen3's ``reasoning_content``, gpt-oss's ``thinking``, ``tool_calls``.
+
+    Example:
+        >>> render = lambda chat, gen: "".join(f"<{m['role']}>{m.get('reasoning_content', '')}{m['content']}." for m in chat)
+        >>> renders_field(render, reasoning_content="MATHGYMFIELD"), renders_field(render, thinking="MATHGYMFIELD")
+        (True, False)
+    """
+    message = {"role": "assistant", "content": PLACEHOLDER, **fields}
+    try:
+        return "MATHGYMFIELD" in render([{"role": "user", "content": "1"}, message], False)
+    except Exception:  # noqa: BLE001 - a template that cannot render the field does not write it
+        return False
 
 
 def message_close_id(tokenizer: Any, render: Render) -> int | None:

@@ -25,7 +25,7 @@ import torch
 
 from mathgym.agents.choices import Backend, DType
 from mathgym.agents.forward import ForwardOutput, forward_pass, has_dropout
-from mathgym.errors import ConfigError
+from mathgym.errors import ConfigError, DatasetError
 from mathgym.options import pick
 
 
@@ -183,6 +183,7 @@ class LLMPolicy:
     _stop_ids: tuple[int, ...] | None = field(default=None, repr=False)
     _end_of_turn: int | None = field(default=None, repr=False)
     _template_marks: tuple[str, int | None] | None = field(default=None, repr=False)
+    _template_fields: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_pretrained(
@@ -312,17 +313,52 @@ class LLMPolicy:
 
         return drop_turn_close(ids, last_token, self.stop_token_ids, self.end_of_turn_id, self.message_close_id)
 
-    def answer_ids(self, chat: Sequence[dict[str, str]], content: str, render: Any = None) -> list[int]:
-        """Tokens of a demonstrated answer ``content`` to ``chat``, as the model would write them:
-        the template's head of the turn (gpt-oss's channel header, Qwen3's think block) with the
+    def answer_ids(self, chat: Sequence[dict[str, Any]], content: str | dict[str, Any], render: Any = None) -> list[int]:
+        """Tokens of a demonstrated answer to ``chat``, as the model would write them: the
+        template's head of the turn (gpt-oss's channel header, Qwen3's think block) with the
         content (:func:`~mathgym.agents.chat.answer_text`), then :attr:`end_of_turn_id`.
-        ``render`` replaces :meth:`render_chat` (a caching wrapper of it)."""
-        text = content
-        if getattr(self.tokenizer, "chat_template", None):
-            from mathgym.agents.chat import answer_text
 
-            text = answer_text(render or self.render_chat, chat, content)
-        return self.encode_text(text) + [self.end_of_turn_id]
+        ``content`` is the answer's text, or the whole assistant message: its ``tool_calls`` are
+        rendered by the template (a template that does not write them is an error: the calls
+        would be lost), and its ``reasoning_content`` too, under the name the template reads
+        (Qwen3's ``reasoning_content``, gpt-oss's ``thinking``); a template that reads none gets
+        it as a ``<think>`` block at the head of the content. ``render`` replaces
+        :meth:`render_chat` (a caching wrapper of it).
+
+        Raises:
+            DatasetError: The message has tool calls the chat template does not write.
+        """
+        message = {"role": "assistant", "content": content} if isinstance(content, str) else dict(content)
+        reasoning = message.pop("reasoning_content", None)
+        if not getattr(self.tokenizer, "chat_template", None):
+            text = str(message.get("content") or "")
+            return self.encode_text(f"<think>\n{reasoning}\n</think>\n\n{text}" if reasoning else text) + [self.end_of_turn_id]
+        from mathgym.agents.chat import REASONING_FIELDS, answer_text
+
+        if message.get("tool_calls") and not self._renders("tool_calls"):
+            raise DatasetError(
+                f"a demonstration's assistant turn makes tool calls, which {self.template_name} does not write: "
+                "they would be lost (use a model whose template renders tool_calls, or leave those rows out)"
+            )
+        if reasoning:
+            if self._renders("reasoning"):
+                message.update(dict.fromkeys(REASONING_FIELDS, reasoning))
+            else:
+                message["content"] = f"<think>\n{reasoning}\n</think>\n\n{message.get('content') or ''}"
+        return self.encode_text(answer_text(render or self.render_chat, chat, message)) + [self.end_of_turn_id]
+
+    def _renders(self, what: str) -> bool:
+        """Whether the chat template writes an assistant message's reasoning or tool calls (probed once)."""
+        if what not in self._template_fields:
+            from mathgym.agents.chat import REASONING_FIELDS, renders_field
+
+            probe = "MATHGYMFIELD"
+            if what == "reasoning":
+                fields = dict.fromkeys(REASONING_FIELDS, probe)
+            else:
+                fields = {"tool_calls": [{"type": "function", "function": {"name": probe, "arguments": {}}}]}
+            self._template_fields[what] = renders_field(self.render_chat, **fields)
+        return self._template_fields[what]
 
     @property
     def template_name(self) -> str:

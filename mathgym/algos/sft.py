@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from mathgym.agents.chat import turn_suffix
+from mathgym.agents.chat import REASONING_FIELDS, turn_suffix
 from mathgym.agents.policy import LLMPolicy
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.configs import SFTConfig
@@ -38,7 +38,7 @@ __all__ = [
     "load_demonstrations", "sft_loss",
 ]
 
-Chat = list[dict[str, str]]
+Chat = list[dict[str, Any]]
 
 
 def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -87,7 +87,7 @@ def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", gr
             ids = policy.encode_text(between)
             ep.extend(policy.after_action(ids, eot_id) if closes else ids)  # the action's last token closed the turn
         content = messages[j]["content"]
-        action = policy.answer_ids(messages[:j], content, render)
+        action = policy.answer_ids(messages[:j], messages[j], render)
         if not closes:  # a tokenizer without EOS: turns end with no token of their own
             action = action[:-1]
         ep.extend(action, action_step=n, logprobs=[0.0] * len(action))
@@ -169,8 +169,35 @@ def _chat_of(row: Any, where: str, prompts: bool) -> Chat:
     )
 
 
+#: Fields of a message kept as they are, for the chat template to render (a tool call's id and
+#: name on a tool result).
+KEPT_KEYS = ("tool_calls", "tool_call_id", "name")
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's content as text: a string, nothing, or OpenAI's list of parts (its text parts joined)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise DatasetError(f"{where}: a message holds a {str(kind)[:40]!r} part; only text parts are read")
+        return "".join(texts)
+    raise DatasetError(f"{where}: a message's content must be text or a list of text parts, not {type(content).__name__}")
+
+
 def _messages(turns: list, where: str) -> Chat:
-    """``{"role", "content"}`` messages, or ShareGPT's ``{"from", "value"}`` turns, as a chat."""
+    """``{"role", "content"}`` messages, or ShareGPT's ``{"from", "value"}`` turns, as a chat.
+
+    Content given as OpenAI's list of parts is joined into text; an assistant turn's reasoning
+    (any of :data:`~mathgym.agents.chat.REASONING_FIELDS`, kept as ``reasoning_content``) and tool calls, and a tool result's id and name, are kept for
+    :func:`encode_demonstration` (the chat template renders them; nothing is dropped)."""
     chat = []
     for turn in turns:
         if not isinstance(turn, dict):
@@ -183,9 +210,19 @@ def _messages(turns: list, where: str) -> Chat:
                 raise DatasetError(f"{where}: a turn from {turn.get('from')!r}; known speakers: {', '.join(SHAREGPT_ROLES)}")
         else:
             raise DatasetError(f"{where}: a message has neither 'role' nor 'from'")
-        if not isinstance(role, str) or not isinstance(content, (str, type(None))):
-            raise DatasetError(f"{where}: a message's role and content must be text")
-        chat.append({"role": role, "content": content or ""})
+        if not isinstance(role, str):
+            raise DatasetError(f"{where}: a message's role must be text")
+        message: dict[str, Any] = {"role": role, "content": _text(content, where)}
+        for key in REASONING_FIELDS:
+            if isinstance(turn.get(key), str) and turn[key].strip():
+                message["reasoning_content"] = turn[key]
+                break
+        for key in KEPT_KEYS:
+            if turn.get(key) not in (None, "", []):
+                message[key] = turn[key]
+        if "tool_calls" in message and not isinstance(message["tool_calls"], list):
+            raise DatasetError(f"{where}: a message's tool_calls must be a list")
+        chat.append(message)
     return chat
 
 
