@@ -78,6 +78,25 @@ def test_implicit_prompts_and_other_prompt_names(tmp_path):
             load_preference_jsonl(write(tmp_path, [{"chosen": chosen, "rejected": rejected}]))
 
 
+def test_content_given_as_parts_is_read_as_text(tmp_path):
+    """OpenAI's content parts (``[{"type": "text", "text": ...}]``) in prompts, completions and
+    implicit-prompt chats are their text, not the list's repr; an image part is an error."""
+    def parts(text):
+        return [{"type": "text", "text": text}]
+
+    user = [{"role": "user", "content": parts("2+2?")}]
+    rows = [
+        {"prompt": user, "chosen": [{"role": "assistant", "content": parts("4")}], "rejected": [{"role": "assistant", "content": parts("5")}]},
+        {"chosen": [*user, {"role": "assistant", "content": parts("4")}], "rejected": [*user, {"role": "assistant", "content": "5"}]},
+    ]
+    explicit, implicit = load_preference_jsonl(write(tmp_path, rows))
+    for pair in (explicit, implicit):
+        assert (pair.prompt, pair.chosen, pair.rejected) == (({"role": "user", "content": "2+2?"},), "4", "5")
+    image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "cat.png"}}]}]
+    with pytest.raises(DatasetError, match="a message holds a 'image_url' part; only text parts are read"):
+        load_preference_jsonl(write(tmp_path, [{"prompt": image, "chosen": "a cat", "rejected": "a dog"}]))
+
+
 def test_missing_or_empty_file(tmp_path):
     with pytest.raises(DatasetError, match="does not exist"):
         load_preference_jsonl(tmp_path / "nope.jsonl")

@@ -176,6 +176,8 @@ def test_rows_in_other_peoples_layouts(tmp_path):
     verl = {"prompt": chat, "reward_model": {"ground_truth": "4", "style": "rule"}, "data_source": "x"}
     record = record_from_row(verl, {"question": "prompt", "answer": "reward_model.ground_truth"})
     assert (record.question, record.answer) == ("2+2?", "4")
+    parted = [{"role": "user", "content": [{"type": "text", "text": "2+"}, {"type": "text", "text": "2?"}]}]  # OpenAI's content parts
+    assert record_from_row({**verl, "prompt": parted}, {"question": "prompt", "answer": "reward_model.ground_truth"}).question == "2+2?"
     with pytest.raises(DatasetError, match="columns option"):
         record_from_row({"query": "q", "target": "1"})
     with pytest.raises(DatasetError, match=r"no answer for 'q'.*columns=\{'question': 'prompt', 'answer': 'solution'\}"):

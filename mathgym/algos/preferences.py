@@ -30,7 +30,7 @@ import torch
 
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.choices import LogprobReduction
-from mathgym.envs.data import jsonl_rows
+from mathgym.envs.data import jsonl_rows, message_text
 from mathgym.errors import DatasetError
 from mathgym.options import pick
 
@@ -74,7 +74,7 @@ def _completion_text(value: Any, field: str, where: str) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(m, dict) for m in value):
-        replies = [str(m.get("content", "")) for m in value if m.get("role") == "assistant"]
+        replies = [message_text(m.get("content"), where) for m in value if m.get("role") == "assistant"]
         if replies:
             return "".join(replies)
     raise DatasetError(f"{where}: {field!r} must be a string or a list of messages with an assistant reply.")
@@ -84,7 +84,7 @@ def _prompt_value(value: Any, where: str) -> str | tuple[Message, ...]:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m and "content" in m for m in value):
-        return tuple({"role": str(m["role"]), "content": str(m["content"])} for m in value)
+        return tuple({"role": str(m["role"]), "content": message_text(m["content"], where)} for m in value)
     raise DatasetError(f"{where}: 'prompt' must be a string or a non-empty list of {{role, content}} messages.")
 
 
@@ -150,10 +150,10 @@ def split_implicit_prompt(chosen: Any, rejected: Any, where: str = "") -> tuple[
         shared += 1
     while shared and chosen[shared - 1].get("role") == "assistant":  # a shared reply that both continue stays with them
         shared -= 1
-    prompt = tuple({"role": str(m["role"]), "content": str(m.get("content", ""))} for m in chosen[:shared])
+    prompt = tuple({"role": str(m["role"]), "content": message_text(m.get("content"), where or "a pair")} for m in chosen[:shared])
     if not any(m["role"] == "user" for m in prompt):
         raise DatasetError(f"{at}no 'prompt' field, and 'chosen' and 'rejected' share no user message to be it.")
-    completions = ["".join(str(m.get("content", "")) for m in side[shared:] if m.get("role") == "assistant") for side in (chosen, rejected)]
+    completions = ["".join(message_text(m.get("content"), where or "a pair") for m in side[shared:] if m.get("role") == "assistant") for side in (chosen, rejected)]
     if not all(completions):
         raise DatasetError(f"{at}'chosen' and 'rejected' must each end with an assistant reply after what they share.")
     return prompt, completions[0], completions[1]

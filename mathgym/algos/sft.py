@@ -30,7 +30,7 @@ from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.configs import SFTConfig
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan
-from mathgym.envs.data import SHAREGPT_ROLES, jsonl_rows
+from mathgym.envs.data import SHAREGPT_ROLES, jsonl_rows, message_text
 from mathgym.errors import ConfigError, DatasetError
 
 __all__ = [
@@ -174,24 +174,6 @@ def _chat_of(row: Any, where: str, prompts: bool) -> Chat:
 KEPT_KEYS = ("tool_calls", "tool_call_id", "name")
 
 
-def _text(content: Any, where: str) -> str:
-    """A message's content as text: a string, nothing, or OpenAI's list of parts (its text parts joined)."""
-    if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            else:
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise DatasetError(f"{where}: a message holds a {str(kind)[:40]!r} part; only text parts are read")
-        return "".join(texts)
-    raise DatasetError(f"{where}: a message's content must be text or a list of text parts, not {type(content).__name__}")
-
-
 def _messages(turns: list, where: str) -> Chat:
     """``{"role", "content"}`` messages, or ShareGPT's ``{"from", "value"}`` turns, as a chat.
 
@@ -212,7 +194,7 @@ def _messages(turns: list, where: str) -> Chat:
             raise DatasetError(f"{where}: a message has neither 'role' nor 'from'")
         if not isinstance(role, str):
             raise DatasetError(f"{where}: a message's role must be text")
-        message: dict[str, Any] = {"role": role, "content": _text(content, where)}
+        message: dict[str, Any] = {"role": role, "content": message_text(content, where)}
         for key in REASONING_FIELDS:
             if isinstance(turn.get(key), str) and turn[key].strip():
                 message["reasoning_content"] = turn[key]

@@ -193,6 +193,32 @@ def _column(row: Mapping[str, Any], name: str) -> Any:
     return value
 
 
+def message_text(content: Any, where: str) -> str:
+    """A message's content as text: a string, nothing, or OpenAI's list of parts (its text parts joined).
+
+    Example:
+        >>> message_text([{"type": "text", "text": "1 + "}, {"type": "text", "text": "1?"}], "row 1")
+        '1 + 1?'
+
+    Raises:
+        DatasetError: A part is not text (an image), or the content is neither (``where`` names the row).
+    """
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise DatasetError(f"{where}: a message holds a {str(kind)[:40]!r} part; only text parts are read")
+        return "".join(texts)
+    raise DatasetError(f"{where}: a message's content must be text or a list of text parts, not {type(content).__name__}")
+
+
 #: ShareGPT's speakers (a turn's ``from``) as chat roles.
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                   "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant", "tool": "tool",
@@ -200,8 +226,14 @@ SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "a
 
 
 def last_user_message(value: Any) -> str | None:
-    """The last user message of a chat (``{"role", "content"}`` messages, or ShareGPT's
-    ``{"from": "human", "value"}`` turns); ``None`` when ``value`` is no chat or has none."""
+    """The last user message of a chat (``{"role", "content"}`` messages, its content a text or
+    OpenAI's list of text parts, or ShareGPT's ``{"from": "human", "value"}`` turns); ``None``
+    when ``value`` is no chat or has none.
+
+    Example:
+        >>> last_user_message([{"role": "user", "content": [{"type": "text", "text": "What is 2 + 2?"}]}])
+        'What is 2 + 2?'
+    """
     if not isinstance(value, list) or not value or not all(isinstance(m, Mapping) for m in value):
         return None
     if all("content" in m for m in value):
@@ -210,7 +242,12 @@ def last_user_message(value: Any) -> str | None:
         users = [m.get("value") for m in value if SHAREGPT_ROLES.get(str(m.get("from")).lower()) == "user"]
     else:
         return None
-    return users[-1] if users and isinstance(users[-1], str) else None
+    if not users or not isinstance(users[-1], (str, list)):
+        return None
+    try:  # OpenAI's list of parts: its text
+        return message_text(users[-1], "") if isinstance(users[-1], list) else users[-1]
+    except DatasetError:  # a part that is not text: no problem statement to read
+        return None
 
 
 def _text(value: Any, name: str) -> str:
