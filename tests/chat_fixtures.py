@@ -134,6 +134,18 @@ HARMONY_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|start|>assistant' }}{% endif %}"
 )
 
+#: Llama-2-chat-like: ``<s>[INST] <<SYS>>...<</SYS>> question [/INST] answer </s>``, a space before
+#: the answer and before the EOS that closes it, no generation-prompt text. Not in :data:`STYLES`:
+#: the model writes its answer's leading space itself and ends the turn with EOS, no space before.
+LLAMA2_TEMPLATE = (
+    "{% if messages and messages[0]['role'] == 'system' %}{% set sys = '<<SYS>>\\n' + messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}"
+    "{% set rest = messages[1:] %}{% else %}{% set sys = '' %}{% set rest = messages %}{% endif %}"
+    "{% for m in rest %}"
+    "{% if m['role'] == 'user' %}{{ bos_token + '[INST] ' + (sys if loop.first else '') + m['content'] + ' [/INST]' }}"
+    "{% else %}{{ ' ' + m['content'] + ' ' + eos_token }}{% endif %}"
+    "{% endfor %}"
+)
+
 #: style -> (template, special tokens, bos, eos, pad, generation-config EOS tokens).
 _STYLE_SPECS: dict[str, dict[str, Any]] = {
     "chatml": dict(
@@ -163,6 +175,10 @@ _STYLE_SPECS: dict[str, dict[str, Any]] = {
     "harmony": dict(
         template=HARMONY_TEMPLATE, special=["<|endoftext|>", "<|start|>", "<|message|>", "<|channel|>", "<|end|>", "<|return|>", "<|call|>"],
         plain=[], bos=None, eos="<|return|>", pad="<|endoftext|>", generation_eos=["<|return|>", "<|call|>", "<|endoftext|>"],
+    ),
+    "llama2": dict(
+        template=LLAMA2_TEMPLATE, special=["<unk>", "<s>", "</s>"], plain=[],
+        bos="<s>", eos="</s>", pad=None, generation_eos=["</s>"],
     ),
     "mistral": dict(
         template=MISTRAL_TEMPLATE, special=["<unk>", "<s>", "</s>"], plain=[],

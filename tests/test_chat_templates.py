@@ -19,7 +19,7 @@ from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
 from tests.chat_fixtures import DEFAULT_SYSTEM, END_OF_TURN, STYLES, assert_episode_text, cached_chat_model  # noqa: E402
 
-ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama", "mistral": "llama", "harmony": "llama"}
+ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama", "mistral": "llama", "harmony": "llama", "llama2": "llama"}
 
 
 @pytest.fixture(scope="module")
@@ -468,3 +468,26 @@ def test_a_demonstrated_tool_call_is_trained_as_the_template_renders_it(policies
 
     with pytest.raises(DatasetError, match="makes tool calls, which the chat template of .* does not write"):
         encode_demonstration(policies("llama3"), chat)
+
+
+def test_a_llama2_style_template_s_spaces_neither_double_the_close_nor_cut_the_answer(policies):
+    """Llama 2's template writes ``[/INST] answer </s>``: the model writes the space before its
+    answer and ends with ``</s>``; the space the template puts before ``</s>`` is not appended
+    after a sampled ``</s>`` (no ``</s> </s>``), and the answer is never cut at a space."""
+    policy = policies("llama2")
+    tok = policy.tokenizer
+    chat = [{"role": "system", "content": "S"}, {"role": "user", "content": "Guess."}]
+    assert turn_suffix(policy.render_chat, chat, "higher") == " </s><s>[INST] higher [/INST]"
+    assert policy.answer_opening == ""
+    collector = RolloutCollector.__new__(RolloutCollector)
+    collector.policy = policy
+    action = policy.encode_text(" I say 5") + [policy.end_of_turn_id]
+    assert policy.action_text(action) == " I say 5"
+    tokens = policy.encode_chat(chat) + action + collector.env_reply_tokens(chat, "higher", action[-1])
+    head = "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nGuess. [/INST]"
+    assert tok.decode(tokens, skip_special_tokens=False) == head + " I say 5</s><s>[INST] higher [/INST]"
+    cut = policy.encode_text(" I say")  # cut by the length cap: the template's close follows, space and all
+    assert tok.decode(collector.env_reply_tokens(chat, "higher", cut[-1]), skip_special_tokens=False) == " </s><s>[INST] higher [/INST]"
+    demo = chat + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "higher"}, {"role": "assistant", "content": "7"}]
+    ep = encode_demonstration(policy, demo)
+    assert tok.decode(ep.token_ids, skip_special_tokens=False) == head + " 5</s><s>[INST] higher [/INST] 7</s>"

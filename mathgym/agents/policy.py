@@ -289,7 +289,12 @@ class LLMPolicy:
             from mathgym.agents.chat import answer_opening, message_close_id
 
             if getattr(self.tokenizer, "chat_template", None):
-                self._template_marks = (answer_opening(self.render_chat), message_close_id(self.tokenizer, self.render_chat))
+                opening = answer_opening(self.render_chat)
+                # Only a head holding one of the tokenizer's added tokens marks where an answer starts: plain text
+                # (Llama 2's space before the answer) can be part of any answer, and cutting at it would lose text.
+                added = [str(t) for t in (getattr(self.tokenizer, "added_tokens_decoder", None) or {}).values()]
+                marked = opening if any(token and token in opening for token in added) else ""
+                self._template_marks = (marked, message_close_id(self.tokenizer, self.render_chat))
             else:
                 self._template_marks = ("", None)
         return self._template_marks
@@ -297,7 +302,8 @@ class LLMPolicy:
     @property
     def answer_opening(self) -> str:
         """The head the template gives an assistant turn that its generation prompt leaves to the
-        model (gpt-oss's ``<|channel|>final<|message|>``; usually empty), see :func:`~mathgym.agents.chat.answer_opening`."""
+        model (gpt-oss's ``<|channel|>final<|message|>``; usually empty), see :func:`~mathgym.agents.chat.answer_opening`;
+        empty too when it holds none of the tokenizer's added tokens (Llama 2's plain space)."""
         return self._marks()[0]
 
     @property
@@ -308,10 +314,20 @@ class LLMPolicy:
 
     def after_action(self, ids: list[int], last_token: int | None) -> list[int]:
         """``ids`` (the template's text after an assistant turn) less the turn's close when the
-        action's ``last_token`` closed it (:func:`~mathgym.agents.chat.drop_turn_close`)."""
+        action's ``last_token`` closed it (:func:`~mathgym.agents.chat.drop_turn_close`), with the
+        whitespace a template writes before the close (Llama 2's ``" </s>"``)."""
         from mathgym.agents.chat import drop_turn_close
 
-        return drop_turn_close(ids, last_token, self.stop_token_ids, self.end_of_turn_id, self.message_close_id)
+        closes = (self.stop_token_ids, self.end_of_turn_id, self.message_close_id)
+        spaces = 0  # Llama 2 writes a space before the close (" </s>"): it goes with the close the model sampled
+        while spaces < min(len(ids) - 1, 4) and not self.tokenizer.decode(ids[spaces : spaces + 1]).strip():
+            spaces += 1
+        if spaces:
+            rest = ids[spaces:]
+            trimmed = drop_turn_close(rest, last_token, *closes)
+            if len(trimmed) < len(rest):
+                return trimmed
+        return drop_turn_close(ids, last_token, *closes)
 
     def answer_ids(self, chat: Sequence[dict[str, Any]], content: str | dict[str, Any], render: Any = None) -> list[int]:
         """Tokens of a demonstrated answer to ``chat``, as the model would write them: the
