@@ -64,7 +64,17 @@ def _head_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]
     return head.parse_known_args(list(argv))
 
 
+TEMPLATE_KWARGS_HELP = ("YAML mapping of variables for the model's chat template, e.g. '{enable_thinking: false}' "
+                        "(Qwen3) [default: those saved with the model in its mathgym.json]")
 OPTION_HELP = "one env option (repeatable), as `mathgym check` and `mathgym play` take it: merged over --env-kwargs"
+
+
+def _template_kwargs(text: str | None) -> dict[str, Any]:
+    """``--chat-template-kwargs``: its YAML mapping (``{}`` when not given)."""
+    from mathgym.algos.configs import TrainConfig
+    from mathgym.options import parse_value
+
+    return dict(parse_value(TrainConfig, "chat_template_kwargs", text)) if text is not None else {}
 
 
 def _with_options(env_kwargs: Any, options: Sequence[str]) -> dict[str, Any]:
@@ -271,6 +281,7 @@ def _eval_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--env-kwargs", default=None, help="YAML mapping of env options (the test split is added when the env has one)")
     parser.add_argument("-o", "--option", metavar="KEY=VALUE", action="append", default=[], help=OPTION_HELP)
+    parser.add_argument("--chat-template-kwargs", default=None, help=TEMPLATE_KWARGS_HELP)
     parser.add_argument("--tasks", type=int, default=200, help="number of tasks (seeds --seed .. --seed+tasks-1) [default: 200]")
     parser.add_argument("--seed", type=int, default=defaults.eval_seed, help=f"first task seed [default: {defaults.eval_seed}]")
     parser.add_argument("--k", type=int, default=1, help="samples per task for pass@k (1: greedy pass@1) [default: 1]")
@@ -409,7 +420,7 @@ def run_eval(argv: Sequence[str]) -> int:
     generation = {**defaults.to_dict(), **(saved.get("generation", {}) if same_env else {})}
     max_new_tokens = args.max_new_tokens or int(generation["max_new_tokens"])
     with model_load_errors(args.model):
-        policy = LLMPolicy.from_pretrained(path, device=args.device)
+        policy = LLMPolicy.from_pretrained(path, device=args.device, chat_template_kwargs=_template_kwargs(args.chat_template_kwargs))
     if args.search == "beam":
         result = evaluate_beam_search(
             policy, config.env, env_kwargs, prm, num_tasks=args.tasks, seed=args.seed, beam_width=args.beam_width,
@@ -457,6 +468,7 @@ def _label_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", default="MathReason-v0", help="env with a verifiable answer [default: MathReason-v0]")
     parser.add_argument("--model", default=TINY_MODEL, help=f"the policy: hub id, local path or run's final/ [default: {TINY_MODEL}]")
     parser.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
+    parser.add_argument("--chat-template-kwargs", default=None, help=TEMPLATE_KWARGS_HELP)
     parser.add_argument("--k", type=int, default=8, help="rollouts from each step [default: 8]")
     parser.add_argument("--tasks", type=int, default=100, help="problems (seeds --seed .. --seed+tasks-1) [default: 100]")
     parser.add_argument("--seed", type=int, default=0, help="first task seed [default: 0]")
@@ -528,7 +540,7 @@ def run_label_steps(argv: Sequence[str]) -> int:
     saved = read_model_settings(path)
     generation = {**TrainConfig().to_dict(), **(saved.get("generation", {}) if saved.get("env") == env else {})}
     with model_load_errors(args.model):
-        policy = LLMPolicy.from_pretrained(path, device=args.device)
+        policy = LLMPolicy.from_pretrained(path, device=args.device, chat_template_kwargs=_template_kwargs(args.chat_template_kwargs))
     # the env options the model was trained with (its mathgym.json: e.g. its system prompt), then -o's
     steps = EnvSteps(env, resolved_env_kwargs(TrainConfig(env=env, model=path, env_kwargs=kwargs)))
     writer = PolicyStepWriter(policy, steps, temperature=args.temperature, seed=args.seed,

@@ -491,3 +491,42 @@ def test_a_llama2_style_template_s_spaces_neither_double_the_close_nor_cut_the_a
     demo = chat + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "higher"}, {"role": "assistant", "content": "7"}]
     ep = encode_demonstration(policy, demo)
     assert tok.decode(ep.token_ids, skip_special_tokens=False) == head + " 5</s><s>[INST] higher [/INST] 7</s>"
+
+
+#: Qwen3's switch: ``enable_thinking=False`` opens the answer with an empty think block in the generation prompt.
+THINKING_SWITCH_TEMPLATE = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}{% endif %}"
+)
+
+
+def test_chat_template_kwargs_reach_every_rendering_and_stay_with_the_trained_model(tmp_path_factory, tmp_path):
+    """``chat_template_kwargs`` (Qwen3's ``enable_thinking``) go to the template in prompts, probes
+    and demonstrations; a trainer saves them in the model's mathgym.json, so a later load
+    prompts the model the same way; an argument mathgym sets itself is refused."""
+    from mathgym.agents.policy import template_options
+    from mathgym.agents.settings import read_model_settings
+    from mathgym.algos.configs import GRPOConfig
+    from mathgym.algos.grpo import GRPOTrainer
+
+    source = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "qwen3", "qwen2")), device="cpu", dtype="float32")
+    source.tokenizer.chat_template = THINKING_SWITCH_TEMPLATE
+    source.save_pretrained(tmp_path / "model")
+    chat = [{"role": "user", "content": "Guess."}]
+    plain = LLMPolicy.from_pretrained(str(tmp_path / "model"), device="cpu")
+    assert plain.render_chat(chat).endswith("<|im_start|>assistant\n")
+    config = GRPOConfig(model=str(tmp_path / "model"), chat_template_kwargs={"enable_thinking": False}, eval_tasks=0, progress=False,
+                        device="cpu")
+    trainer = GRPOTrainer(config, tmp_path / "run")
+    policy = trainer.policy
+    assert policy.render_chat(chat).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    ep = encode_demonstration(policy, [*chat, {"role": "assistant", "content": "5"}])
+    assert policy.tokenizer.decode([t for t, m in zip(ep.token_ids, ep.action_mask) if m], skip_special_tokens=False) == "5<|im_end|>"
+    trainer.save_model(tmp_path / "trained")
+    assert read_model_settings(tmp_path / "trained")["chat_template_kwargs"] == {"enable_thinking": False}
+    reloaded = LLMPolicy.from_pretrained(str(tmp_path / "trained"), device="cpu")
+    assert reloaded.chat_template_kwargs == {"enable_thinking": False}
+    assert reloaded.render_chat(chat) == policy.render_chat(chat)
+    with pytest.raises(ConfigError, match="'add_generation_prompt' is set by mathgym itself"):
+        template_options({"add_generation_prompt": False})

@@ -146,7 +146,7 @@ def test_eval_help_gives_each_default_once(capsys):
         train_cli.main("eval", ["--help"])
     out = capsys.readouterr().out
     options = out.split("\n  --")[1:]
-    assert len(options) == 20 and all(o.count("default") <= 1 for o in options), out
+    assert len(options) == 21 and all(o.count("default") <= 1 for o in options), out
     assert "[default: the env the model" in out
 
 

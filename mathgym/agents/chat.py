@@ -77,7 +77,7 @@ def _added_token_ids(tokenizer: Any) -> set[int]:
     return {int(i) for i in decoder}
 
 
-def end_of_turn_id(tokenizer: Any) -> int | None:
+def end_of_turn_id(tokenizer: Any, **template_kwargs: Any) -> int | None:
     """The token the chat template writes right after an assistant message (``None``: none found).
 
     Example:
@@ -90,7 +90,7 @@ def end_of_turn_id(tokenizer: Any) -> int | None:
         return None
     probe = [{"role": "user", "content": "1"}, {"role": "assistant", "content": PLACEHOLDER}]
     try:
-        text = apply_template(tokenizer, probe, tokenize=False, add_generation_prompt=False)
+        text = apply_template(tokenizer, probe, tokenize=False, add_generation_prompt=False, **template_kwargs)
     except Exception:  # noqa: BLE001 - a template that cannot render the probe: no end-of-turn token known
         return None
     if PLACEHOLDER not in text:
@@ -100,16 +100,17 @@ def end_of_turn_id(tokenizer: Any) -> int | None:
     return int(ids[0]) if ids and int(ids[0]) in _added_token_ids(tokenizer) else None
 
 
-def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> tuple[int, ...]:
+def stop_token_ids(tokenizer: Any, generation_config: Any = None, **template_kwargs: Any) -> tuple[int, ...]:
     """Tokens that end a completion: the tokenizer's EOS, the generation config's EOS ids and
-    the template's end-of-turn token (in that order, without repeats)."""
+    the template's end-of-turn token (in that order, without repeats; ``template_kwargs`` go to
+    the template, as :attr:`LLMPolicy.chat_template_kwargs` do)."""
     ids: list[int] = []
     if tokenizer.eos_token_id is not None:
         ids.append(int(tokenizer.eos_token_id))
     configured = getattr(generation_config, "eos_token_id", None)
     if configured is not None:
         ids += [int(i) for i in (configured if isinstance(configured, (list, tuple)) else [configured])]
-    eot = end_of_turn_id(tokenizer)
+    eot = end_of_turn_id(tokenizer, **template_kwargs)
     if eot is not None:
         ids.append(eot)
     return tuple(dict.fromkeys(ids))

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -146,6 +146,30 @@ def pick_dtype(dtype: DType, device: torch.device, bf16_supported: bool | None =
     return precision.autocast or precision.weights
 
 
+#: Arguments of ``apply_chat_template`` that mathgym sets itself: not chat template options.
+_OWN_TEMPLATE_ARGUMENTS = frozenset({"conversation", "messages", "add_generation_prompt", "tokenize", "continue_final_message", "return_dict"})
+
+
+def template_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` checked as chat template keyword arguments (names of variables the template reads).
+
+    Example:
+        >>> template_options({"enable_thinking": False})
+        {'enable_thinking': False}
+
+    Raises:
+        ConfigError: A name is not text, or is an argument mathgym sets itself (``add_generation_prompt``...).
+    """
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"chat_template_kwargs must be a mapping of template variables, not {type(options).__name__}")
+    for name in options:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"chat_template_kwargs: {name!r} is not a template variable name")
+        if name in _OWN_TEMPLATE_ARGUMENTS:
+            raise ConfigError(f"chat_template_kwargs: {name!r} is set by mathgym itself; leave it out")
+    return dict(options)
+
+
 def load_tokenizer(name_or_path: str):
     """Load a tokenizer; left padding, and a pad token (EOS) when the model has none."""
     from transformers import AutoTokenizer
@@ -182,6 +206,7 @@ class LLMPolicy:
     _backend_impl: Any = field(default=None, repr=False)
     _stop_ids: tuple[int, ...] | None = field(default=None, repr=False)
     _end_of_turn: int | None = field(default=None, repr=False)
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     _template_marks: tuple[str, int | None] | None = field(default=None, repr=False)
     _template_fields: dict[str, bool] = field(default_factory=dict, repr=False)
 
@@ -195,11 +220,15 @@ class LLMPolicy:
         dtype: DType = "auto",
         backend: Backend = "native",
         gradient_checkpointing: bool = False,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> LLMPolicy:
         """Load a hub id or local directory (a saved LoRA adapter directory works too).
 
         ``dtype`` and ``device`` are resolved by :func:`pick_precision` and :func:`pick_device`;
-        ``gradient_checkpointing`` recomputes activations in the backward pass (less memory).
+        ``gradient_checkpointing`` recomputes activations in the backward pass (less memory);
+        ``chat_template_kwargs`` are passed to the chat template at every rendering (Qwen3's
+        ``enable_thinking``, gpt-oss's ``reasoning_effort``), over those saved with the model
+        in its ``mathgym.json`` (a model trained with them is prompted the same way after).
         """
         from transformers import AutoModelForCausalLM
 
@@ -216,9 +245,13 @@ class LLMPolicy:
             if lora is not None and lora.r > 0:
                 model = apply_lora(model, lora)
         model.to(dev)
+        from mathgym.agents.settings import read_model_settings
+
         policy = cls(
             model=model, tokenizer=load_tokenizer(name_or_path), device=dev, name_or_path=str(name_or_path),
             autocast_dtype=precision.autocast,
+            chat_template_kwargs=template_options({**read_model_settings(name_or_path).get("chat_template_kwargs", {}),
+                                                   **dict(chat_template_kwargs or {})}),
         )
         if gradient_checkpointing:
             policy.enable_gradient_checkpointing()
@@ -271,7 +304,7 @@ class LLMPolicy:
         if self._stop_ids is None:
             from mathgym.agents.chat import stop_token_ids
 
-            self._stop_ids = stop_token_ids(self.tokenizer, getattr(self.model, "generation_config", None))
+            self._stop_ids = stop_token_ids(self.tokenizer, getattr(self.model, "generation_config", None), **self.chat_template_kwargs)
         return self._stop_ids
 
     @property
@@ -280,7 +313,7 @@ class LLMPolicy:
         if self._end_of_turn is None:
             from mathgym.agents.chat import end_of_turn_id
 
-            eot = end_of_turn_id(self.tokenizer)
+            eot = end_of_turn_id(self.tokenizer, **self.chat_template_kwargs)
             self._end_of_turn = self.eos_token_id if eot is None else eot
         return self._end_of_turn
 
@@ -389,7 +422,9 @@ class LLMPolicy:
             from mathgym.agents.chat import apply_template
 
             try:  # a template that refuses a system role gets the system text in the first user turn
-                return apply_template(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, tokenize=False)
+                return apply_template(
+                    self.tokenizer, messages, add_generation_prompt=add_generation_prompt, tokenize=False, **self.chat_template_kwargs
+                )
             except TemplateError as err:  # a broken template, or one that refuses these roles
                 raise ConfigError(
                     f"{self.template_name} cannot render the env's messages "

@@ -30,8 +30,9 @@ def read_model_settings(model: str | Path) -> dict[str, Any]:
     """The ``mathgym.json`` of a model directory (``{}`` for a hub id or a directory without one).
 
     Keys: ``env_kwargs`` (the env options the model was trained with), and optionally ``env``
-    (the env it was trained on), ``eval_env_kwargs`` and ``generation`` (``max_new_tokens``,
-    ``max_episode_tokens``, ``max_turns`` of its evaluation).
+    (the env it was trained on), ``eval_env_kwargs``, ``generation`` (``max_new_tokens``,
+    ``max_episode_tokens``, ``max_turns`` of its evaluation) and ``chat_template_kwargs`` (the
+    variables its chat template was rendered with, read by :meth:`LLMPolicy.from_pretrained`).
     """
     if not str(model):
         return {}

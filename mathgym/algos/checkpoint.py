@@ -153,6 +153,7 @@ WARN_ON_RESUME = {
 EARLIER_BEHAVIOUR = {
     "micro_batch_tokens": 0,
     "fused_optimizer": False,
+    "chat_template_kwargs": {},
 }
 
 

@@ -64,6 +64,11 @@ class TrainConfig:
         factory=lambda: dict(DEFAULT_EVAL_ENV_KWARGS),
     )
     model: str = option(TINY_MODEL, "hub id or local path of a causal LM; 'tiny' = embedded model + SFT warm start")
+    chat_template_kwargs: dict = option(
+        help="variables passed to the model's chat template at every rendering (YAML mapping), e.g. {enable_thinking: false} "
+        "for Qwen3, {reasoning_effort: low} for gpt-oss; over those saved with the model in its mathgym.json",
+        factory=dict,
+    )
     warm_start_steps: int = option(800, "SFT steps of the tiny model's warm start (0: none; ignored for other models)")
     warm_start_budget: float = option(
         110.0, "seconds the tiny model's warm start may take on a 2-core CPU (estimated); warm_start_steps stays the upper bound"
@@ -164,6 +169,9 @@ class TrainConfig:
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed; it must be 0 or more.")
         if self.learning_rate <= 0:
             raise ConfigError(f"learning_rate={self.learning_rate!r} is not allowed; it must be > 0.")
+        from mathgym.agents.policy import template_options  # noqa: PLC0415 - the policy module needs torch
+
+        template_options(self.chat_template_kwargs)
         if not self.warm_start_budget > 0:
             raise ConfigError(f"warm_start_budget={self.warm_start_budget!r} is not allowed; it must be > 0 (seconds).")
         if not 0 < self.top_p <= 1:
