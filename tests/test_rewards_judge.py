@@ -204,6 +204,9 @@ def test_rubric_mode_and_inputs_refused_before_any_request(server):
     ("SCORE: 7\nI hope this helps.", None),  # the verdict is not the last line
     ("SCORE: ten", None),
     ("", None),
+    ("<think>SCORE: 3 at first; no, it names the city.</think>\n\nSCORE: 9", 0.9),  # a reasoning judge's thinking is not its reply
+    ("<think>It could be SCORE: 3.</think>\nSCORE: 3\nSCORE: 9", None),  # two scores after the thinking
+    ("<think>SCORE: 8", None),  # thinking that never ended: no verdict
 ])
 def test_adversarial_judge_replies(reply, expected):
     assert parse_judge_score(reply) == expected

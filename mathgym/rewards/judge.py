@@ -120,15 +120,19 @@ def parse_judge_score(reply: str) -> float | None:
     """The score of a judge's reply normalised to ``[0, 1]``, or ``None`` when it holds no single valid verdict.
 
     The verdict is the reply's last non-empty line, ``SCORE: n`` with ``0 <= n <= 10`` (markdown emphasis,
-    a trailing ``/10`` or period allowed), and ``SCORE:`` appears nowhere else in the reply.
+    a trailing ``/10`` or period allowed), and ``SCORE:`` appears nowhere else in the reply. A reasoning
+    judge's thinking (up to the last ``</think>``, as DeepSeek-R1 and Qwen3 write it when the server
+    does not split it off) is not part of the reply: scores it tried out there do not count.
 
     Example:
         >>> parse_judge_score("The answer matches.\\nSCORE: 7"), parse_judge_score("**Score:** 10/10")
         (0.7, 1.0)
+        >>> parse_judge_score("<think>SCORE: 3? No, it matches.</think>\\nSCORE: 9")
+        0.9
         >>> parse_judge_score("SCORE: 10\\nSCORE: 3"), parse_judge_score("SCORE: 11"), parse_judge_score("Great answer!")
         (None, None, None)
     """
-    text = reply[:MAX_REPLY_CHARS]
+    text = reply[:MAX_REPLY_CHARS].rsplit("</think>", 1)[-1]
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines or len(_SCORE.findall(text)) != 1:
         return None
