@@ -820,6 +820,42 @@ def test_programs_returning_numpy_and_pandas_values_are_graded_by_value(tmp_path
     assert [t["passed"] for t in info["tests"]] == [False, True], info["tests"]
 
 
+def test_pandas_values_beyond_numpy_dtypes_are_graded_by_value(tmp_path):
+    """BigCodeBench tasks whose frames hold dates in a time zone, pd.cut's categories or a
+    groupby's MultiIndex: a right program passes pandas' own assertions, a wrong one fails them
+    (before, such values reached the test as a handle, and right programs failed)."""
+    pytest.importorskip("pandas")
+    solution = (
+        "    frame = pd.DataFrame({'k': ['x', 'x', 'y'], 'age': ages, 'at': pd.to_datetime(['2024-03-30 12:00'] * 3).tz_localize('UTC')})\n"
+        "    frame['group'] = pd.cut(frame['age'], bins=[0, 18, 120], labels=['minor', 'adult'])\n"
+        "    frame['at'] = frame['at'].dt.tz_convert(zone)\n"
+        "    return frame, frame.groupby(['k', 'group'], observed=True)['age'].sum()\n"
+    )
+    test = (
+        "import unittest\nimport pandas as pd\n\nclass TestCases(unittest.TestCase):\n"
+        "    def test_frame(self):\n        frame, _ = task_func([5, 30, 70], 'Europe/Paris')\n"
+        "        self.assertEqual(list(frame['group']), ['minor', 'adult', 'adult'])\n"
+        "        self.assertEqual(str(frame['at'].dt.tz), 'Europe/Paris')\n"
+        "        self.assertEqual(frame['at'].iloc[0].hour, 13)\n"
+        "    def test_groups(self):\n        _, sums = task_func([5, 30, 70], 'UTC')\n"
+        "        expected = pd.Series([5, 30, 70], name='age', index=pd.MultiIndex.from_arrays(\n"
+        "            [['x', 'x', 'y'], pd.Categorical(['minor', 'adult', 'adult'], categories=['minor', 'adult'], ordered=True)], names=['k', 'group']))\n"
+        "        pd.testing.assert_series_equal(sums, expected)\n"
+    )
+    row = {**BIGCODEBENCH_ROW, "task_id": "BigCodeBench/zoned", "libs": "['pandas']",
+           "complete_prompt": "import pandas as pd\n\ndef task_func(ages, zone):\n    \"\"\"Ages binned, a time in a zone, sums by key and bin.\"\"\"\n",
+           "canonical_solution": solution, "test": test}
+    path = tmp_path / "zoned.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    _, reward, _, _, info = _answer(env, 0)
+    assert reward == 1.0, info["tests"]
+    wrong = "```python\nimport pandas as pd\ndef task_func(ages, zone):\n" + solution.replace("tz_convert(zone)", "tz_convert('UTC')").replace(
+        "'minor', 'adult']", "'young', 'adult']") + "```"
+    _, reward, _, _, info = _answer(env, 0, wrong)
+    assert reward == 0.0 and all(t["status"] == "wrong" for t in info["tests"]), info["tests"]
+
+
 @pytest.mark.parametrize("skip", ["import unittest\ndef f(x):\n    raise unittest.SkipTest('no')\n",
                                   "import pytest\ndef f(x):\n    pytest.skip('no')\n"])
 def test_a_program_that_skips_does_not_pass_as_a_skipped_test(tmp_path, skip):

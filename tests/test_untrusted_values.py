@@ -262,9 +262,50 @@ def test_numpy_and_pandas_values_cross_by_value():
     for value in (np.array(["2020-01-01", "NaT"], dtype="datetime64[m]"), np.timedelta64(3, "h"), np.datetime64("2020-02-02")):
         back = decode_value(json.loads(json.dumps(encode_value(value))))
         assert back.dtype == value.dtype and (np.asarray(back).view("<i8") == np.asarray(value).view("<i8")).all()
-    for refused in (np.array([1], dtype=[("a", "<i4")]), np.ma.array([1]), pd.DataFrame({"a": [1]}, index=pd.MultiIndex.from_tuples([(1, 2)]))):
+    for refused in (np.array([1], dtype=[("a", "<i4")]), np.ma.array([1]), pd.DataFrame({"a": [1]}, index=pd.IntervalIndex.from_breaks([0, 1])),
+                    pd.Series(pd.to_datetime(["2020-01-01"]).tz_localize("UTC+01:00"))):  # a fixed offset has no zone name
         with pytest.raises(TypeError):
             encode_value(refused)
+
+
+def test_zoned_dates_categories_and_multi_indexes_cross_by_value():
+    """What BigCodeBench's pandas tasks return beyond numpy's dtypes: dates in a time zone (a
+    column or the index), categories (pd.cut's bins, a CategoricalIndex), a groupby's MultiIndex."""
+    pd = pytest.importorskip("pandas")
+
+    def back(value):
+        return decode_value(json.loads(json.dumps(encode_value(value))))
+
+    zoned = pd.Series([1, 2, 3], index=pd.date_range("2021-03-27", periods=3, freq="D", tz="Europe/Berlin", name="day"), name="v")
+    pd.testing.assert_series_equal(back(zoned), zoned)  # across the change to summer time, its frequency kept
+    when = pd.to_datetime(["2020-01-01 10:00", None]).tz_localize("UTC").tz_convert("America/New_York")
+    frame = pd.DataFrame({"when": when, "v": [1, 2]})
+    pd.testing.assert_frame_equal(back(frame), frame)
+    binned = pd.DataFrame({"age": [5, 30, 70], "group": pd.cut([5, 30, 70], bins=[0, 18, 65, 120], labels=["child", "adult", "senior"])})
+    pd.testing.assert_frame_equal(back(binned), binned)
+    keyed = pd.Series([1, 2], index=pd.CategoricalIndex(["a", "b"], categories=["b", "a"], ordered=True, name="k"))
+    pd.testing.assert_series_equal(back(keyed), keyed)
+    rows = pd.DataFrame({"a": ["x", "x", "y"], "b": [1, 2, 1], "v": [1.0, 2.0, 3.0]})
+    pd.testing.assert_frame_equal(back(rows.groupby(["a", "b"]).sum()), rows.groupby(["a", "b"]).sum())
+    pd.testing.assert_series_equal(back(rows.groupby(["a", "b"])["v"].mean()), rows.groupby(["a", "b"])["v"].mean())
+    assert not back(zoned).equals(zoned.tz_convert("UTC").tz_localize(None))  # the zone is part of the value
+
+
+@pytest.mark.parametrize("column", [
+    {"tz": ["dateutil//etc/passwd", {"nd": ["<M8[ns]", [1], [0]]}]},  # a zone name that pandas would read as a file
+    {"tz": ["dateutil/Europe/Paris", {"nd": ["<M8[ns]", [1], [0]]}]},  # dateutil's lookup by name, never asked for
+    {"tz": ["Mars/Olympus", {"nd": ["<M8[ns]", [1], [0]]}]},  # no such zone
+    {"tz": ["UTC", {"nd": ["<i8", [1], [0]]}]},  # not dates
+    {"cat": [{"nd": ["|O", [1], ["a"]]}, {"nd": ["<i1", [1], [5]]}, False]},  # a code past the categories
+    {"cat": [{"nd": ["|O", [2], ["a", "a"]]}, {"nd": ["<i1", [1], [0]]}, False]},  # categories that repeat
+    {"cat": [{"mi": [[{"nd": ["<i8", [1], [0]]}], [None]]}, {"nd": ["<i1", [1], [0]]}, False]},  # a MultiIndex as categories
+    {"mi": [[{"nd": ["<i8", [1], [0]]}], [None]]},  # a MultiIndex as a column
+], ids=["file zone", "dateutil zone", "unknown zone", "not dates", "code out of range", "repeated categories", "nested index", "index as column"])
+def test_decoding_pandas_extensions_out_of_bounds_is_refused(column):
+    pytest.importorskip("pandas")
+    frame = {"pd": {"kind": "series", "index": {"nd": ["<i8", [1], [0]]}, "labels": ["a"], "columns": [column], "index_name": None, "freq": None}}
+    with pytest.raises(ValueError):
+        decode_value(frame)
 
 
 @pytest.mark.parametrize(

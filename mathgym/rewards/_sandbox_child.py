@@ -771,18 +771,48 @@ def _encode_array(value, depth):
         columns = [value] if kind is pandas.Series else [value.iloc[:, k] for k in range(value.shape[1])]
         labels = [value.name] if kind is pandas.Series else list(value.columns)
         plain = (pandas.RangeIndex, pandas.Index, pandas.DatetimeIndex)
-        if type(value.index) not in plain or (kind is pandas.DataFrame and type(value.columns) not in plain):
-            raise TypeError("returned a pandas object whose index is not a plain one (a MultiIndex, an interval or period index...)")
+        rows = (*plain, pandas.MultiIndex, pandas.CategoricalIndex)
+        if type(value.index) not in rows or (kind is pandas.DataFrame and type(value.columns) not in plain):
+            raise TypeError("returned a pandas object whose index is not a plain one (an interval or period index...)")
         body = {
             "kind": "series" if kind is pandas.Series else "frame",
-            "index": encode_value(value.index.to_numpy(), depth + 1),
+            "index": _encode_pandas_values(value.index, depth + 1, pandas),
             "labels": encode_value(labels, depth + 1),
-            "columns": [encode_value(column.to_numpy(), depth + 1) for column in columns],
+            "columns": [_encode_pandas_values(column, depth + 1, pandas) for column in columns],
             "index_name": encode_value(value.index.name, depth + 1),
             "freq": encode_value(getattr(value.index, "freqstr", None), depth + 1),
         }
         return {"pd": body}
     return None
+
+
+#: Time zones that cross by name (``America/New_York``, ``UTC``, ``Etc/GMT+5``): a name, never a path
+#: (pandas would read ``dateutil/...`` names as files) or a fixed offset's description.
+_TZ_NAME = re.compile(r"(?!dateutil/)[A-Za-z][A-Za-z0-9_+\-]{0,40}(/[A-Za-z0-9_+\-]{1,40}){0,2}")
+#: Most levels of a decoded MultiIndex.
+_MAX_LEVELS = 32
+
+
+def _encode_pandas_values(values, depth, pandas):
+    """A pandas index or column as data that rebuilds it: its numpy array, or, for what numpy does
+    not hold, ``{"tz": [zone, naive UTC datetimes]}``, ``{"cat": [categories, codes, ordered]}``,
+    ``{"mi": [levels, names]}`` (a MultiIndex, each level by itself)."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("the value is nested too deeply")
+    dtype = values.dtype
+    if type(values) is pandas.MultiIndex:
+        levels = [_encode_pandas_values(values.get_level_values(k), depth + 1, pandas) for k in range(values.nlevels)]
+        return {"mi": [levels, encode_value(list(values.names), depth + 1)]}
+    if type(dtype) is pandas.DatetimeTZDtype:
+        zone = str(dtype.tz)
+        if not _TZ_NAME.fullmatch(zone):
+            raise TypeError(f"returned dates in the time zone {zone[:40]!r}, which does not cross the sandbox boundary by name")
+        naive = values.tz_convert(None) if isinstance(values, pandas.Index) else values.dt.tz_convert(None)
+        return {"tz": [zone, encode_value(naive.to_numpy(), depth + 1)]}
+    if type(dtype) is pandas.CategoricalDtype:
+        codes = values.codes if isinstance(values, pandas.Index) else values.cat.codes.to_numpy()
+        return {"cat": [_encode_pandas_values(dtype.categories, depth + 1, pandas), encode_value(codes, depth + 1), bool(dtype.ordered)]}
+    return encode_value(values.to_numpy(), depth + 1)
 
 
 #: Bounds of a decoded value (the child's answer is untrusted): elements in all, elements
@@ -951,26 +981,67 @@ def _decode_array(tag, body, depth, budget):
         raise ValueError(f"not an array of {dtype}: {str(err)[:100]}") from None
 
 
+def _decode_pandas_values(data, depth, budget, levels=True):
+    """What :func:`_encode_pandas_values` wrote: a 1-d numpy array, or a tz-aware DatetimeIndex, a
+    Categorical or (``levels``) a MultiIndex, built by pandas from checked parts."""
+    numpy = _module("numpy")
+    tag, body = next(iter(data.items())) if type(data) is dict and len(data) == 1 else (None, None)
+    if depth >= _MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    if tag not in ("tz", "cat", "mi") or type(body) is not list:
+        array = _decode(data, depth + 1, budget)
+        if type(array) is not numpy.ndarray or array.ndim != 1:
+            raise ValueError("not an encoded pandas value")
+        return array
+    pandas = _module("pandas")
+    budget.nest()
+    try:
+        if tag == "tz" and len(body) == 2 and type(body[0]) is str and _TZ_NAME.fullmatch(body[0]):
+            naive = _decode(body[1], depth + 1, budget)
+            if type(naive) is numpy.ndarray and naive.ndim == 1 and naive.dtype.kind == "M":
+                return pandas.DatetimeIndex(naive).tz_localize("UTC").tz_convert(body[0])
+        if tag == "cat" and len(body) == 3 and type(body[2]) is bool:
+            categories = _decode_pandas_values(body[0], depth + 1, budget, levels=False)
+            codes = _decode(body[1], depth + 1, budget)
+            if type(codes) is numpy.ndarray and codes.ndim == 1 and codes.dtype.kind == "i" and type(categories) is not pandas.Categorical:
+                return pandas.Categorical.from_codes(codes, categories=categories, ordered=body[2])
+        if tag == "mi" and levels and len(body) == 2 and type(body[0]) is list and 0 < len(body[0]) <= _MAX_LEVELS:
+            arrays = [_decode_pandas_values(level, depth + 1, budget, levels=False) for level in body[0]]
+            names = _decode(body[1], depth + 1, budget)
+            if type(names) is list and len(names) == len(arrays) and len({len(a) for a in arrays}) == 1:
+                return pandas.MultiIndex.from_arrays(arrays, names=names)
+    except (TypeError, ValueError, KeyError, OverflowError) as err:  # an unknown zone, codes out of range, unhashable names
+        raise ValueError(f"not a pandas value: {str(err)[:100]}") from None
+    raise ValueError("not an encoded pandas value")
+
+
 def _decode_pandas(body, depth, budget):
     """A pandas Series or DataFrame: its columns as arrays, its labels, index and index name."""
     if set(body) != {"kind", "index", "labels", "columns", "index_name", "freq"} or body["kind"] not in ("series", "frame"):
         raise ValueError("not an encoded pandas value")
-    index = _decode(body["index"], depth + 1, budget)
+    index = _decode_pandas_values(body["index"], depth + 1, budget)
     labels = _decode(body["labels"], depth + 1, budget)
-    columns = [_decode(column, depth + 1, budget) for column in body["columns"]] if type(body["columns"]) is list else None
+    if type(body["columns"]) is not list:
+        raise ValueError("not an encoded pandas value")
+    columns = [_decode_pandas_values(column, depth + 1, budget, levels=False) for column in body["columns"]]
     name, freq = _decode(body["index_name"], depth + 1, budget), _decode(body["freq"], depth + 1, budget)
-    numpy = _module("numpy")
-    arrays = [index, *(columns or [])]
-    if columns is None or type(labels) is not list or len(labels) != len(columns) or not all(type(a) is numpy.ndarray and a.ndim == 1 for a in arrays):
+    if type(labels) is not list or len(labels) != len(columns):
         raise ValueError("not an encoded pandas value")
     if any(len(column) != len(index) for column in columns) or (body["kind"] == "series" and len(columns) != 1):
         raise ValueError("a pandas value's columns do not match its index")
     pandas = _module("pandas")
     try:
-        if type(freq) is str and index.dtype.kind == "M":  # a date index keeps its frequency (pandas compares it)
+        if type(index) is pandas.MultiIndex:
+            axis = index
+        elif type(index) is pandas.Categorical:
+            axis = pandas.CategoricalIndex(index, name=name)
+        elif type(freq) is str and index.dtype.kind == "M":  # a date index keeps its frequency (pandas compares it)
             axis = pandas.DatetimeIndex(index, name=name, freq=freq)
+        elif type(index) is pandas.DatetimeIndex:  # dates in a time zone
+            axis = index.rename(name)
         else:
             axis = pandas.Index(index, name=name) if len(index) else pandas.RangeIndex(0)
+        columns = [column.array if type(column) is pandas.DatetimeIndex else column for column in columns]
         if body["kind"] == "series":
             return pandas.Series(columns[0], index=axis, name=labels[0])
         return pandas.DataFrame(dict(zip(range(len(columns)), columns)), index=axis).set_axis(pandas.Index(labels), axis=1)
