@@ -262,7 +262,7 @@ def test_numpy_and_pandas_values_cross_by_value():
     for value in (np.array(["2020-01-01", "NaT"], dtype="datetime64[m]"), np.timedelta64(3, "h"), np.datetime64("2020-02-02")):
         back = decode_value(json.loads(json.dumps(encode_value(value))))
         assert back.dtype == value.dtype and (np.asarray(back).view("<i8") == np.asarray(value).view("<i8")).all()
-    for refused in (np.array([1], dtype=[("a", "<i4")]), np.ma.array([1]), pd.DataFrame({"a": [1]}, index=pd.IntervalIndex.from_breaks([0, 1])),
+    for refused in (np.array([1], dtype=[("a", "<i4")]), np.ma.array([1]), pd.DataFrame({"a": [1]}, index=pd.period_range("2020-01", periods=1, freq="M")),
                     pd.Series(pd.to_datetime(["2020-01-01"]).tz_localize("UTC+01:00"))):  # a fixed offset has no zone name
         with pytest.raises(TypeError):
             encode_value(refused)
@@ -289,6 +289,12 @@ def test_zoned_dates_categories_and_multi_indexes_cross_by_value():
     pd.testing.assert_frame_equal(back(rows.groupby(["a", "b"]).sum()), rows.groupby(["a", "b"]).sum())
     pd.testing.assert_series_equal(back(rows.groupby(["a", "b"])["v"].mean()), rows.groupby(["a", "b"])["v"].mean())
     assert not back(zoned).equals(zoned.tz_convert("UTC").tz_localize(None))  # the zone is part of the value
+    spans = pd.DataFrame({"x": [1, 5, 9], "bin": pd.cut([1, 5, 9], bins=3)})  # pd.cut without labels: intervals
+    pd.testing.assert_frame_equal(back(spans), spans)
+    pd.testing.assert_series_equal(back(spans.groupby("bin", observed=False)["x"].sum()), spans.groupby("bin", observed=False)["x"].sum())
+    sales = pd.DataFrame({"r": ["a", "a", "b"], "c": ["p", "q", "p"], "v": [1, 2, 3], "w": [4, 5, 6]})
+    for pivot in (sales.pivot_table(index="r", columns="c", values="v", aggfunc="sum"), sales.pivot_table(index="r", columns="c", values=["v", "w"])):
+        pd.testing.assert_frame_equal(back(pivot), pivot)  # the columns' name, and a MultiIndex of columns
 
 
 @pytest.mark.parametrize("column", [
@@ -300,12 +306,27 @@ def test_zoned_dates_categories_and_multi_indexes_cross_by_value():
     {"cat": [{"nd": ["|O", [2], ["a", "a"]]}, {"nd": ["<i1", [1], [0]]}, False]},  # categories that repeat
     {"cat": [{"mi": [[{"nd": ["<i8", [1], [0]]}], [None]]}, {"nd": ["<i1", [1], [0]]}, False]},  # a MultiIndex as categories
     {"mi": [[{"nd": ["<i8", [1], [0]]}], [None]]},  # a MultiIndex as a column
-], ids=["file zone", "dateutil zone", "unknown zone", "not dates", "code out of range", "repeated categories", "nested index", "index as column"])
+    {"iv": [{"nd": ["<i8", [1], [0]]}, {"nd": ["<i8", [1], [1]]}, "sideways"]},  # no such closed side
+    {"iv": [{"nd": ["<i8", [1], [2]]}, {"nd": ["<i8", [1], [1]]}, "left"]},  # a left end past its right end
+    {"iv": [{"nd": ["|O", [1], ["a"]]}, {"nd": ["|O", [1], ["b"]]}, "left"]},  # ends that are not numbers or dates
+], ids=["file zone", "dateutil zone", "unknown zone", "not dates", "code out of range", "repeated categories", "nested index", "index as column",
+        "interval side", "reversed interval", "text interval"])
 def test_decoding_pandas_extensions_out_of_bounds_is_refused(column):
     pytest.importorskip("pandas")
-    frame = {"pd": {"kind": "series", "index": {"nd": ["<i8", [1], [0]]}, "labels": ["a"], "columns": [column], "index_name": None, "freq": None}}
+    frame = {"pd": {"kind": "series", "index": {"nd": ["<i8", [1], [0]]}, "labels": ["a"], "label_names": [], "columns": [column], "index_name": None,
+                    "freq": None}}
+    decode_value({"pd": {**frame["pd"], "columns": [{"nd": ["<i8", [1], [7]]}]}})  # the same frame with a plain column decodes
     with pytest.raises(ValueError):
         decode_value(frame)
+
+
+def test_a_frames_column_names_must_fit_its_columns():
+    pytest.importorskip("pandas")
+    frame = {"kind": "frame", "index": {"nd": ["<i8", [1], [0]]}, "labels": [{"t": ["v", "p"]}], "label_names": [None, "c"],
+             "columns": [{"nd": ["<i8", [1], [7]]}], "index_name": None, "freq": None}
+    assert list(decode_value({"pd": frame}).columns.names) == [None, "c"]
+    with pytest.raises(ValueError, match="column names do not match"):
+        decode_value({"pd": {**frame, "label_names": ["c"]}})
 
 
 @pytest.mark.parametrize(
@@ -317,8 +338,8 @@ def test_decoding_pandas_extensions_out_of_bounds_is_refused(column):
         {"nd": ["<i8", [10**9, 10**9], []]},
         {"nd": ["<i1", [1], [1000]]},
         {"np": ["O", None]},
-        {"pd": {"kind": "frame", "index": {"nd": ["<i8", [2], [0, 1]]}, "labels": ["a"], "columns": [{"nd": ["<i8", [1], [5]]}], "index_name": None,
-                "freq": None}},
+        {"pd": {"kind": "frame", "index": {"nd": ["<i8", [2], [0, 1]]}, "labels": ["a"], "label_names": [None], "columns": [{"nd": ["<i8", [1], [5]]}],
+                "index_name": None, "freq": None}},
     ],
     ids=["text width", "short items", "dates", "huge shape", "out of range", "object scalar", "ragged frame"],
 )

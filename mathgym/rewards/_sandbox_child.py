@@ -770,14 +770,15 @@ def _encode_array(value, depth):
     if pandas is not None and kind in (getattr(pandas, "Series", None), getattr(pandas, "DataFrame", None)):
         columns = [value] if kind is pandas.Series else [value.iloc[:, k] for k in range(value.shape[1])]
         labels = [value.name] if kind is pandas.Series else list(value.columns)
-        plain = (pandas.RangeIndex, pandas.Index, pandas.DatetimeIndex)
-        rows = (*plain, pandas.MultiIndex, pandas.CategoricalIndex)
+        plain = (pandas.RangeIndex, pandas.Index, pandas.DatetimeIndex, pandas.MultiIndex)
+        rows = (*plain, pandas.CategoricalIndex, pandas.IntervalIndex)
         if type(value.index) not in rows or (kind is pandas.DataFrame and type(value.columns) not in plain):
-            raise TypeError("returned a pandas object whose index is not a plain one (an interval or period index...)")
+            raise TypeError("returned a pandas object whose index is not a plain one (a period or timedelta index...)")
         body = {
             "kind": "series" if kind is pandas.Series else "frame",
             "index": _encode_pandas_values(value.index, depth + 1, pandas),
             "labels": encode_value(labels, depth + 1),
+            "label_names": encode_value(list(value.columns.names) if kind is pandas.DataFrame else [], depth + 1),
             "columns": [_encode_pandas_values(column, depth + 1, pandas) for column in columns],
             "index_name": encode_value(value.index.name, depth + 1),
             "freq": encode_value(getattr(value.index, "freqstr", None), depth + 1),
@@ -796,6 +797,7 @@ _MAX_LEVELS = 32
 def _encode_pandas_values(values, depth, pandas):
     """A pandas index or column as data that rebuilds it: its numpy array, or, for what numpy does
     not hold, ``{"tz": [zone, naive UTC datetimes]}``, ``{"cat": [categories, codes, ordered]}``,
+    ``{"iv": [left ends, right ends, closed side]}`` (intervals, as ``pd.cut`` makes them),
     ``{"mi": [levels, names]}`` (a MultiIndex, each level by itself)."""
     if depth > _MAX_DEPTH:
         raise ValueError("the value is nested too deeply")
@@ -809,6 +811,10 @@ def _encode_pandas_values(values, depth, pandas):
             raise TypeError(f"returned dates in the time zone {zone[:40]!r}, which does not cross the sandbox boundary by name")
         naive = values.tz_convert(None) if isinstance(values, pandas.Index) else values.dt.tz_convert(None)
         return {"tz": [zone, encode_value(naive.to_numpy(), depth + 1)]}
+    if type(dtype) is pandas.IntervalDtype:
+        spans = values if isinstance(values, pandas.Index) else values.array
+        ends = [_encode_pandas_values(pandas.Index(side), depth + 1, pandas) for side in (spans.left, spans.right)]
+        return {"iv": [*ends, str(spans.closed)]}
     if type(dtype) is pandas.CategoricalDtype:
         codes = values.codes if isinstance(values, pandas.Index) else values.cat.codes.to_numpy()
         return {"cat": [_encode_pandas_values(dtype.categories, depth + 1, pandas), encode_value(codes, depth + 1), bool(dtype.ordered)]}
@@ -988,7 +994,7 @@ def _decode_pandas_values(data, depth, budget, levels=True):
     tag, body = next(iter(data.items())) if type(data) is dict and len(data) == 1 else (None, None)
     if depth >= _MAX_DEPTH:
         raise ValueError("nested too deeply")
-    if tag not in ("tz", "cat", "mi") or type(body) is not list:
+    if tag not in ("tz", "cat", "iv", "mi") or type(body) is not list:
         array = _decode(data, depth + 1, budget)
         if type(array) is not numpy.ndarray or array.ndim != 1:
             raise ValueError("not an encoded pandas value")
@@ -1005,6 +1011,10 @@ def _decode_pandas_values(data, depth, budget, levels=True):
             codes = _decode(body[1], depth + 1, budget)
             if type(codes) is numpy.ndarray and codes.ndim == 1 and codes.dtype.kind == "i" and type(categories) is not pandas.Categorical:
                 return pandas.Categorical.from_codes(codes, categories=categories, ordered=body[2])
+        if tag == "iv" and len(body) == 3 and body[2] in ("left", "right", "both", "neither"):
+            left, right = (_decode_pandas_values(side, depth + 1, budget, levels=False) for side in body[:2])
+            if all(type(side) is numpy.ndarray and side.dtype.kind in "iufM" for side in (left, right)):
+                return pandas.IntervalIndex.from_arrays(left, right, closed=body[2])
         if tag == "mi" and levels and len(body) == 2 and type(body[0]) is list and 0 < len(body[0]) <= _MAX_LEVELS:
             arrays = [_decode_pandas_values(level, depth + 1, budget, levels=False) for level in body[0]]
             names = _decode(body[1], depth + 1, budget)
@@ -1017,10 +1027,10 @@ def _decode_pandas_values(data, depth, budget, levels=True):
 
 def _decode_pandas(body, depth, budget):
     """A pandas Series or DataFrame: its columns as arrays, its labels, index and index name."""
-    if set(body) != {"kind", "index", "labels", "columns", "index_name", "freq"} or body["kind"] not in ("series", "frame"):
+    if set(body) != {"kind", "index", "labels", "label_names", "columns", "index_name", "freq"} or body["kind"] not in ("series", "frame"):
         raise ValueError("not an encoded pandas value")
     index = _decode_pandas_values(body["index"], depth + 1, budget)
-    labels = _decode(body["labels"], depth + 1, budget)
+    labels, label_names = _decode(body["labels"], depth + 1, budget), _decode(body["label_names"], depth + 1, budget)
     if type(body["columns"]) is not list:
         raise ValueError("not an encoded pandas value")
     columns = [_decode_pandas_values(column, depth + 1, budget, levels=False) for column in body["columns"]]
@@ -1037,13 +1047,19 @@ def _decode_pandas(body, depth, budget):
             axis = pandas.CategoricalIndex(index, name=name)
         elif type(freq) is str and index.dtype.kind == "M":  # a date index keeps its frequency (pandas compares it)
             axis = pandas.DatetimeIndex(index, name=name, freq=freq)
-        elif type(index) is pandas.DatetimeIndex:  # dates in a time zone
+        elif type(index) in (pandas.DatetimeIndex, pandas.IntervalIndex):  # dates in a time zone, intervals
             axis = index.rename(name)
         else:
             axis = pandas.Index(index, name=name) if len(index) else pandas.RangeIndex(0)
-        columns = [column.array if type(column) is pandas.DatetimeIndex else column for column in columns]
+        columns = [column.array if type(column) in (pandas.DatetimeIndex, pandas.IntervalIndex) else column for column in columns]
+        if type(label_names) is not list:
+            raise ValueError("not an encoded pandas value")
         if body["kind"] == "series":
             return pandas.Series(columns[0], index=axis, name=labels[0])
-        return pandas.DataFrame(dict(zip(range(len(columns)), columns)), index=axis).set_axis(pandas.Index(labels), axis=1)
-    except (TypeError, ValueError) as err:
+        header = pandas.Index(labels, tupleize_cols=True)  # tuples: a MultiIndex
+        if len(label_names) != header.nlevels:
+            raise ValueError("a pandas value's column names do not match its columns")
+        header = header.set_names(label_names)
+        return pandas.DataFrame(dict(zip(range(len(columns)), columns)), index=axis).set_axis(header, axis=1)
+    except (TypeError, ValueError, KeyError) as err:
         raise ValueError(f"not a pandas value: {str(err)[:100]}") from None
