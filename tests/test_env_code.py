@@ -596,8 +596,8 @@ def test_jsonl_of_pytest_files_importing_from_solution(tmp_path):
     rows = [
         {"question_id": "Leetcode_1", "question": "Return the indices of two numbers adding up to target.", "solution": KODCODE_SOLUTION,
          "test": KODCODE_TEST, "test_info": [{"function_name": "two_sum", "parameter_list": "(nums, target)"}], "style": "instruct"},
-        {"question_id": "Leetcode_2", "question": "Write a file.", "solution": "def save(path):\n    open(path, 'w').close()\n",
-         "test": "from solution import save\n\ndef test_save(tmp_path):\n    save(tmp_path / 'a')\n", "test_info": []},
+        {"question_id": "Leetcode_2", "question": "Read HOME.", "solution": "import os\ndef home():\n    return os.environ['HOME']\n",
+         "test": "from solution import home\n\ndef test_home(monkeypatch):\n    monkeypatch.setenv('HOME', '/x')\n    assert home() == '/x'\n", "test_info": []},
         # a class: its instances stay in the sandbox, the test calls their methods there
         {"question_id": "Leetcode_3", "question": "Write a counter class.",
          "solution": "class Counter:\n    def __init__(self):\n        self.n = 0\n    def tick(self):\n        self.n += 1\n        return self.n\n",
@@ -606,7 +606,7 @@ def test_jsonl_of_pytest_files_importing_from_solution(tmp_path):
     ]
     path = tmp_path / "kodcode.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    with pytest.warns(UserWarning, match="1 of 3 code tasks score 'unverifiable'.*test_save needs the pytest fixture"):
+    with pytest.warns(UserWarning, match="1 of 3 code tasks score 'unverifiable'.*test_home needs the pytest fixture"):
         task, fixture, counter = load_code_jsonl(path)
     assert task.task_id == "Leetcode_1" and task.entry_point == "two_sum" and "defines `two_sum`" in task.prompt
     assert [name for name, _ in task.tests] == ["test_found", "test_cases[0]", "test_cases[1]", "test_none_raises", "TestHelper.test_helper"]
@@ -854,6 +854,87 @@ def test_pandas_values_beyond_numpy_dtypes_are_graded_by_value(tmp_path):
         "'minor', 'adult']", "'young', 'adult']") + "```"
     _, reward, _, _, info = _answer(env, 0, wrong)
     assert reward == 0.0 and all(t["status"] == "wrong" for t in info["tests"]), info["tests"]
+
+
+def _bigcodebench_file(tmp_path, name, prompt, solution, test):
+    row = {**BIGCODEBENCH_ROW, "task_id": f"BigCodeBench/{name}", "libs": "['os']", "complete_prompt": prompt,
+           "canonical_solution": solution, "test": test}
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    return gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+
+
+def test_files_a_test_makes_are_the_programs_and_the_programs_are_the_tests(tmp_path):
+    """BigCodeBench's file tasks: the test writes files (through tempfile, or relative to its working
+    dir) that the program reads, changes or removes, and reads what the program wrote. The two
+    share the job's working dir, at the same path on both sides of the sandbox boundary (before,
+    the program saw none of the test's files and right programs failed)."""
+    prompt = "import os\nimport shutil\n\ndef task_func(src, dst):\n    \"\"\"Move the .txt files of src to dst; count them.\"\"\"\n"
+    solution = (
+        "    os.makedirs(dst, exist_ok=True)\n    moved = [n for n in sorted(os.listdir(src)) if n.endswith('.txt')]\n"
+        "    for n in moved:\n        shutil.move(os.path.join(src, n), os.path.join(dst, n))\n"
+        "    with open(os.path.join(dst, 'log.csv'), 'w') as f:\n        f.write(','.join(moved))\n    return len(moved)\n"
+    )
+    test = (
+        "import os\nimport shutil\nimport tempfile\nimport unittest\n\nclass TestCases(unittest.TestCase):\n"
+        "    def setUp(self):\n        self.src = tempfile.mkdtemp()\n        self.dst = os.path.join(self.src, 'out')\n"
+        "        for n in ('a.txt', 'b.txt', 'c.csv'):\n            with open(os.path.join(self.src, n), 'w') as f:\n                f.write(n)\n"
+        "    def tearDown(self):\n        shutil.rmtree(self.src)\n"
+        "    def test_moved(self):\n        self.assertEqual(task_func(self.src, self.dst), 2)\n"
+        "        self.assertEqual(sorted(os.listdir(self.src)), ['c.csv', 'out'])\n"
+        "        with open(os.path.join(self.dst, 'log.csv')) as f:\n            self.assertEqual(f.read(), 'a.txt,b.txt')\n"
+        "    def test_relative(self):\n        os.makedirs('here', exist_ok=True)\n        open('here/x.txt', 'w').close()\n"
+        "        self.assertEqual(task_func('here', 'there'), 1)\n        self.assertTrue(os.path.exists('there/x.txt'))\n"
+    )
+    env = _bigcodebench_file(tmp_path, "move", prompt, solution, test)
+    _, reward, _, _, info = _answer(env, 0)
+    assert reward == 1.0, info["tests"]
+    lazy = "```python\nimport os\nimport shutil\ndef task_func(src, dst):\n" + solution.replace("shutil.move", "shutil.copy") + "```"
+    _, reward, _, _, info = _answer(env, 0, lazy)  # copies instead of moving: the test sees the files still there
+    assert [t["passed"] for t in info["tests"]] == [False, True], info["tests"]
+
+
+def test_pytest_files_with_tmp_path_and_tmpdir_share_the_dir_with_the_program(tmp_path):
+    """KodCode's file tests ask for ``tmp_path`` or ``tmpdir``: a fresh dir in the job's shared
+    working dir, where the test writes what the program reads and reads what it writes."""
+    test = (
+        "from solution import count_lines, write_upper\n\n"
+        "def test_count(tmp_path):\n    path = tmp_path / 'a.txt'\n    path.write_text('x\\ny\\n')\n    assert count_lines(str(path)) == 2\n\n"
+        "def test_write(tmpdir):\n    source = tmpdir.join('in.txt')\n    source.write('abc')\n"
+        "    write_upper(str(source), str(tmpdir.join('out.txt')))\n    assert tmpdir.join('out.txt').read() == 'ABC'\n"
+    )
+    solution = (
+        "def count_lines(path):\n    with open(path) as f:\n        return len(f.read().splitlines())\n\n"
+        "def write_upper(source, target):\n    with open(source) as f, open(target, 'w') as out:\n        out.write(f.read().upper())\n"
+    )
+    path = tmp_path / "files.jsonl"
+    path.write_text(json.dumps({"question_id": "tmp", "question": "Count lines; copy in capitals.", "solution": solution, "test": test}) + "\n")
+    (task,) = load_code_jsonl(path)
+    assert not task.unverifiable
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    _, reward, _, _, info = _answer(env, 0)
+    assert reward == 1.0, info["tests"]
+    _, reward, _, _, info = _answer(env, 0, "```python\n" + solution.replace(".upper()", "") + "```")
+    assert [t["passed"] for t in info["tests"]] == [True, False], info["tests"]
+
+
+def test_one_jobs_files_are_gone_before_the_next_job(tmp_path):
+    """The shared working dir is the job's alone: what a program leaves in it, or beside it in the
+    workspace, is removed before the next job, which starts in an empty dir."""
+    prompt = "import os\n\ndef task_func():\n    \"\"\"What earlier jobs left.\"\"\"\n"
+    solution = (
+        "    here = os.getcwd()\n    parent = os.path.dirname(here)\n"
+        "    try:\n        left = [n for n in os.listdir(parent) if n != os.path.basename(here)]\n"
+        "    except OSError:  # the workspace is not listable by the job's uid, as root runs it\n        left = []\n"
+        "    left += os.listdir(here)\n"
+        "    for folder in (here, parent):\n        try:\n            open(os.path.join(folder, 'left-' + str(os.getpid())), 'w').close()\n"
+        "        except OSError:\n            pass\n    return left\n"
+    )
+    test = "import unittest\n\nclass TestCases(unittest.TestCase):\n    def test_empty(self):\n        self.assertEqual(task_func(), [])\n"
+    env = _bigcodebench_file(tmp_path, "left", prompt, solution, test)
+    for _ in range(3):
+        _, reward, _, _, info = _answer(env, 0)
+        assert reward == 1.0, info["tests"]
 
 
 @pytest.mark.parametrize("skip", ["import unittest\ndef f(x):\n    raise unittest.SkipTest('no')\n",

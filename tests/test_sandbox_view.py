@@ -22,6 +22,9 @@ from mathgym.rewards.sandbox import CodeSandbox, SandboxLimits
 
 REPO = Path(mathgym.__file__).resolve().parents[1]
 PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")
+#: Where a job whose tests run in the judge gets the working dir it shares with it; not root, every
+#: job may write there too (the worker's uid); emptied after each job, as the private dirs are fresh.
+WORKSPACE = "/.mathgym-workspace"
 LIMITS = SandboxLimits(cpu_seconds=20, wall_seconds=30, max_processes=64)
 
 # Reads every path it is given and reports what it could see: the listing, a read, a stat.
@@ -148,17 +151,18 @@ def test_only_the_private_dirs_are_writable_and_fresh_per_job(box):
     # A runtime under a private dir (a venv under /tmp) has the dirs on the way to it made again in
     # each job's fresh tmpfs; not root, the job owns them (they vanish with its tmpfs, as all of it).
     steps = {p for p in facts["writable"] if any(p.startswith(d + "/") for d in PRIVATE) and sys.prefix.startswith(p + "/")}
-    assert set(facts["writable"]) - steps <= {facts["cwd"], *PRIVATE}, facts["writable"]
-    assert facts["cwd"] in facts["writable"]
+    assert set(facts["writable"]) - steps <= {facts["cwd"], *PRIVATE, WORKSPACE}, facts["writable"]
+    assert facts["cwd"] in facts["writable"] and (WORKSPACE in facts["writable"]) == (os.geteuid() != 0)
     # A job fills every dir it may write to; the next job finds each of them empty.
-    fill = "import os\nfor d in %r + [os.getcwd()]:\n    open(os.path.join(d, 'left-by-job-1'), 'w').write('x')\n" % list(PRIVATE)
+    dirs = [*PRIVATE, WORKSPACE] if os.geteuid() != 0 else list(PRIVATE)
+    fill = "import os\nfor d in %r + [os.getcwd()]:\n    open(os.path.join(d, 'left-by-job-1'), 'w').write('x')\n" % dirs
     assert box.run(fill).status == Status.CORRECT
     # (A runtime that lives under a private dir, a venv under /tmp, is bound again in each job:
     # the dirs on the way to it are the only entries a fresh private dir then holds.)
     listing = ("import json, os, sys\nhere = os.getcwd()\nkeep = lambda p: p != here and not sys.prefix.startswith(p + '/')\n"
                "print(json.dumps([[e for e in os.listdir(d) if keep(os.path.join(d, e))] for d in %r + [here]]))")
-    empty = box.run(listing % list(PRIVATE))
-    assert json.loads(empty.stdout) == [[]] * (len(PRIVATE) + 1), empty.stdout
+    empty = box.run(listing % dirs)
+    assert json.loads(empty.stdout) == [[]] * (len(dirs) + 1), empty.stdout
 
 
 def test_math_tool_python_cannot_read_its_own_data_set(data_file):

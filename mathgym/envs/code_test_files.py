@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from mathgym.envs.code_records import CodeTask, literal, prompt_prefix, record_id, statement
 from mathgym.errors import DatasetError
-from mathgym.rewards._trusted_tests import CAPTURE_FACTORY, RUNNER
+from mathgym.rewards._trusted_tests import CAPTURE_FACTORY, RUNNER, TMP_PATH_FACTORY, TMPDIR_FACTORY
 
 def imports_solution(test: str) -> bool:
     """Whether a test file imports the code under test from a module ``solution`` (KodCode's pytest files)."""
@@ -33,7 +33,7 @@ def pytest_task(row: dict, default_id: str) -> CodeTask:
     ``tearDown`` / ``tearDownClass`` and cleanups, a plain class's ``setup_class`` /
     ``setup_method`` / ``teardown_method`` / ``teardown_class``; a test marked skip or xfail is
     left out, and one that skips itself passes; ``capsys`` / ``capfd`` give what the program's
-    calls printed. A test that needs another fixture by name cannot run outside pytest, and a
+    calls printed; ``tmp_path`` / ``tmpdir`` a fresh dir the program can read and write too. A test that needs another fixture by name cannot run outside pytest, and a
     file patching modules with ``unittest.mock`` would patch the test's
     process, not the program's: the task is then ``unverifiable`` (:attr:`CodeTask.unverifiable`),
     not graded on the rest.
@@ -232,6 +232,17 @@ def _runs_as_main(node: ast.stmt) -> bool:
 #: pytest's fixtures of what the code prints, which the judge stands in for (:class:`~mathgym.rewards._trusted_tests.Capture`).
 CAPTURE_FIXTURES = ("capsys", "capfd")
 
+
+def _temporary_fixtures() -> dict[str, str]:
+    """pytest's ``tmp_path`` and ``tmpdir``, as the sources that make them in the judge: a fresh dir in
+    the job's working dir, which the program shares. ``tmpdir`` only where pytest's path type imports."""
+    fixtures = {"tmp_path": f"{TMP_PATH_FACTORY}()"}
+    try:
+        from _pytest._py.path import LocalPath  # noqa: F401, PLC0415 - only whether it imports
+    except ImportError:
+        return fixtures
+    return {**fixtures, "tmpdir": f"{TMPDIR_FACTORY}()"}
+
 #: Marks under which pytest does not count a test (never run, or expected to fail).
 _NOT_COUNTED = ("mark.skip", "mark.skipif", "mark.xfail", "unittest.skip", "unittest.skipIf", "unittest.skipUnless", "unittest.expectedFailure")
 
@@ -258,6 +269,7 @@ def _pytest_calls(node: ast.FunctionDef, call: Callable[[dict[str, str]], str], 
         cases = [{**case, **dict(zip(names, values_of))} for case in cases for values_of in rows]
     wanted = {arg.arg for arg in [*node.args.args[bound:], *node.args.kwonlyargs]}
     captures = {name: f"{CAPTURE_FACTORY}()" for name in CAPTURE_FIXTURES if name in wanted and name not in cases[0]}
+    captures |= {name: source for name, source in _temporary_fixtures().items() if name in wanted and name not in cases[0]}
     problem = _unfillable(node, bound, [*cases[0], *captures])
     if problem:
         return problem

@@ -157,9 +157,16 @@ STAGING = "/tmp"
 RUNTIME_MIRROR = "/.mathgym-runtime"
 #: Size of the worker's own tmpfs mounts in the view (each job mounts fresh ones over them).
 WORKER_TMPFS_MB = 64
+#: A tmpfs of the view that jobs do not cover with their own: where a job whose tests run in the
+#: judge (``"rpc"``) gets its working dir, at the same path for the program and the judge, so
+#: files a test writes (in its working dir, or through ``tempfile``) are there for the program,
+#: and files the program writes are there for the test. One job's dir at a time; emptied after it.
+WORKSPACE = "/.mathgym-workspace"
 
 #: Why jobs get the block-list view; None once this process (the warm worker) is in its view.
 _view_reason = "the worker has not entered an allow-list view"
+#: :data:`WORKSPACE` once this process is in its view (None: jobs have no shared working dir).
+workspace = None
 #: The dirs a job gets a fresh tmpfs on.
 _private = SHARED_WRITABLE
 #: Runtime dirs under a private dir, ``(path, flags)``: bound again in each job from RUNTIME_MIRROR.
@@ -191,7 +198,7 @@ def enter_view(view, reason=None):
     refusal of the OS) leaves this process where it is: jobs get the block-list view, and
     their ``details["fs_view_reason"]`` says why. Returns that reason, or None.
     """
-    global _view_reason, _private, _runtime_in_private
+    global _view_reason, _private, _runtime_in_private, workspace
     if view is None:
         _view_reason = reason or "no allow-list was computed"
         return _view_reason
@@ -206,7 +213,7 @@ def enter_view(view, reason=None):
         libc.umount2(STAGING.encode(), MNT_DETACH)  # jobs fall back to the host's tree, as it was
         _view_reason = err.strerror if err.errno == 0 else str(err)
         return _view_reason
-    _view_reason, _private = None, tuple(view["private"])
+    _view_reason, _private, workspace = None, tuple(view["private"]), WORKSPACE
     _runtime_in_private = tuple(_in_private(view))
     return None
 
@@ -252,6 +259,8 @@ def _assemble_root(view):
         os.makedirs(root + os.path.dirname(path), 0o755, exist_ok=True)
         os.symlink(target, root + path)
     _mount_private(view["private"], WORKER_TMPFS_MB, root)
+    os.makedirs(root + WORKSPACE, 0o755)
+    _mount(b"tmpfs", root + WORKSPACE, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={WORKER_TMPFS_MB}m,nr_inodes={TMPFS_INODES},mode=0711".encode())
     _runtime_in_private = tuple(mirrored)
     _rebind_runtime(root)
     _mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -398,9 +407,10 @@ def child(job, fds, scratch, uid, network, simulate_refusal):
         marks.append(time.monotonic_ns())
         # A fresh, unguessable name (from the worker): in the job's own tmpfs, or under the
         # shared fallback in the host's dir, where mkdir fails rather than reuse what is there.
-        os.mkdir(scratch, 0o700)
-        if uid is not None:
-            os.chown(scratch, uid, uid)
+        if not job.get("workspace"):  # a shared working dir is made, and given to the uid, by the worker
+            os.mkdir(scratch, 0o700)
+            if uid is not None:
+                os.chown(scratch, uid, uid)
         os.chdir(scratch)
         if uid is not None:
             drop_privileges(uid)

@@ -463,12 +463,41 @@ def scratch_base(requested):
     return tempfile.gettempdir()
 
 
+def _shared_dir(uid):
+    """A fresh dir of the view's workspace for one job (the program's working dir, and the judge's), the job's uid's."""
+    path = os.path.join(sandbox_child.WORKSPACE, os.urandom(12).hex())
+    os.mkdir(path, 0o700)
+    if uid is not None:
+        os.chown(path, uid, uid)
+    return path
+
+
+def _empty_workspace():
+    """Remove everything in the view's workspace (what a job left there, its own dir included)."""
+    try:
+        names = os.listdir(sandbox_child.WORKSPACE)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(sandbox_child.WORKSPACE, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
 def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, namespace=None):
     received = time.monotonic_ns()
     limits = job["limits"]
     rpc = job["mode"] == "rpc"
-    # The child creates it (in its own tmpfs over ``base``, where it has one) and it is removed here.
+    # The child creates it (in its own tmpfs over ``base``, where it has one) and it is removed here;
+    # a job whose tests run in the judge works in a dir of the view's workspace, shared with the judge.
     scratch = os.path.join(base, f"mathgym-sandbox-{os.urandom(12).hex()}")
+    if rpc and sandbox_child.workspace is not None:
+        scratch = job["workspace"] = _shared_dir(uid)
     pipes = [os.pipe() for _ in range(6 if rpc else 4)]  # stdin, out, err, result[, judge's calls, replies]
     (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w), (res_r, res_w) = pipes[:4]
     for fd in (out_r, err_r, res_r):
@@ -490,13 +519,14 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, na
         os.close(stdin_w)  # the child's stdin is the judge's call pipe
         stdin_w = None
         try:
-            judge_pid = _start_judge(job, judge_host, pipes[4][1], pipes[5][0], fds)
+            judge_pid = _start_judge(job, judge_host, pipes[4][1], pipes[5][0], fds, uid)
         except OSError:
             # The judge host is gone (killed): end the job and this worker; the caller
             # sees the worker crash, retries on a fresh one (with a fresh judge host).
             _kill_group(pid)
             _descendants_sweep(pid, uid, namespace)
             shutil.rmtree(scratch, ignore_errors=True)
+            _empty_workspace()
             os._exit(70)
         _close_all((*pipes[4], *pipes[5]))
     else:
@@ -530,6 +560,8 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, na
             _descendants_sweep(pid, uid, namespace)
         _close_all(fds)
         shutil.rmtree(scratch, ignore_errors=True)
+        if sandbox_child.workspace is not None:  # not root, any job may write there (the same uid as this worker)
+            _empty_workspace()
     reply = _reply(output, limits, timed_out, wall, status, usage)
     if reply.get("tmp") != "private":
         _remove_leftovers(uid)  # with private tmpfs mounts, they vanished with the job's mount namespace
@@ -567,15 +599,17 @@ def start_judge_host(side_fd):
     return ours
 
 
-def _start_judge(job, judge_host, request_w, reply_r, fds):
+def _start_judge(job, judge_host, request_w, reply_r, fds, uid=None):
     """Have the judge host fork this job's judge on the pipes; its pid (its verdict pipe joins
     ``fds``), or None when there is no judge (every test is then reported unfinished).
-    Raises OSError when the judge host is gone."""
+    The judge works in the job's shared dir (``job["workspace"]``) as the job's ``uid``, so that
+    the program may change or remove the files a test makes. Raises OSError when the judge host is gone."""
     if judge_host is None:
         return None
     verdict_r, verdict_w = os.pipe()
+    message = {"id": job.get("judge_id"), "workspace": job.get("workspace"), "uid": uid}
     try:
-        socket.send_fds(judge_host, [json.dumps({"id": job.get("judge_id")}).encode()], [request_w, reply_r, verdict_w])
+        socket.send_fds(judge_host, [json.dumps(message).encode()], [request_w, reply_r, verdict_w])
         answer = judge_host.recv(64)
     except OSError:
         os.close(verdict_r)

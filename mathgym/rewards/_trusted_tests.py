@@ -258,6 +258,27 @@ class Capture:
 
 #: The name under which a generated test builds its ``capsys`` (bound by the judge; never the program's).
 CAPTURE_FACTORY = "__mathgym_capture__"
+#: The names generated test sources call for pytest's ``tmp_path`` / ``tmpdir``: a fresh dir of the
+#: judge's working dir, which is the program's too (the job's shared dir), as a Path / LocalPath.
+TMP_PATH_FACTORY, TMPDIR_FACTORY = "__mathgym_tmp_path__", "__mathgym_tmpdir__"
+
+
+def _fresh_dir():
+    import tempfile  # noqa: PLC0415 - the judge imports what a test needs, when it needs it
+
+    return tempfile.mkdtemp(prefix="pytest-")
+
+
+def _tmp_path():
+    import pathlib  # noqa: PLC0415
+
+    return pathlib.Path(_fresh_dir())
+
+
+def _tmpdir():
+    from _pytest._py.path import LocalPath  # noqa: PLC0415 - pytest's own ``tmpdir`` type (the caller checks it imports)
+
+    return LocalPath(_fresh_dir())
 #: The name under which a generated test runs a pytest or unittest test with its set-up
 #: (:func:`run_as_pytest`, bound by the judge; never the program's).
 RUNNER = "_mathgym_test"
@@ -523,7 +544,8 @@ def run_test(source, test_name, base, channel):
         return {"name": test_name, "status": "unverifiable", "passed": False, "message": f"the test does not parse: {_describe(err)}"}
     channel.capture = None
     try:
-        namespace = {**base, CAPTURE_FACTORY: lambda: Capture(channel), RUNNER: run_as_pytest}
+        namespace = {**base, CAPTURE_FACTORY: lambda: Capture(channel), RUNNER: run_as_pytest, TMP_PATH_FACTORY: _tmp_path,
+                     TMPDIR_FACTORY: _tmpdir}
         read_as_values = value_names(tree)
         for name in free_names(tree) - namespace.keys():
             value = channel.global_value(name) if name in read_as_values else _Program(name, channel)
@@ -597,13 +619,14 @@ def host(side_fd, sock, codec):
             for pid in judges:  # the worker is done with the previous job: its judge may go
                 _end(pid)
             judges.clear()
-            ident = json.loads(message)["id"]
+            asked = json.loads(message)
+            ident = asked["id"]
             while ident not in pending:
                 if not take_side():
                     return
             for stale in list(pending)[: list(pending).index(ident)]:  # jobs the worker never ran
                 del pending[stale]
-            job = pending.pop(ident)
+            job = {**pending.pop(ident), "workspace": asked.get("workspace"), "uid": asked.get("uid")}
             pid = -1
             if len(fds) == 3:
                 try:
@@ -656,7 +679,8 @@ def judge(job, request_fd, reply_fd, verdict_fd, codec):
         os.close(null)
         import ctypes  # noqa: PLC0415 - only the judge needs it
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        _enter_workspace(job.get("workspace"), job.get("uid"))
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # again after a change of uid
         memory = max(job["limits"]["memory_mb"], 1024) << 20
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         sys.modules["random"].seed()  # from os.urandom: a fresh stream per job, not the host's state (imported in host())
@@ -666,6 +690,23 @@ def judge(job, request_fd, reply_fd, verdict_fd, codec):
         code = 70
     finally:
         os._exit(code)
+
+
+def _enter_workspace(workspace, uid):
+    """Work in the job's shared dir (the program's working dir too): the test's files, relative or
+    made through ``tempfile``, are where the program looks for them. As the job's ``uid`` (the
+    worker runs as root): the files a test makes are then the program's to change or remove."""
+    if not workspace:
+        return
+    import tempfile  # noqa: PLC0415 - random, which it imports, is the host's already
+
+    os.chdir(workspace)
+    os.environ["TMPDIR"] = os.environ["HOME"] = workspace
+    tempfile.tempdir = workspace
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
 
 
 def _judge_tests(job, channel):
