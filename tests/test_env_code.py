@@ -894,6 +894,25 @@ def test_files_a_test_makes_are_the_programs_and_the_programs_are_the_tests(tmp_
     assert [t["passed"] for t in info["tests"]] == [False, True], info["tests"]
 
 
+def test_modules_a_program_writes_in_the_shared_dir_never_run_in_the_judge(tmp_path):
+    """The judge shares its working dir with the program, not its imports: a module the program
+    writes there (a new name, or one shadowing the standard library) is not what the test imports."""
+    prompt = "import os\n\ndef task_func():\n    \"\"\"Return 1.\"\"\"\n"
+    planting = (
+        "    return 1\n\n\nfor _name in ('planted_mod.py', 'colorsys.py', 'json.py'):\n"
+        "    with open(_name, 'w') as _f:\n        _f.write('X = 1\\n')\n"
+    )
+    test = (
+        "import os\nimport unittest\n\nclass TestCases(unittest.TestCase):\n    def test_one(self):\n        self.assertEqual(task_func(), 1)\n"
+        "        self.assertTrue(os.path.exists('planted_mod.py'))  # written where the test works\n"
+        "        with self.assertRaises(ImportError):\n            import planted_mod\n"
+        "        import colorsys, json\n        self.assertFalse(hasattr(colorsys, 'X') or hasattr(json, 'X'))\n"
+    )
+    env = _bigcodebench_file(tmp_path, "plant", prompt, planting, test)
+    _, reward, _, _, info = _answer(env, 0)
+    assert reward == 1.0, info["tests"]
+
+
 def test_pytest_files_with_tmp_path_and_tmpdir_share_the_dir_with_the_program(tmp_path):
     """KodCode's file tests ask for ``tmp_path`` or ``tmpdir``: a fresh dir in the job's shared
     working dir, where the test writes what the program reads and reads what it writes."""
