@@ -885,13 +885,16 @@ def test_files_a_test_makes_are_the_programs_and_the_programs_are_the_tests(tmp_
         "        with open(os.path.join(self.dst, 'log.csv')) as f:\n            self.assertEqual(f.read(), 'a.txt,b.txt')\n"
         "    def test_relative(self):\n        os.makedirs('here', exist_ok=True)\n        open('here/x.txt', 'w').close()\n"
         "        self.assertEqual(task_func('here', 'there'), 1)\n        self.assertTrue(os.path.exists('there/x.txt'))\n"
+        "    def test_moved_into(self):\n        home = os.getcwd()\n        os.chdir(self.src)  # the program works where the test does\n"
+        "        try:\n            self.assertEqual(task_func('.', 'done'), 2)\n            self.assertTrue(os.path.exists('done/a.txt'))\n"
+        "        finally:\n            os.chdir(home)\n"
     )
     env = _bigcodebench_file(tmp_path, "move", prompt, solution, test)
     _, reward, _, _, info = _answer(env, 0)
     assert reward == 1.0, info["tests"]
     lazy = "```python\nimport os\nimport shutil\ndef task_func(src, dst):\n" + solution.replace("shutil.move", "shutil.copy") + "```"
     _, reward, _, _, info = _answer(env, 0, lazy)  # copies instead of moving: the test sees the files still there
-    assert [t["passed"] for t in info["tests"]] == [False, True], info["tests"]
+    assert [t["passed"] for t in info["tests"]] == [False, True, True], info["tests"]
 
 
 def test_modules_a_program_writes_in_the_shared_dir_never_run_in_the_judge(tmp_path):

@@ -509,7 +509,8 @@ def _serve_calls(job):
     (the judge holds the tests). The helpers are bound before the code runs, so a program
     that patches ``json`` or ``os`` changes only its own answers.
     """
-    read, loads, dumps, encode, decode = os.read, json.loads, json.dumps, encode_value, decode_value
+    read, loads, dumps, encode, decode, chdir = os.read, json.loads, json.dumps, encode_value, decode_value, os.chdir
+    shared = job.get("workspace")  # the working dir shared with the judge (None: the job has its own)
 
     def reply(message):
         data = memoryview((dumps(message) + "\n").encode())
@@ -535,6 +536,12 @@ def _serve_calls(job):
             continue
         request = loads(bytes(pending[:end]))
         del pending[: end + 1]
+        cwd = request.get("cwd")
+        if shared and type(cwd) is str and (cwd == shared or cwd.startswith(shared + "/")):
+            try:  # the test changed its working dir (into a dir it made): the call runs there too
+                chdir(cwd)
+            except OSError:
+                pass
         if request.get("capture") is True:  # the test reads what the call prints (pytest's capsys)
             reply(_captured(lambda: _answer(namespace, request, encode, decode, objects)))
         else:

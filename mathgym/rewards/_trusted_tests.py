@@ -65,6 +65,9 @@ class ProgramFault(BaseException):
 class _Channel:
     """The judge's end of the call pipe to the sandboxed program."""
 
+    #: The job's shared working dir, when it has one (each call then tells the program the test's working dir).
+    workspace = None
+
     def __init__(self, request_fd, reply_fd, codec):
         self.request_fd, self.reply_fd, self.codec = request_fd, reply_fd, codec
         self.buffer = bytearray()
@@ -110,6 +113,8 @@ class _Channel:
             raise ProgramFault("the program's process has ended")
         try:
             request = {"fn": name, "args": [], "kwargs": {}}
+            if self.workspace:  # the program works where the test does now (a test may chdir into a dir it made)
+                request["cwd"] = os.getcwd()
             if target is not None:
                 request["obj"] = target
             if self.capture is not None:
@@ -685,7 +690,9 @@ def judge(job, request_fd, reply_fd, verdict_fd, codec):
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         sys.modules["random"].seed()  # from os.urandom: a fresh stream per job, not the host's state (imported in host())
         sys.setrecursionlimit(1000)
-        code = _judge_tests(job, _Channel(3, 4, codec))
+        channel = _Channel(3, 4, codec)
+        channel.workspace = job.get("workspace")
+        code = _judge_tests(job, channel)
     except BaseException:  # noqa: BLE001 - missing verdicts are reported by the caller
         code = 70
     finally:
