@@ -712,7 +712,7 @@ def test_pytest_files_run_the_set_up_pytest_would(tmp_path):
     wrong = "def total(xs):\n    return sum(x for x in xs if isinstance(x, int)) if len(xs) != 2 or xs[0] != 2 else 0\n"
     _, reward, _, _, info = _answer(env, 0, f"```python\n{wrong}```")
     assert [t["name"] for t in info["tests"] if not t["passed"]] == ["TestWithUnittest.test_each", "TestWithUnittest.test_refuses_text"], info
-    needy = KODCODE_SETUP_TEST.replace("def fresh_log():", "def fresh_log(tmp_path):")
+    needy = KODCODE_SETUP_TEST.replace("def fresh_log():", "def fresh_log(monkeypatch):")
     path.write_text(json.dumps({**row, "test": needy}) + "\n")
     with pytest.warns(UserWarning, match="the autouse fixture fresh_log needs the pytest fixture"):
         (task,) = load_code_jsonl(path)
@@ -938,6 +938,106 @@ def test_pytest_files_with_tmp_path_and_tmpdir_share_the_dir_with_the_program(tm
     assert reward == 1.0, info["tests"]
     _, reward, _, _, info = _answer(env, 0, "```python\n" + solution.replace(".upper()", "") + "```")
     assert [t["passed"] for t in info["tests"]] == [True, False], info["tests"]
+
+
+KODCODE_FIXTURES_TEST = """import pytest
+from solution import Inventory, total
+
+EVENTS = []
+
+
+@pytest.fixture
+def numbers():
+    return [1, 2, 3]
+
+
+@pytest.fixture(name="stock")
+def make_stock(numbers):
+    EVENTS.append("stock up")
+    inventory = Inventory()
+    for n in numbers:
+        inventory.add(n)
+    yield inventory
+    with open("stock.log", "a") as log:  # the job's working dir: the next test of the job reads it
+        log.write("down\\n")
+
+
+@pytest.fixture
+def saved(tmp_path, numbers):
+    path = tmp_path / "numbers.txt"
+    path.write_text(",".join(map(str, numbers)))
+    return path
+
+
+@pytest.fixture(params=[1, 2])
+def each(request):
+    return request.param
+
+
+@pytest.fixture
+def same(numbers):
+    return numbers
+
+
+def test_total(numbers):
+    assert total(numbers) == 6
+
+
+def test_shared(same, numbers):
+    assert same is numbers  # one fixture value per test, whoever asks for it
+
+
+def test_stock(stock, numbers):
+    assert stock.count() == len(numbers)
+    assert EVENTS[-1] == "stock up"  # made once for the test, finished after it
+
+
+def test_stock_was_finished():
+    with open("stock.log") as log:
+        assert log.read() == "down\\n"
+
+
+def test_file(saved):
+    assert total(saved.read_text()) == 6
+
+
+class TestStock:
+    def test_method(self, stock):
+        assert stock.count() == 3
+
+    @pytest.mark.parametrize("extra", [1, 4])
+    def test_parametrized(self, stock, extra):
+        stock.add(extra)
+        assert stock.count() == 4
+"""
+
+
+def test_pytest_files_with_their_own_named_fixtures(tmp_path):
+    """KodCode's pytest files define fixtures that tests ask for by name: each is made for the
+    test (once, with the fixtures it asks for itself, ``name=`` aliases, ``yield`` ones finished
+    after it), as pytest does; a fixture pytest would parametrize stays out (its test is unverifiable)."""
+    solution = (
+        "class Inventory:\n    def __init__(self):\n        self.items = []\n    def add(self, n):\n        self.items.append(n)\n"
+        "    def count(self):\n        return len(self.items)\n\n"
+        "def total(xs):\n    if isinstance(xs, str):\n        xs = [int(x) for x in xs.split(',')]\n    return sum(xs)\n"
+    )
+    path = tmp_path / "fixtures.jsonl"
+    path.write_text(json.dumps({"question_id": "fx", "question": "An inventory; a total.", "solution": solution,
+                                "test": KODCODE_FIXTURES_TEST}) + "\n")
+    (task,) = load_code_jsonl(path)
+    assert [name for name, _ in task.tests] == ["test_total", "test_shared", "test_stock", "test_stock_was_finished", "test_file", "TestStock.test_method",
+                                                 "TestStock.test_parametrized[0]", "TestStock.test_parametrized[1]"]
+    env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
+    _, reward, _, _, info = _answer(env, 0)
+    assert reward == 1.0, info["tests"]
+    counting_wrong = solution.replace("return len(self.items)", "return len(set(self.items))")  # the parametrized case adding 1 again
+    _, reward, _, _, info = _answer(env, 0, f"```python\n{counting_wrong}```")
+    assert [t["passed"] for t in info["tests"]] == [True, True, True, True, True, True, False, True], info["tests"]
+    asking = KODCODE_FIXTURES_TEST + "\n\ndef test_each(each):\n    assert each in (1, 2)\n"
+    path.write_text(json.dumps({"question_id": "fx", "question": "q", "solution": solution, "test": asking}) + "\n")
+    with pytest.warns(UserWarning, match="test_each needs the pytest fixture"):
+        (task,) = load_code_jsonl(path)
+    assert task.unverifiable
 
 
 def test_one_jobs_files_are_gone_before_the_next_job(tmp_path):

@@ -32,8 +32,11 @@ def pytest_task(row: dict, default_id: str) -> CodeTask:
     ``yield`` one finished after the test), a ``unittest.TestCase``'s ``setUpClass`` / ``setUp`` /
     ``tearDown`` / ``tearDownClass`` and cleanups, a plain class's ``setup_class`` /
     ``setup_method`` / ``teardown_method`` / ``teardown_class``; a test marked skip or xfail is
-    left out, and one that skips itself passes; ``capsys`` / ``capfd`` give what the program's
-    calls printed; ``tmp_path`` / ``tmpdir`` a fresh dir the program can read and write too. A test that needs another fixture by name cannot run outside pytest, and a
+    left out, and one that skips itself passes; the file's own named fixtures (``@pytest.fixture``,
+    a ``yield`` one finished after the test) are made for each test that asks for them, once per
+    test, as pytest does; ``capsys`` / ``capfd`` give what the program's calls printed;
+    ``tmp_path`` / ``tmpdir`` a fresh dir the program can read and write too. A test that needs
+    another fixture (``monkeypatch``, ``request``, a parametrized fixture) cannot run outside pytest, and a
     file patching modules with ``unittest.mock`` would patch the test's
     process, not the program's: the task is then ``unverifiable`` (:attr:`CodeTask.unverifiable`),
     not graded on the rest.
@@ -67,7 +70,8 @@ def test_file_tests(source: str, kind: str) -> tuple[tuple[tuple[str, str], ...]
     except SyntaxError as err:
         raise DatasetError(f"the {kind} file does not parse ({err.msg}, line {err.lineno})") from None
     preamble, aliases, imported, autouse = [], [], [], []
-    functions, classes = [], []
+    functions, classes, autouse_nodes = [], [], []
+    named: dict[str, ast.FunctionDef] = {}
     unjudged: list[str] = []
     for node in module.body:
         if isinstance(node, ast.ImportFrom) and node.module == "solution":
@@ -77,37 +81,44 @@ def test_file_tests(source: str, kind: str) -> tuple[tuple[tuple[str, str], ...]
                     aliases.append(f"{name.asname} = {name.name}")
         elif isinstance(node, ast.Import) and any(name.name == "solution" for name in node.names):
             raise DatasetError(f"the {kind} file imports the module solution itself; only 'from solution import ...' is read")
+        elif isinstance(node, ast.FunctionDef) and _is_autouse(node):
+            autouse_nodes.append(node)
+            autouse.append(node.name)
+            preamble.append(_without_fixture_decorator(node))
+        elif isinstance(node, ast.FunctionDef) and _fixture_name(node):
+            named[_fixture_name(node) or node.name] = node
+            preamble.append(_without_fixture_decorator(node))
         elif isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
             functions.append(node)
         elif isinstance(node, ast.ClassDef) and (node.name.startswith("Test") or _is_test_case(node)):
             classes.append(node)
-        elif isinstance(node, ast.FunctionDef) and _is_autouse(node):
-            problem = _unfillable(node, 0)
-            if problem:
-                unjudged.append(f"the autouse fixture {problem}")
-            autouse.append(node.name)
-            preamble.append(_without_fixture_decorator(node))
         elif not _runs_as_main(node):
             preamble.append(ast.get_source_segment(source, node) or "")
+    providers = _providers(named)
+    for node in autouse_nodes:
+        problem = _unfillable(node, 0, list(providers))
+        if problem:
+            unjudged.append(f"the autouse fixture {problem}")
     setup = "\n".join([*preamble, *aliases])
     fixtures = f"[{', '.join(autouse)}]"
+    table = "{" + ", ".join(f"{name!r}: {provider}" for name, provider in providers.items()) + "}"
     tests: list[tuple[str, str]] = []
     for node in functions:
         head = f"{setup}\n{ast.get_source_segment(source, node)}\n"  # from ``def``: the decorators are not in it
-        runs = _pytest_calls(node, lambda case, head=head, name=node.name: head + (
-            f"{RUNNER}(None, {name}, {_keywords(case)}, {fixtures})\n" if autouse
-            else f"{name}({', '.join(f'{key}={value}' for key, value in case.items())})\n"))
+        runs = _pytest_calls(node, lambda case, asks, head=head, name=node.name: head + (
+            f"{RUNNER}(None, {name}, {_keywords(case)}, {fixtures}, (), {table})\n" if autouse or asks
+            else f"{name}({', '.join(f'{key}={value}' for key, value in case.items())})\n"), providers=providers)
         if isinstance(runs, str):
             unjudged.append(runs)
         else:
             tests += runs
     for owner in classes:
-        definition, class_fixtures, problems = _class_source(owner)
+        definition, class_fixtures, problems = _class_source(owner, providers)
         unjudged += problems
         for method in (n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")):
-            runs = _pytest_calls(method, lambda case, name=method.name: (
-                f"{setup}\n{definition}\n{RUNNER}({owner.name}, {name!r}, {_keywords(case)}, {fixtures}, {class_fixtures!r})\n"),
-                label=f"{owner.name}.{method.name}", bound=1)
+            runs = _pytest_calls(method, lambda case, asks, name=method.name: (
+                f"{setup}\n{definition}\n{RUNNER}({owner.name}, {name!r}, {_keywords(case)}, {fixtures}, {class_fixtures!r}, {table})\n"),
+                label=f"{owner.name}.{method.name}", bound=1, providers=providers)
             if isinstance(runs, str):
                 unjudged.append(runs)
             else:
@@ -209,15 +220,15 @@ def _keywords(case: dict[str, str]) -> str:
     return "{" + ", ".join(f"{key!r}: {value}" for key, value in case.items()) + "}"
 
 
-def _class_source(owner: ast.ClassDef) -> tuple[str, list[str], list[str]]:
+def _class_source(owner: ast.ClassDef, providers: dict[str, str] | None = None) -> tuple[str, list[str], list[str]]:
     """A test class's source with its autouse fixture methods made plain methods, their names, and
-    why a fixture cannot run (one that asks for other fixtures)."""
+    why a fixture cannot run (one that asks for a fixture nothing ``providers`` names)."""
     plain = copy.deepcopy(owner)
     fixtures, problems = [], []
     for i, node in enumerate(plain.body):
         if isinstance(node, ast.FunctionDef) and _is_autouse(node):
             fixtures.append(node.name)
-            problem = _unfillable(node, 1)
+            problem = _unfillable(node, 1, list(providers or {}))
             if problem:
                 problems.append(f"the autouse fixture {owner.name}.{problem}")
             plain.body[i] = ast.parse(_without_fixture_decorator(node)).body[0]
@@ -233,21 +244,52 @@ def _runs_as_main(node: ast.stmt) -> bool:
 CAPTURE_FIXTURES = ("capsys", "capfd")
 
 
-def _temporary_fixtures() -> dict[str, str]:
-    """pytest's ``tmp_path`` and ``tmpdir``, as the sources that make them in the judge: a fresh dir in
-    the job's working dir, which the program shares. ``tmpdir`` only where pytest's path type imports."""
-    fixtures = {"tmp_path": f"{TMP_PATH_FACTORY}()"}
+def _builtin_fixtures() -> dict[str, str]:
+    """pytest's own fixtures the judge stands in for, by the name of its factory there: ``capsys`` /
+    ``capfd`` (what the program's calls print), ``tmp_path`` / ``tmpdir`` (a fresh dir in the job's
+    working dir, which the program shares; ``tmpdir`` only where pytest's path type imports)."""
+    fixtures = {**dict.fromkeys(CAPTURE_FIXTURES, CAPTURE_FACTORY), "tmp_path": TMP_PATH_FACTORY}
     try:
         from _pytest._py.path import LocalPath  # noqa: F401, PLC0415 - only whether it imports
     except ImportError:
         return fixtures
-    return {**fixtures, "tmpdir": f"{TMPDIR_FACTORY}()"}
+    return {**fixtures, "tmpdir": TMPDIR_FACTORY}
+
+
+def _fixture_name(node: ast.FunctionDef) -> str | None:
+    """The name tests ask for a module-level ``@pytest.fixture`` by (its ``name=``, else the function's);
+    ``None`` for a function that is not one, and for one with ``params`` (a test per value, not read here)."""
+    for decorator in node.decorator_list:
+        if _decorator_name(decorator).split(".")[-1] != "fixture":
+            continue
+        keywords = {k.arg: k.value for k in decorator.keywords} if isinstance(decorator, ast.Call) else {}
+        if "params" in keywords:
+            return None
+        alias = keywords.get("name")
+        return alias.value if isinstance(alias, ast.Constant) and isinstance(alias.value, str) else node.name
+    return None
+
+
+def _providers(named: dict[str, ast.FunctionDef]) -> dict[str, str]:
+    """Every fixture a test of the file may ask for, by name, with what provides it in the judge: pytest's
+    own ones (:func:`_builtin_fixtures`) and the file's named fixtures whose own parameters are all
+    provided (a fixture asking for ``request``, or for one in a loop, is not)."""
+    providers, pending = _builtin_fixtures(), dict(named)
+    while True:
+        ready = {name: node for name, node in pending.items() if _unfillable(node, 0, list(providers)) is None}
+        if not ready:
+            return providers
+        for name, node in ready.items():
+            providers[name] = node.name
+            del pending[name]
 
 #: Marks under which pytest does not count a test (never run, or expected to fail).
 _NOT_COUNTED = ("mark.skip", "mark.skipif", "mark.xfail", "unittest.skip", "unittest.skipIf", "unittest.skipUnless", "unittest.expectedFailure")
 
 
-def _pytest_calls(node: ast.FunctionDef, call: Callable[[dict[str, str]], str], label: str = "", bound: int = 0) -> list[tuple[str, str]] | str:
+def _pytest_calls(
+    node: ast.FunctionDef, call: Callable[[dict[str, str], bool], str], label: str = "", bound: int = 0, providers: dict[str, str] | None = None,
+) -> list[tuple[str, str]] | str:
     """The runs of one test function or method (``bound`` parameters filled already: ``self``):
     ``(label, source)`` for one call, or one per ``parametrize`` case with literal values, each
     source made by ``call`` from the case's arguments by name (their sources: a literal, or the
@@ -267,11 +309,9 @@ def _pytest_calls(node: ast.FunctionDef, call: Callable[[dict[str, str]], str], 
         names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
         rows = [value if len(names) > 1 else (value,) for value in values]
         cases = [{**case, **dict(zip(names, values_of))} for case in cases for values_of in rows]
-    wanted = {arg.arg for arg in [*node.args.args[bound:], *node.args.kwonlyargs]}
-    captures = {name: f"{CAPTURE_FACTORY}()" for name in CAPTURE_FIXTURES if name in wanted and name not in cases[0]}
-    captures |= {name: source for name, source in _temporary_fixtures().items() if name in wanted and name not in cases[0]}
-    problem = _unfillable(node, bound, [*cases[0], *captures])
+    problem = _unfillable(node, bound, [*cases[0], *(providers or {})])
     if problem:
         return problem
-    sources = [{**{key: literal(value) for key, value in case.items()}, **captures} for case in cases]
-    return [(label if len(cases) == 1 else f"{label}[{index}]", call(case)) for index, case in enumerate(sources)]
+    asks = _unfillable(node, bound, list(cases[0])) is not None  # some parameter is a fixture: the runner provides it
+    sources = [{key: literal(value) for key, value in case.items()} for case in cases]
+    return [(label if len(cases) == 1 else f"{label}[{index}]", call(case, asks)) for index, case in enumerate(sources)]

@@ -289,25 +289,45 @@ def _tmpdir():
 RUNNER = "_mathgym_test"
 
 
-def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=()):
+def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=(), named=None):
     """Run one test as pytest would, in pytest's order: a class's ``setUpClass`` / ``setup_class``,
     the file's autouse ``fixtures``, ``setup_method``, the class's autouse fixtures
     (``class_fixtures``, by name), ``setUp``, the test with ``arguments``; then the tear-downs
     and cleanups in reverse (a generator fixture resumed after its ``yield``). ``owner`` is the
     test's class, or ``None`` for a test function (``test`` is then the function, else its
-    name). Generated test sources call it (:data:`RUNNER`); it runs in the judge, with the test.
+    name). A parameter of the test or of a fixture that ``arguments`` does not give is the
+    fixture of that name in ``named`` (the file's fixture functions, and the judge's stand-ins for
+    pytest's own), made once per test, after the fixtures it asks for itself.
+    Generated test sources call it (:data:`RUNNER`); it runs in the judge, with the test.
     """
     import inspect  # noqa: PLC0415 - the judge imports what a test needs, when it needs it
     import unittest  # noqa: PLC0415
 
+    named, made = named or {}, {}
+
     def optional(function, value):
         return function(value) if inspect.signature(function).parameters else function()
 
-    def start(function):
-        result = function()
+    def asked(function, chain=()):
+        """The fixtures ``function``'s parameters name, made (those ``arguments`` give, and defaulted ones, left out)."""
+        wanted = [p.name for p in inspect.signature(function).parameters.values()
+                  if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in arguments]
+        return {name: fixture(name, chain) for name in wanted}
+
+    def fixture(name, chain):
+        if name not in made:
+            if name in chain or name not in named:
+                raise LookupError(f"the fixture {name!r} is {'asked for in a loop' if name in chain else 'not defined'}")
+            made[name] = start(named[name], (*chain, name))
+        return made[name]
+
+    def start(function, chain=()):
+        result = function(**asked(function, chain))
         if inspect.isgenerator(result):
-            next(result)
+            value = next(result)
             finishers.append(lambda: next(result, None))
+            return value
+        return result
 
     unit = owner is not None and issubclass(owner, unittest.TestCase)
     finishers = []
@@ -319,7 +339,7 @@ def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=()):
         for fixture in fixtures:
             start(fixture)
         if owner is None:
-            test(**arguments)
+            test(**arguments, **asked(test))
             return
         case = owner(test) if unit else owner()
         method = getattr(case, test)
@@ -330,7 +350,7 @@ def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=()):
         if unit:
             case.setUp()
         try:
-            method(**arguments)
+            method(**arguments, **asked(method))
         finally:
             if unit:
                 case.tearDown()
