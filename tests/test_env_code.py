@@ -1009,6 +1009,15 @@ class TestStock:
     def test_parametrized(self, stock, extra):
         stock.add(extra)
         assert stock.count() == 4
+
+
+class TestOwnFixture:
+    @pytest.fixture
+    def longer(self, numbers):
+        return [*numbers, 4]
+
+    def test_longer(self, longer):
+        assert total(longer) == 10
 """
 
 
@@ -1026,13 +1035,13 @@ def test_pytest_files_with_their_own_named_fixtures(tmp_path):
                                 "test": KODCODE_FIXTURES_TEST}) + "\n")
     (task,) = load_code_jsonl(path)
     assert [name for name, _ in task.tests] == ["test_total", "test_shared", "test_stock", "test_stock_was_finished", "test_file", "TestStock.test_method",
-                                                 "TestStock.test_parametrized[0]", "TestStock.test_parametrized[1]"]
+                                                 "TestStock.test_parametrized[0]", "TestStock.test_parametrized[1]", "TestOwnFixture.test_longer"]
     env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
     _, reward, _, _, info = _answer(env, 0)
     assert reward == 1.0, info["tests"]
     counting_wrong = solution.replace("return len(self.items)", "return len(set(self.items))")  # the parametrized case adding 1 again
     _, reward, _, _, info = _answer(env, 0, f"```python\n{counting_wrong}```")
-    assert [t["passed"] for t in info["tests"]] == [True, True, True, True, True, True, False, True], info["tests"]
+    assert [t["passed"] for t in info["tests"]] == [True, True, True, True, True, True, False, True, True], info["tests"]
     asking = KODCODE_FIXTURES_TEST + "\n\ndef test_each(each):\n    assert each in (1, 2)\n"
     path.write_text(json.dumps({"question_id": "fx", "question": "q", "solution": solution, "test": asking}) + "\n")
     with pytest.warns(UserWarning, match="test_each needs the pytest fixture"):

@@ -113,12 +113,12 @@ def test_file_tests(source: str, kind: str) -> tuple[tuple[tuple[str, str], ...]
         else:
             tests += runs
     for owner in classes:
-        definition, class_fixtures, problems = _class_source(owner, providers)
+        definition, class_fixtures, problems, own = _class_source(owner, providers)
         unjudged += problems
-        for method in (n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")):
-            runs = _pytest_calls(method, lambda case, asks, name=method.name: (
-                f"{setup}\n{definition}\n{RUNNER}({owner.name}, {name!r}, {_keywords(case)}, {fixtures}, {class_fixtures!r}, {table})\n"),
-                label=f"{owner.name}.{method.name}", bound=1, providers=providers)
+        for method in (n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test") and not _fixture_name(n)):
+            runs = _pytest_calls(method, lambda case, asks, name=method.name, own=own: (
+                f"{setup}\n{definition}\n{RUNNER}({owner.name}, {name!r}, {_keywords(case)}, {fixtures}, {class_fixtures!r}, {table}, {own!r})\n"),
+                label=f"{owner.name}.{method.name}", bound=1, providers={**providers, **own})
             if isinstance(runs, str):
                 unjudged.append(runs)
             else:
@@ -220,19 +220,28 @@ def _keywords(case: dict[str, str]) -> str:
     return "{" + ", ".join(f"{key!r}: {value}" for key, value in case.items()) + "}"
 
 
-def _class_source(owner: ast.ClassDef, providers: dict[str, str] | None = None) -> tuple[str, list[str], list[str]]:
-    """A test class's source with its autouse fixture methods made plain methods, their names, and
-    why a fixture cannot run (one that asks for a fixture nothing ``providers`` names)."""
+def _class_source(owner: ast.ClassDef, providers: dict[str, str] | None = None) -> tuple[str, list[str], list[str], dict[str, str]]:
+    """A test class's source with its fixture methods made plain methods; the names of its autouse
+    ones; why a fixture cannot run (one that asks for a fixture nothing provides); its named ones
+    that can, by the name tests ask for them (``name=``), with their methods' names."""
     plain = copy.deepcopy(owner)
-    fixtures, problems = [], []
+    fixtures, problems, named = [], [], {}
+    methods = [node for node in plain.body if isinstance(node, ast.FunctionDef)]
+    asked = {(_fixture_name(node) or node.name): node for node in methods if not _is_autouse(node) and _fixture_name(node)}
+    given = dict(providers or {})
+    while ready := {name: node for name, node in asked.items() if name not in named and _unfillable(node, 1, [*given, *named]) is None}:
+        named |= {name: node.name for name, node in ready.items()}
     for i, node in enumerate(plain.body):
-        if isinstance(node, ast.FunctionDef) and _is_autouse(node):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        if _is_autouse(node):
             fixtures.append(node.name)
-            problem = _unfillable(node, 1, list(providers or {}))
+            problem = _unfillable(node, 1, [*given, *named])
             if problem:
                 problems.append(f"the autouse fixture {owner.name}.{problem}")
+        if _is_autouse(node) or _fixture_name(node):
             plain.body[i] = ast.parse(_without_fixture_decorator(node)).body[0]
-    return ast.unparse(plain), fixtures, problems
+    return ast.unparse(plain), fixtures, problems, named
 
 
 def _runs_as_main(node: ast.stmt) -> bool:

@@ -289,7 +289,7 @@ def _tmpdir():
 RUNNER = "_mathgym_test"
 
 
-def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=(), named=None):
+def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=(), named=None, class_named=None):
     """Run one test as pytest would, in pytest's order: a class's ``setUpClass`` / ``setup_class``,
     the file's autouse ``fixtures``, ``setup_method``, the class's autouse fixtures
     (``class_fixtures``, by name), ``setUp``, the test with ``arguments``; then the tear-downs
@@ -297,7 +297,8 @@ def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=(), named=Non
     test's class, or ``None`` for a test function (``test`` is then the function, else its
     name). A parameter of the test or of a fixture that ``arguments`` does not give is the
     fixture of that name in ``named`` (the file's fixture functions, and the judge's stand-ins for
-    pytest's own), made once per test, after the fixtures it asks for itself.
+    pytest's own) or ``class_named`` (the test class's fixture methods, by method name), made once
+    per test, after the fixtures it asks for itself.
     Generated test sources call it (:data:`RUNNER`); it runs in the judge, with the test.
     """
     import inspect  # noqa: PLC0415 - the judge imports what a test needs, when it needs it
@@ -342,6 +343,7 @@ def run_as_pytest(owner, test, arguments, fixtures, class_fixtures=(), named=Non
             test(**arguments, **asked(test))
             return
         case = owner(test) if unit else owner()
+        named = {**named, **{name: getattr(case, method) for name, method in (class_named or {}).items()}}
         method = getattr(case, test)
         if not unit and hasattr(case, "setup_method"):
             optional(case.setup_method, method)
