@@ -496,8 +496,10 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, na
     # The child creates it (in its own tmpfs over ``base``, where it has one) and it is removed here;
     # a job whose tests run in the judge works in a dir of the view's workspace, shared with the judge.
     scratch = os.path.join(base, f"mathgym-sandbox-{os.urandom(12).hex()}")
-    if rpc and sandbox_child.workspace is not None:
-        scratch = job["workspace"] = _shared_dir(uid)
+    if sandbox_child.workspace is not None:
+        _empty_workspace()  # again: the last job's judge, killed as that job ended, may have written after its clean-up
+        if rpc:
+            scratch = job["workspace"] = _shared_dir(uid)
     pipes = [os.pipe() for _ in range(6 if rpc else 4)]  # stdin, out, err, result[, judge's calls, replies]
     (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w), (res_r, res_w) = pipes[:4]
     for fd in (out_r, err_r, res_r):
