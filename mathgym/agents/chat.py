@@ -161,12 +161,14 @@ def _last_turn(render: Render, chat: Sequence[dict[str, Any]], content: str) -> 
     return render(chat, True), render([*chat, {"role": "assistant", "content": content}], False)
 
 
-def answer_opening(render: Render) -> str:
+def answer_opening(render: Render, tokenizer: Any = None) -> str:
     """Text the template writes at the head of an assistant turn that its generation prompt
     leaves for the model to write: gpt-oss's channel header ``<|channel|>final<|message|>``
     (its generation prompt ends at ``<|start|>assistant``), Qwen3's empty think block when
     thinking is on. Empty for most templates, and for those whose generation prompt itself
-    opens the answer (DeepSeek-R1's ``<think>\\n``). An action holding it is answered from
+    opens the answer (DeepSeek-R1's ``<think>\\n``). Given the ``tokenizer``, a head holding none
+    of its added tokens is empty too: plain text (Llama 2's space before the answer) can be part
+    of any answer, and cutting at it would lose text. An action holding it is answered from
     the text after its last occurrence (:meth:`LLMPolicy.action_text`): gpt-oss's analysis
     channel before it is the model's reasoning, which the template leaves out of the history.
 
@@ -181,7 +183,11 @@ def answer_opening(render: Render) -> str:
     except Exception:  # noqa: BLE001 - a template that cannot render the probe: no opening known
         return ""
     at = full.find(PLACEHOLDER, len(prompt))
-    return full[len(prompt) : at] if at >= 0 and full.startswith(prompt) else ""
+    opening = full[len(prompt) : at] if at >= 0 and full.startswith(prompt) else ""
+    if tokenizer is not None:  # a head marks an answer only with one of the tokenizer's added tokens in it
+        added = [str(token) for token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values()]
+        opening = opening if any(token and token in opening for token in added) else ""
+    return opening
 
 
 def answer_text(render: Render, chat: Sequence[dict[str, Any]], content: str | dict[str, Any]) -> str:

@@ -322,12 +322,7 @@ class LLMPolicy:
             from mathgym.agents.chat import answer_opening, message_close_id
 
             if getattr(self.tokenizer, "chat_template", None):
-                opening = answer_opening(self.render_chat)
-                # Only a head holding one of the tokenizer's added tokens marks where an answer starts: plain text
-                # (Llama 2's space before the answer) can be part of any answer, and cutting at it would lose text.
-                added = [str(t) for t in (getattr(self.tokenizer, "added_tokens_decoder", None) or {}).values()]
-                marked = opening if any(token and token in opening for token in added) else ""
-                self._template_marks = (marked, message_close_id(self.tokenizer, self.render_chat))
+                self._template_marks = (answer_opening(self.render_chat, self.tokenizer), message_close_id(self.tokenizer, self.render_chat))
             else:
                 self._template_marks = ("", None)
         return self._template_marks
