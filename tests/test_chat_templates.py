@@ -17,7 +17,7 @@ from mathgym.algos.rollout import RolloutCollector, RolloutSettings  # noqa: E40
 from mathgym.algos.sft import encode_demonstration  # noqa: E402
 from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
-from tests.chat_fixtures import DEFAULT_SYSTEM, END_OF_TURN, STYLES, assert_episode_text, cached_chat_model  # noqa: E402
+from tests.chat_fixtures import DEFAULT_SYSTEM, END_OF_TURN, QWEN3_TEMPLATE, STYLES, assert_episode_text, cached_chat_model  # noqa: E402
 
 ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama", "mistral": "llama", "harmony": "llama", "llama2": "llama"}
 
@@ -530,3 +530,16 @@ def test_chat_template_kwargs_reach_every_rendering_and_stay_with_the_trained_mo
     assert reloaded.render_chat(chat) == policy.render_chat(chat)
     with pytest.raises(ConfigError, match="'add_generation_prompt' is set by mathgym itself"):
         template_options({"add_generation_prompt": False})
+
+
+def test_a_template_that_will_not_end_with_an_answer_still_gives_demonstrations(tmp_path_factory):
+    """A template that raises on a chat whose last message is an answer (it renders only prompts
+    and whole exchanges) cannot show a last turn's head: the demonstration trains the content, as before."""
+    policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "qwen3", "qwen2")), device="cpu", dtype="float32")
+    policy.tokenizer.chat_template = (
+        "{% if messages[-1]['role'] == 'assistant' and not add_generation_prompt and messages|length == 2 %}"
+        "{{ raise_exception('a chat must not end with the answer') }}{% endif %}" + QWEN3_TEMPLATE
+    )
+    chat = [{"role": "user", "content": "Guess."}, {"role": "assistant", "content": "5"}]
+    ep = encode_demonstration(policy, chat)
+    assert policy.tokenizer.decode([t for t, m in zip(ep.token_ids, ep.action_mask) if m], skip_special_tokens=False) == "5<|im_end|>"

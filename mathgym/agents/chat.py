@@ -195,8 +195,9 @@ def answer_text(render: Render, chat: Sequence[dict[str, Any]], content: str | d
     closes the turn left out): the template's rendering of the message as the chat's last one,
     from the end of the generation prompt up to what the template writes after any content.
     This is where gpt-oss's ``<|channel|>final<|message|>`` header and Qwen3's think block come
-    in; it is ``content`` for templates that write the content as it is, and for those whose
-    generation prompt opens the answer (the model never writes that opening). ``content`` may be
+    in; it is ``content`` for templates that write the content as it is, for those whose
+    generation prompt opens the answer (the model never writes that opening), and for those that
+    refuse a chat ending with an answer. ``content`` may be
     the whole assistant message (its tool calls and reasoning rendered by the template too).
 
     Example:
@@ -206,9 +207,12 @@ def answer_text(render: Render, chat: Sequence[dict[str, Any]], content: str | d
         ('42', 'final:42')
     """
     message = {"role": "assistant", "content": content} if isinstance(content, str) else {**content, "role": "assistant"}
-    prompt = render(chat, True)
-    full = render([*chat, message], False)
-    probe = _last_turn(render, chat, PLACEHOLDER)[1]
+    try:
+        prompt = render(chat, True)
+        full = render([*chat, message], False)
+        probe = _last_turn(render, chat, PLACEHOLDER)[1]
+    except Exception:  # noqa: BLE001 - a template that will not end a chat with an answer: the content as it is
+        return str(message.get("content") or "")
     at = probe.rfind(PLACEHOLDER)
     tail = probe[at + len(PLACEHOLDER) :] if at >= 0 else ""
     if at < 0 or not full.startswith(prompt) or len(full) < len(prompt) + len(tail) or not full.endswith(tail):
