@@ -263,12 +263,17 @@ def message_close_id(tokenizer: Any, render: Render) -> int | None:
     return None
 
 
-def drop_turn_close(ids: list[int], last_token: int | None, stop_ids: Sequence[int], end_of_turn: int, message_close: int | None) -> list[int]:
+def drop_turn_close(
+    ids: list[int], last_token: int | None, stop_ids: Sequence[int], end_of_turn: int, message_close: int | None,
+    blank: Callable[[int], bool] | None = None,
+) -> list[int]:
     """The tokens that follow an action, less the template's close of the turn when the action
     closed it itself: the model's last token is that close (``<|im_end|>``), or it is the
     template's end of turn and the history's close differs only in name (gpt-oss's sampled
     ``<|return|>`` stands where the history writes ``<|end|>``). A stop token the template does
-    not close turns with (a Qwen-base EOS) is followed by the template's close.
+    not close turns with (a Qwen-base EOS) is followed by the template's close. With ``blank``
+    (whether a token is only whitespace), the whitespace a template writes before the close
+    (Llama 2's ``" </s>"``, up to 4 tokens) goes with it.
 
     Example:
         >>> drop_turn_close([7, 1, 2], last_token=7, stop_ids=(7,), end_of_turn=7, message_close=None)
@@ -280,6 +285,10 @@ def drop_turn_close(ids: list[int], last_token: int | None, stop_ids: Sequence[i
     """
     if not ids or last_token is None or last_token not in stop_ids:
         return ids
-    if ids[0] == last_token or (last_token == end_of_turn and message_close is not None and ids[0] == message_close):
-        return ids[1:]
+    spaces = 0
+    while blank is not None and spaces < min(len(ids) - 1, 4) and blank(ids[spaces]):
+        spaces += 1
+    close = ids[spaces]
+    if close == last_token or (last_token == end_of_turn and message_close is not None and close == message_close):
+        return ids[spaces + 1 :]
     return ids

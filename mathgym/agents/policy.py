@@ -346,16 +346,10 @@ class LLMPolicy:
         whitespace a template writes before the close (Llama 2's ``" </s>"``)."""
         from mathgym.agents.chat import drop_turn_close
 
-        closes = (self.stop_token_ids, self.end_of_turn_id, self.message_close_id)
-        spaces = 0  # Llama 2 writes a space before the close (" </s>"): it goes with the close the model sampled
-        while spaces < min(len(ids) - 1, 4) and not self.tokenizer.decode(ids[spaces : spaces + 1]).strip():
-            spaces += 1
-        if spaces:
-            rest = ids[spaces:]
-            trimmed = drop_turn_close(rest, last_token, *closes)
-            if len(trimmed) < len(rest):
-                return trimmed
-        return drop_turn_close(ids, last_token, *closes)
+        def blank(token: int) -> bool:
+            return not self.tokenizer.decode([token]).strip()
+
+        return drop_turn_close(ids, last_token, self.stop_token_ids, self.end_of_turn_id, self.message_close_id, blank)
 
     def answer_ids(self, chat: Sequence[dict[str, Any]], content: str | dict[str, Any], render: Any = None) -> list[int]:
         """Tokens of a demonstrated answer to ``chat``, as the model would write them: the
@@ -374,9 +368,12 @@ class LLMPolicy:
         """
         message = {"role": "assistant", "content": content} if isinstance(content, str) else dict(content)
         reasoning = message.pop("reasoning_content", None)
+
+        def thought() -> str:  # the reasoning as a think block at the head of the content
+            return f"<think>\n{reasoning}\n</think>\n\n{message.get('content') or ''}"
+
         if not getattr(self.tokenizer, "chat_template", None):
-            text = str(message.get("content") or "")
-            return self.encode_text(f"<think>\n{reasoning}\n</think>\n\n{text}" if reasoning else text) + [self.end_of_turn_id]
+            return self.encode_text(thought() if reasoning else str(message.get("content") or "")) + [self.end_of_turn_id]
         from mathgym.agents.chat import REASONING_FIELDS, answer_text
 
         if message.get("tool_calls") and not self._renders("tool_calls"):
@@ -388,7 +385,7 @@ class LLMPolicy:
             if self._renders("reasoning"):
                 message.update(dict.fromkeys(REASONING_FIELDS, reasoning))
             else:
-                message["content"] = f"<think>\n{reasoning}\n</think>\n\n{message.get('content') or ''}"
+                message["content"] = thought()
         return self.encode_text(answer_text(render or self.render_chat, chat, message)) + [self.end_of_turn_id]
 
     def _renders(self, what: str) -> bool:
