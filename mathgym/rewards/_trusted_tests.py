@@ -65,11 +65,9 @@ class ProgramFault(BaseException):
 class _Channel:
     """The judge's end of the call pipe to the sandboxed program."""
 
-    #: The job's shared working dir, when it has one (each call then tells the program the test's working dir).
-    workspace = None
-
-    def __init__(self, request_fd, reply_fd, codec):
+    def __init__(self, request_fd, reply_fd, codec, workspace=None):
         self.request_fd, self.reply_fd, self.codec = request_fd, reply_fd, codec
+        self.workspace = workspace  # the job's shared working dir, if any: each call then tells the program the test's
         self.buffer = bytearray()
         self.scanned = 0  # bytes of the buffer known to hold no newline (each byte is searched once)
         self.ended = False
@@ -706,22 +704,20 @@ def judge(job, request_fd, reply_fd, verdict_fd, codec):
         os.close(null)
         import ctypes  # noqa: PLC0415 - only the judge needs it
 
-        _enter_workspace(job.get("workspace"), job.get("uid"))
+        _enter_workspace(job.get("workspace"), job.get("uid"), codec)
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # again after a change of uid
         memory = max(job["limits"]["memory_mb"], 1024) << 20
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         sys.modules["random"].seed()  # from os.urandom: a fresh stream per job, not the host's state (imported in host())
         sys.setrecursionlimit(1000)
-        channel = _Channel(3, 4, codec)
-        channel.workspace = job.get("workspace")
-        code = _judge_tests(job, channel)
+        code = _judge_tests(job, _Channel(3, 4, codec, job.get("workspace")))
     except BaseException:  # noqa: BLE001 - missing verdicts are reported by the caller
         code = 70
     finally:
         os._exit(code)
 
 
-def _enter_workspace(workspace, uid):
+def _enter_workspace(workspace, uid, codec):
     """Work in the job's shared dir (the program's working dir too): the test's files, relative or
     made through ``tempfile``, are where the program looks for them. As the job's ``uid`` (the
     worker runs as root): the files a test makes are then the program's to change or remove."""
@@ -733,9 +729,7 @@ def _enter_workspace(workspace, uid):
     os.environ["TMPDIR"] = os.environ["HOME"] = workspace
     tempfile.tempdir = workspace
     if uid is not None:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
+        codec.drop_privileges(uid)  # the sandboxed child's own drop (the codec is that module)
 
 
 def _judge_tests(job, channel):
