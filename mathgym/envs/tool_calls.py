@@ -158,7 +158,10 @@ def _harmony_calls(text: str) -> list[ToolCall]:
             opened = text.find(HARMONY_MESSAGE, position)
             if opened < 0:
                 break
-        if opened - position > HARMONY_HEADER_CHARS or (start and not (text[start - 1].isspace() or text[start - 1] == ">")):
+        if opened - position > HARMONY_HEADER_CHARS:  # too far from the next message: so is every marker before this one
+            position = max(position, opened - HARMONY_HEADER_CHARS - len(HARMONY_TO))
+            continue
+        if start and not (text[start - 1].isspace() or text[start - 1] == ">"):
             continue  # prose that happens to hold "to=", not a header
         header = text[position:opened].replace("<|constrain|>", " ").replace("<|channel|>", " ")
         words = header.split()
