@@ -1,4 +1,4 @@
-"""The native sampler's decoding step: the lean step (mathgym/agents/lean_decode.py) vs the
+"""The native sampler's decoding step: the lean step (mathgym/agents/fast/lean_decode.py) vs the
 model's own forward, on the same prompts, seeds and weights, alternating, in one run.
 
 Three ways: the lean step as the sampler takes it (a small model's weights joined, see
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from mathgym.agents import backends
-from mathgym.agents.lean_decode import LeanStep, lean_step
+from mathgym.agents.fast.lean_decode import LeanStep, lean_step
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.agents.tiny import build_tiny_model
 

@@ -4,7 +4,7 @@ For each env (at its easiest level): the fixture chat model of ``env_learning.py
 2-layer Qwen2 with 2,048 positions, a BPE tokenizer trained on the env's text), one batch of
 ``--tasks`` tasks x ``--group`` samples collected by :class:`~mathgym.algos.rollout.RolloutCollector`
 at temperature 1, alternately with the turn cache (each turn runs its new tokens:
-:mod:`mathgym.agents.turn_cache`) and without it (each turn runs the whole episode again),
+:mod:`mathgym.agents.fast.turn_cache`) and without it (each turn runs the whole episode again),
 on the same seeds. The table gives the seconds of each, the ratio, the turns and the prompt
 tokens run by the model, and whether the two runs sampled the same episodes::
 

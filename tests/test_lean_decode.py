@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mathgym.agents import backends  # noqa: E402
-from mathgym.agents.lean_decode import lean_step  # noqa: E402
+from mathgym.agents.fast.lean_decode import lean_step  # noqa: E402
 from mathgym.agents.policy import LLMPolicy, LoraSettings, SamplingParams  # noqa: E402
 from tests.chat_fixtures import build_model, build_tokenizer, cached_chat_model  # noqa: E402
 from tests.trainkit import build_dropout_model, build_small_model  # noqa: E402
@@ -139,7 +139,7 @@ def test_a_forward_wrapped_after_the_check_is_checked_again(llama_path, monkeypa
 
 
 def test_the_buffers_grow_as_rows_go_on_and_the_samples_stay_the_models(llama_path, monkeypatch):
-    from mathgym.agents import lean_decode
+    from mathgym.agents.fast import lean_decode
 
     policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
     widths: list[int] = []
@@ -159,7 +159,7 @@ def test_the_buffers_grow_as_rows_go_on_and_the_samples_stay_the_models(llama_pa
 def test_joined_weights_are_taken_anew_for_each_generation(llama_path, monkeypatch):
     """A plain model's decoding steps use its q/k/v and gate/up weights joined when a generation
     starts: after an update the next generation joins the new weights."""
-    from mathgym.agents import lean_decode
+    from mathgym.agents.fast import lean_decode
 
     policy = LLMPolicy.from_pretrained(str(llama_path), device="cpu")
     runs: list[int] = []

@@ -19,7 +19,7 @@ def policy(tmp_path_factory):
 def generate_recording(policy: LLMPolicy, prompts, params, seeds, read=lambda ids: len(ids)) -> tuple[list, list[int]]:
     """The generations, and ``read(input_ids)`` of each pass of the model (default: its rows; the
     first is the prompts' prefill, each later one a decoding step)."""
-    from mathgym.agents.lean_decode import lean_step
+    from mathgym.agents.fast.lean_decode import lean_step
 
     lean_step(policy.model)  # its one-time check of the model runs outside the record
     seen: list[int] = []

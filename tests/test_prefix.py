@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mathgym.agents.policy import LLMPolicy, LoraSettings  # noqa: E402
-from mathgym.agents.prefix import MIN_SHARED_TOKENS, shared_prefix_length, shared_prefix_outputs  # noqa: E402
+from mathgym.agents.fast.prefix import MIN_SHARED_TOKENS, shared_prefix_length, shared_prefix_outputs  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
 
 
@@ -75,7 +75,7 @@ def test_sampler_sharing_rows_draws_the_same_samples_as_the_plain_loop(model_pat
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
     # while samples agree they are computed once: the prefill sees 3 distinct prompts, not 6 samples
     sizes = []
-    from mathgym.agents.lean_decode import lean_step
+    from mathgym.agents.fast.lean_decode import lean_step
 
     lean_step(policy.model)  # its one-time check of the model runs outside the record
     hook = policy.model.get_input_embeddings().register_forward_pre_hook(lambda _m, args: sizes.append(len(args[0])))

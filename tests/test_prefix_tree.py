@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from mathgym.agents.forward import forward_pass  # noqa: E402
-from mathgym.agents.prefix_tree import prefix_tree, tree_forward  # noqa: E402
+from mathgym.agents.fast.prefix_tree import prefix_tree, tree_forward  # noqa: E402
 
 
 def _batch(vocab: int = 40, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,7 +78,7 @@ def _lora():
 @pytest.mark.parametrize("attention", ["products", "fused"])
 @pytest.mark.parametrize("build", [_llama, _qwen2, _lora], ids=["llama-grouped-keys", "qwen2-biases", "llama-lora"])
 def test_log_probs_and_gradients_are_the_plain_passes(build, attention, monkeypatch):
-    import mathgym.agents.prefix_tree as prefix_tree_module
+    import mathgym.agents.fast.prefix_tree as prefix_tree_module
 
     if attention == "fused":  # long rows: the fused kernel rather than matrix products
         monkeypatch.setattr(prefix_tree_module, "SMALL_ATTENTION", 0)
@@ -144,7 +144,7 @@ def test_a_forward_set_on_the_decoder_is_probed_again_and_refused_when_it_differ
 def test_the_reference_pass_runs_the_tree_with_the_whole_pass_log_probs(tmp_path, monkeypatch):
     from mathgym.agents.forward import ReferencePolicy
     from mathgym.agents.policy import LLMPolicy
-    from mathgym.agents.prefix_tree import TreeForward
+    from mathgym.agents.fast.prefix_tree import TreeForward
     from tests.trainkit import build_small_model
 
     policy = LLMPolicy.from_pretrained(str(build_small_model(tmp_path / "model")), device="cpu")
@@ -182,7 +182,7 @@ def test_the_gradients_are_the_same_bits_run_after_run():
 
 
 def test_a_batch_the_tree_would_barely_shrink_runs_the_decoders_own_pass(monkeypatch):
-    from mathgym.agents.prefix_tree import TreeForward
+    from mathgym.agents.fast.prefix_tree import TreeForward
 
     model = _llama()
     tree = tree_forward(model.get_decoder())

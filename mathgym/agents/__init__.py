@@ -11,13 +11,13 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Generation": "mathgym.agents.policy",
+    "Generation": "mathgym.agents.sampling",
     "LLMPolicy": "mathgym.agents.policy",
     "LocalJudge": "mathgym.agents.local_judge",
     "LoraSettings": "mathgym.agents.policy",
     "PRM": "mathgym.agents.prm_model",
     "RewardModel": "mathgym.agents.reward_model",
-    "SamplingParams": "mathgym.agents.policy",
+    "SamplingParams": "mathgym.agents.sampling",
     "cache_dir": "mathgym.agents.tiny",
     "load_prm": "mathgym.agents.prm_model",
     "tiny_model_path": "mathgym.agents.tiny",

@@ -18,21 +18,20 @@ for the whole batch from the prompts' seeds: the same batch gives the same sampl
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mathgym.agents.lean_decode import LeanCache, lean_step
-from mathgym.agents.prefix import cache_tensors, gather_cache, returned_cache, with_cache
 from mathgym.agents.choices import Backend
-from mathgym.agents.turn_cache import TurnCache, cache_from_tensors
+from mathgym.agents.fast.lean_decode import LeanCache, lean_step
+from mathgym.agents.fast.turn_cache import TurnCache, cache_from_tensors
+from mathgym.agents.kv_cache import cache_tensors, gather_cache, returned_cache, with_cache
+from mathgym.agents.sampling import Generation, SamplingParams, SamplingPolicy, left_pad
 from mathgym.errors import ConfigError
 from mathgym.options import pick
 
-if TYPE_CHECKING:
-    from mathgym.agents.policy import Generation, LLMPolicy, SamplingParams
 
 class GenerationBackend(Protocol):
     """Samples one completion per prompt."""
@@ -43,21 +42,9 @@ class GenerationBackend(Protocol):
     ) -> list[Generation]: ...
 
 
-def make_backend(name: Backend, policy: LLMPolicy) -> GenerationBackend:
+def make_backend(name: Backend, policy: SamplingPolicy) -> GenerationBackend:
     """Build the backend called ``name`` for ``policy`` (:data:`BACKENDS`)."""
     return pick(BACKENDS, "backend", name)(policy)
-
-
-def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask)``, both ``(B, T)``, left-padded."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        if p:
-            ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-            mask[i, width - len(p) :] = 1
-    return ids.to(device), mask.to(device)
 
 
 _SEED_BITS = 2**63 - 1
@@ -120,10 +107,8 @@ def sample_token(
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
-def _finish(policy: LLMPolicy, rows: list[list[int]], lps: list[list[float]], params: SamplingParams) -> list[Generation]:
+def _finish(policy: SamplingPolicy, rows: list[list[int]], lps: list[list[float]], params: SamplingParams) -> list[Generation]:
     """Cut each row at its first stop token (EOS, end of turn) or stop string and decode it."""
-    from mathgym.agents.policy import Generation
-
     stops = set(policy.stop_token_ids)
     out = []
     for tokens, logprobs in zip(rows, lps):
@@ -153,16 +138,16 @@ class NativeBackend:
     are those of the plain loop (``share=False``), with less compute.
 
     The prefill is the model's forward; for a model with Llama's layout each decoding step is a
-    :class:`~mathgym.agents.lean_decode.LeanStep` (the same modules, without the framework's
+    :class:`~mathgym.agents.fast.lean_decode.LeanStep` (the same modules, without the framework's
     per-layer work), checked once against the model's own logits.
 
     Inside :meth:`~mathgym.agents.policy.LLMPolicy.reusing_turns` (:attr:`turns` set), the
     key/value rows of every sequence a call ran are kept, and the next call runs each prompt
-    from the end of its longest kept prefix (:mod:`mathgym.agents.turn_cache`): a multi-turn
+    from the end of its longest kept prefix (:mod:`mathgym.agents.fast.turn_cache`): a multi-turn
     episode's turn runs its new tokens only, not the whole episode again.
     """
 
-    def __init__(self, policy: LLMPolicy, share: bool = True):
+    def __init__(self, policy: SamplingPolicy, share: bool = True):
         self.policy = policy
         self.share = share
         self.turns: TurnCache | None = None
@@ -265,7 +250,7 @@ class NativeBackend:
 class HFGenerateBackend:
     """``model.generate`` with scores; log-probs recomputed from the returned logits."""
 
-    def __init__(self, policy: LLMPolicy):
+    def __init__(self, policy: SamplingPolicy):
         self.policy = policy
 
     def generate(self, prompts, params, generator, seeds=None) -> list[Generation]:
@@ -337,7 +322,7 @@ class WeightSync:
         load: Called with an iterator of ``(name, tensor)`` (see :func:`vllm_weights`).
     """
 
-    def __init__(self, policy: LLMPolicy, load: Callable[[Iterator[tuple[str, torch.Tensor]]], Any]):
+    def __init__(self, policy: SamplingPolicy, load: Callable[[Iterator[tuple[str, torch.Tensor]]], Any]):
         self.policy, self.load = policy, load
         self.synced_version: int | None = None
 
@@ -365,7 +350,7 @@ class VLLMBackend:
             is left to training.
     """
 
-    def __init__(self, policy: LLMPolicy, gpu_memory_utilization: float = 0.4):
+    def __init__(self, policy: SamplingPolicy, gpu_memory_utilization: float = 0.4):
         try:
             import vllm  # noqa: F401
         except ImportError as err:
@@ -403,8 +388,6 @@ class VLLMBackend:
         from vllm import SamplingParams as VSampling
         from vllm.inputs import TokensPrompt
 
-        from mathgym.agents.policy import Generation
-
         self.sync()
         seeded = generator is not None or seeds is not None
         per_row = row_seeds(len(prompts), generator, seeds) if seeded else [None] * len(prompts)
@@ -427,6 +410,6 @@ class VLLMBackend:
 
 
 #: ``backend`` choices (:data:`~mathgym.agents.choices.Backend`) -> the class that samples for a policy.
-BACKENDS: dict[str, Callable[[LLMPolicy], GenerationBackend]] = {
+BACKENDS: dict[str, Callable[[SamplingPolicy], GenerationBackend]] = {
     "native": NativeBackend, "hf": HFGenerateBackend, "vllm": VLLMBackend,
 }

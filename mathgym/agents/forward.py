@@ -22,7 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from mathgym.agents.choices import ReferenceKind
-from mathgym.agents.prefix import shared_prefix_outputs
+from mathgym.agents.dropout import draws_dropout
+from mathgym.agents.fast.prefix import shared_prefix_outputs
+from mathgym.agents.fast.prefix_tree import tree_forward
 from mathgym.errors import ConfigError
 
 #: A value function read on a policy's pass: ``(input_ids, attention_mask, last hidden states) -> (B, T)``
@@ -125,22 +127,6 @@ def logprobs_at(
     return shift_right(place(chosen)), shift_right(place(entropy))
 
 
-def has_dropout(module: torch.nn.Module) -> bool:
-    """Whether a train-mode forward pass of ``module`` draws dropout: a dropout module with ``p > 0``
-    (LoRA's included), or a config rate (``attention_dropout``, ``resid_pdrop``...) above 0."""
-    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in module.modules()):
-        return True
-    config = getattr(module, "config", None)
-    rates = (getattr(config, name, None) for name in dir(config) if "dropout" in name or name.endswith("pdrop")) if config else ()
-    return any(isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0 for rate in rates)
-
-
-def draws_dropout(*modules: Any) -> bool:
-    """Whether a forward pass of ``modules`` as they are now draws dropout (one in train mode
-    :func:`has_dropout`); entries that are not modules (``None``, a plain function) draw none."""
-    return any(isinstance(m, torch.nn.Module) and m.training and has_dropout(m) for m in modules)
-
-
 def repeated_rows(*tensors: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(kept, inverse)`` when some rows of ``tensors`` (each ``(B, ...)``, read together) repeat:
     ``kept`` the first row of each distinct one, in batch order, and ``inverse`` each row's place
@@ -184,7 +170,7 @@ def forward_pass(
         temperature: Logits are divided by it (match the sampling temperature).
         groups: ``(B,)`` group of each row (the samples of one task): for a model the prefix tree
             does not serve (below), the prefix the rows of a group share runs once per group
-            (:mod:`mathgym.agents.prefix`), and rows that repeat whole run once (below), same
+            (:mod:`mathgym.agents.fast.prefix`), and rows that repeat whole run once (below), same
             result for less compute. Nothing is shared with a ``value_model``, which reads the
             whole pass's hidden states.
         value_model: A value function (:class:`~mathgym.agents.value_head.ValueModel`); its
@@ -199,13 +185,13 @@ def forward_pass(
         :class:`ForwardOutput`; ``values`` is ``None`` without a ``value_model``.
 
     With ``positions``, a decoder with Llama's layout runs every distinct prefix of the batch once
-    and no padding (:mod:`mathgym.agents.prefix_tree`), groups or not.
+    and no padding (:mod:`mathgym.agents.fast.prefix_tree`), groups or not.
 
     Columns after the last real token of every row (a micro-batch of short rows cut from a batch
     padded to its longest) are not run: they hold 0, like position 0. With ``groups``, rows that
     repeat (the same tokens, mask and ``positions``: samples that agree to the last token) run
     once and their outputs are copied, so that the gradient of a copy adds to the one pass,
-    unless the pass draws dropout (:func:`draws_dropout`), which would give each copy its own
+    unless the pass draws dropout (:func:`~mathgym.agents.dropout.draws_dropout`), which would give each copy its own
     draw. The sums then run in another order: the last bits differ from the plain pass.
     """
     width, used = input_ids.shape[1], real_width(attention_mask)
@@ -247,9 +233,7 @@ def forward_pass(
 
 def tree_hidden(decoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor | None:
     """``decoder``'s last hidden states with every distinct prefix of the batch run once
-    (:mod:`mathgym.agents.prefix_tree`), or ``None`` where the decoder's own forward must run."""
-    from mathgym.agents.prefix_tree import tree_forward  # it reads this module's draws_dropout
-
+    (:mod:`mathgym.agents.fast.prefix_tree`), or ``None`` where the decoder's own forward must run."""
     tree = tree_forward(decoder)
     return None if tree is None else tree(input_ids, attention_mask)
 

@@ -2,7 +2,9 @@
 
 The policy is the only object in mathgym that touches the model: rollouts ask it for
 completions (token ids and per-token log-probs), trainers ask it for log-probs of given
-sequences. Generation goes through a backend (:mod:`mathgym.agents.backends`).
+sequences. Generation goes through a backend (:mod:`mathgym.agents.backends`); what it takes and
+gives, :class:`SamplingParams` and :class:`Generation`, are defined in :mod:`mathgym.agents.sampling`
+(and importable from here).
 
 Example:
     >>> from mathgym.agents.tiny import tiny_model_path
@@ -19,48 +21,18 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
+from mathgym.agents.backends import make_backend
 from mathgym.agents.choices import Backend, DType
-from mathgym.agents.forward import ForwardOutput, forward_pass, has_dropout
+from mathgym.agents.dropout import has_dropout
+from mathgym.agents.fast.turn_cache import TurnCache
+from mathgym.agents.forward import ForwardOutput, forward_pass
+from mathgym.agents.sampling import Generation, SamplingParams
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.options import pick
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to sample completions.
-
-    Attributes:
-        temperature: Softmax temperature; ``0`` means greedy.
-        top_p: Nucleus sampling mass (``1.0`` keeps every token).
-        max_new_tokens: Longest completion in tokens.
-        stop: Strings that end a completion (the stop string is kept in the text).
-    """
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    stop: tuple[str, ...] = ()
-
-
-@dataclass
-class Generation:
-    """One sampled completion.
-
-    Attributes:
-        token_ids: Completion tokens (EOS included when the model emitted it).
-        logprobs: Log-prob of each token under the sampling distribution (temperature applied).
-        text: Decoded completion without special tokens.
-        finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (hit ``max_new_tokens``).
-    """
-
-    token_ids: list[int]
-    logprobs: list[float]
-    text: str
-    finish_reason: Literal["stop", "length"] = "stop"
 
 
 @dataclass(frozen=True)
@@ -458,8 +430,6 @@ class LLMPolicy:
 
     def set_backend(self, backend: Backend) -> None:
         """Choose the generation backend (see :mod:`mathgym.agents.backends`)."""
-        from mathgym.agents.backends import make_backend
-
         self._backend_impl = make_backend(backend, self)
         self.backend = backend
 
@@ -474,10 +444,10 @@ class LLMPolicy:
     def reusing_turns(self) -> Iterator[Any]:
         """A scope in which :meth:`generate` keeps the key/value cache of the sequences it ran and
         runs a later prompt from the end of its longest kept prefix: a multi-turn episode's next
-        turn runs only the tokens added since its last turn (:mod:`mathgym.agents.turn_cache`).
+        turn runs only the tokens added since its last turn (:mod:`mathgym.agents.fast.turn_cache`).
 
         The kept rows belong to the weights that computed them: do not change the weights inside
-        the scope. Yields the :class:`~mathgym.agents.turn_cache.TurnCache` (its ``reused_tokens``
+        the scope. Yields the :class:`~mathgym.agents.fast.turn_cache.TurnCache` (its ``reused_tokens``
         and ``run_tokens`` count what was saved), or ``None`` where the backend has no such cache
         (``hf``, ``vllm``: vLLM caches prefixes itself). Scopes do not nest: an inner one shares the outer's cache.
         """
@@ -485,8 +455,6 @@ class LLMPolicy:
         if not hasattr(backend, "turns") or backend.turns is not None:
             yield getattr(backend, "turns", None)
             return
-        from mathgym.agents.turn_cache import TurnCache
-
         backend.turns = TurnCache()
         try:
             yield backend.turns
@@ -538,7 +506,7 @@ class LLMPolicy:
             attention_mask: ``(B, T)`` 1 for real tokens.
             temperature: Logits are divided by it (match the sampling temperature).
             groups: ``(B,)`` group of each row (GRPO's samples of one task): the prefix the rows of
-                a group share is computed once per group (:mod:`mathgym.agents.prefix`); same
+                a group share is computed once per group (:mod:`mathgym.agents.fast.prefix`); same
                 result, less compute.
             value_model: A :class:`~mathgym.agents.value_head.ValueModel` read on the same pass.
             entropy_grad: Keep the entropy in the graph (an entropy bonus).
@@ -574,7 +542,7 @@ class LLMPolicy:
 
     @property
     def has_active_dropout(self) -> bool:
-        """Whether a train-mode forward pass draws dropout (:func:`~mathgym.agents.forward.has_dropout`)."""
+        """Whether a train-mode forward pass draws dropout (:func:`~mathgym.agents.dropout.has_dropout`)."""
         return has_dropout(self.model)
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:

@@ -12,7 +12,7 @@ compute of the tree's nodes instead of the batch's padded rows (on the tiny mode
 about 500 nodes where the group-prefix pass ran about 700 positions).
 
 It serves a decoder only after the checks of :func:`tree_forward`: the Llama layout (as for
-decoding, :mod:`mathgym.agents.lean_decode`), no dropout drawn, no gradient checkpointing, no hook
+decoding, :mod:`mathgym.agents.fast.lean_decode`), no dropout drawn, no gradient checkpointing, no hook
 on a module it does not call, and the same hidden states as the decoder's own forward on probe rows.
 """
 
@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from mathgym.agents.forward import draws_dropout
-from mathgym.agents.lean_decode import CheckedPerModule, hooked, llama_layout, logits_close, rotate_half
+from mathgym.agents.dropout import draws_dropout
+from mathgym.agents.fast.lean_decode import CheckedPerModule, hooked, llama_layout, logits_close, rotate_half
 
 
 class PrefixTree(NamedTuple):

@@ -14,33 +14,14 @@ builds them.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Any
 
 import torch
 
+from mathgym.agents.kv_cache import gather_cache, returned_cache, with_cache
+
 #: Below this many shared tokens the second pass costs more than it saves.
 MIN_SHARED_TOKENS = 4
-
-
-
-@functools.lru_cache(maxsize=32)
-def _cache_keyword_of(model_class: type) -> str:
-    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
-
-
-def with_cache(model: Any, cache: Any) -> dict[str, Any]:
-    """The forward keyword that hands ``model`` its KV cache: ``cache=`` where its forward takes
-    that name (transformers 5.2x renamed ``past_key_values``, which then warns), else
-    ``past_key_values=``. A peft wrapper is looked through to its base model."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return {_cache_keyword_of(type(base)): cache}
-
-
-def returned_cache(output: Any) -> Any:
-    """The KV cache a forward returned, under either of its names."""
-    return output["cache"] if "cache" in output else output.past_key_values
 
 
 def group_leaders(groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,25 +46,6 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     same = (input_ids == input_ids[leader[inverse]]) & attention_mask.bool()  # (B, T)
     common = same.long().cumprod(dim=1).sum(dim=1)  # leading positions equal to the group's first row
     return int(min(int(common.min()), input_ids.shape[1] - 1))
-
-
-def cache_tensors(cache: Any) -> list[tuple[Any, str]] | None:
-    """(holder, attribute) of every key/value tensor of a transformers cache, or ``None`` if unknown."""
-    layers = getattr(cache, "layers", None)
-    if layers is not None and all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
-        return [(layer, name) for layer in layers for name in ("keys", "values")]
-    return None
-
-
-def gather_cache(cache: Any, index: torch.Tensor) -> bool:
-    """Replace every cached key/value tensor by its rows ``index`` (autograd flows through);
-    ``False`` when the cache layout is not one this code knows (nothing changed then)."""
-    tensors = cache_tensors(cache)
-    if tensors is None:
-        return False
-    for holder, name in tensors:
-        setattr(holder, name, getattr(holder, name).index_select(0, index))
-    return True
 
 
 def shared_prefix_outputs(

@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules import module as torch_module
 
-from mathgym.agents.forward import draws_dropout
-from mathgym.agents.prefix import cache_tensors, returned_cache, with_cache
+from mathgym.agents.dropout import draws_dropout
+from mathgym.agents.kv_cache import cache_tensors, returned_cache, with_cache
 
 #: Submodules a layer's attention may hold: anything else (a query/key norm, a sink) could act.
 _ATTENTION_PARTS = {"q_proj", "k_proj", "v_proj", "o_proj"}
@@ -71,7 +71,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 class _LayerRows:
     """One layer's keys and values in a :class:`LeanCache`: ``keys``/``values`` read the columns
-    written so far (what a transformers cache layer holds, for :func:`~mathgym.agents.prefix.cache_tensors`)."""
+    written so far (what a transformers cache layer holds, for :func:`~mathgym.agents.kv_cache.cache_tensors`)."""
 
     __slots__ = ("key_buffer", "owner", "value_buffer")
 

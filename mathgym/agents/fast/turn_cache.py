@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from mathgym.agents.sampling import left_pad
+
 #: Below this many cached tokens per prompt (on average), running the prompts whole costs less
 #: than assembling the cache.
 MIN_REUSED_TOKENS = 8
@@ -60,7 +62,7 @@ class Plan:
 
 @dataclass
 class TurnCache:
-    """Key/value rows of the sequences the latest :meth:`~NativeBackend.generate` call ran.
+    """Key/value rows of the sequences the latest :meth:`~mathgym.agents.backends.NativeBackend.generate` call ran.
 
     Attributes:
         entries: Each cached sequence (its token tuple) -> its rows.
@@ -97,8 +99,6 @@ class TurnCache:
         used = [max(0, len(p) - width) for p in prompts]  # cached tokens each row takes: <= its cached prefix
         if sum(used) < MIN_REUSED_TOKENS * len(prompts):
             return None
-        from mathgym.agents.backends import left_pad  # (backends imports this module)
-
         past_width = max(used)  # P
         template = next(row for (_, row), n in zip(found, used) if n > 0)
         past = [t.new_zeros((len(prompts), t.shape[1], past_width, t.shape[3])) for t in template.tensors]
