@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import re
@@ -11,6 +10,8 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from typing import Any
+
+from mathgym.options import parse_env_kwargs
 
 #: Modules of the ``train`` extra: a missing one means the extra is not installed.
 TRAIN_EXTRA_MODULES = frozenset({"torch", "transformers", "peft", "accelerate", "matplotlib", "safetensors", "tokenizers"})
@@ -25,22 +26,6 @@ def _train_extra_hint() -> str:
 
 #: What a terminal sends for arrow and function keys when it is not in raw mode (``^[[A``...).
 _ESCAPE_SEQUENCE = re.compile(r"\x1b(\[[0-9;]*[A-Za-z~]|O[A-Za-z])")
-
-
-def _parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["difficulty=2", "dataset=x.jsonl"]`` → ``{"difficulty": 2, "dataset": "x.jsonl"}``."""
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            from mathgym.errors import ConfigError
-
-            raise ConfigError(f"-o {pair!r}: an env option looks like KEY=VALUE (e.g. -o difficulty=2).")
-        try:
-            kwargs[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            kwargs[key] = raw
-    return kwargs
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -93,7 +78,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from mathgym.checks import run_checks
 
     env_id = mathgym.resolve_env_id(args.env_id)
-    kwargs = _parse_env_kwargs(args.option)
+    kwargs = parse_env_kwargs(args.option)
     _make_env(env_id, kwargs).close()  # bad options are one error, not one per check
     results = run_checks(env_id, kwargs)
     for result in results:
@@ -182,7 +167,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     import mathgym
 
     env_id = mathgym.resolve_env_id(args.env_id)
-    env = _make_env(env_id, _parse_env_kwargs(args.option), render_mode="ansi")
+    env = _make_env(env_id, parse_env_kwargs(args.option), render_mode="ansi")
     obs, info = env.reset(seed=args.seed)
     hint = "end your answer with a line holding only '.'" if args.multiline else "one line per action"
     print(f"== {env_id} (task {info['task_id']}, up to {info['max_turns']} turn(s); {hint}; Ctrl-D quits)\n")
@@ -230,7 +215,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
             raise ConfigError(f"--token-env {args.token_env}: the environment variable {args.token_env} is not set or empty.")
     server = EnvServer(args.env_id, max_sessions=args.max_sessions, session_timeout=args.session_timeout,
-                       env_kwargs=_parse_env_kwargs(args.option), token=token)
+                       env_kwargs=parse_env_kwargs(args.option), token=token)
     run_forever(server, args.host, args.port)
     return 0
 

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import typing
 from collections.abc import Mapping, Sequence
@@ -226,3 +227,20 @@ def split_overrides(argv: Sequence[str]) -> dict[str, str]:
         out[key.replace("-", "_")] = value
         i += 1
     return out
+
+
+def parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``-o KEY=VALUE`` env options: ``["difficulty=2", "dataset=x.jsonl"]`` → ``{"difficulty": 2, "dataset": "x.jsonl"}``.
+
+    A value is a Python literal where it reads as one, else the text itself.
+    """
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"-o {pair!r}: an env option looks like KEY=VALUE (e.g. -o difficulty=2).")
+        try:
+            kwargs[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            kwargs[key] = raw
+    return kwargs

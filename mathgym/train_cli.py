@@ -26,7 +26,7 @@ from mathgym.agents.settings import model_generation_defaults
 from mathgym.agents.tiny import TINY_MODEL
 from mathgym.errors import ConfigError, DatasetError, MathgymError
 from mathgym.install import extra_hint
-from mathgym.options import build_config, config_help, read_yaml_mapping, split_overrides
+from mathgym.options import build_config, config_help, parse_env_kwargs, read_yaml_mapping, split_overrides
 from mathgym.registry import check_env_kwargs
 
 RESUME_HINT = "mathgym train --resume {run_dir}"
@@ -80,11 +80,10 @@ def _template_kwargs(text: str | None) -> dict[str, Any]:
 def _with_options(env_kwargs: Any, options: Sequence[str]) -> dict[str, Any]:
     """``env_kwargs`` (a mapping or its YAML text; ``None``: none) with the ``-o KEY=VALUE`` options over it."""
     from mathgym.algos.configs import TrainConfig
-    from mathgym.cli import _parse_env_kwargs
     from mathgym.options import parse_value
 
     base = parse_value(TrainConfig, "env_kwargs", env_kwargs) if env_kwargs is not None else {}
-    return {**base, **_parse_env_kwargs(options)}
+    return {**base, **parse_env_kwargs(options)}
 
 
 def _saved_run_config(run_dir: str) -> dict[str, Any]:
@@ -520,12 +519,11 @@ def run_label_steps(argv: Sequence[str]) -> int:
             raise ConfigError(f"--exclude-problems {err}") from None
     from mathgym.agents.settings import read_model_settings
     from mathgym.algos.configs import TrainConfig, resolved_env_kwargs
-    from mathgym.cli import _parse_env_kwargs
 
     import mathgym
 
     env = mathgym.resolve_env_id(args.env)
-    kwargs = _parse_env_kwargs(args.option)
+    kwargs = parse_env_kwargs(args.option)
     config = TrainConfig(env=env, model=args.model, env_kwargs=kwargs, progress=args.progress == "true")
     check_run_inputs(config)
     _quiet_transformers()
