@@ -37,13 +37,12 @@ import json
 import logging
 import math
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from mathgym.agents.chat import apply_template
-from mathgym.endpoint import EndpointError, send
+from mathgym.endpoint import EndpointError, send, with_retries
 from mathgym.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -70,7 +69,7 @@ class RemoteTeacher:
         base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``.
         model: The served model's name; empty: the server's only model.
         api_key_env: Environment variable holding the API key (sent as a bearer token when set).
-        timeout_s: Seconds a request may take (connect and each read).
+        timeout_s: Seconds a request may take in all (connecting, and the whole reply however slowly it comes).
         max_retries: Further attempts after a failed request.
         backoff_s: Wait before retry ``i`` is ``backoff_s * 2 ** i``.
         max_concurrency: Requests in flight at once.
@@ -172,20 +171,16 @@ class RemoteTeacher:
                         len(ids), self.max_model_len)
             return None
         body = {"model": self.model, "prompt": ids, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0}
-        failures: list[str] = []
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                with self._lock:
-                    self.stats["retries"] += 1
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            try:
-                return parse_prompt_logprobs(self._request("POST", f"{self.base_url}/completions", body), ids)
-            except TeacherRequestError as err:
-                failures.append(err.reason)
-                if not err.retry:
-                    break
-        log.warning("the teacher server could not score a sequence of %d tokens: %s", len(ids), "; ".join(failures))
+        got = with_retries(lambda: parse_prompt_logprobs(self._request("POST", f"{self.base_url}/completions", body), ids),
+                           max_retries=self.max_retries, backoff_s=self.backoff_s, on_retry=self._count_retry)
+        if got.ok:
+            return got.value
+        log.warning("the teacher server could not score a sequence of %d tokens: %s", len(ids), "; ".join(got.failures))
         return None
+
+    def _count_retry(self) -> None:
+        with self._lock:
+            self.stats["retries"] += 1
 
     def _request(self, method: str, url: str, body: dict[str, Any] | None) -> Any:
         """One request; its JSON reply, or :class:`TeacherRequestError`."""
