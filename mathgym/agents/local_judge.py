@@ -8,7 +8,10 @@ the same rule that a reply holding no single valid verdict is :attr:`Status.ERRO
 
 The chat goes through the model's own chat template (a template with no system role gets the system
 text folded into the user turn); the judgements a batch still needs are generated together, left-padded,
-``batch_size`` at a time. torch and transformers are imported when the model loads, not with this module.
+``batch_size`` at a time. The response is spliced into the rendered prompt as token ids of its plain
+text (:func:`render_with_text`): control tokens it writes (``<|im_end|>``, ``<|im_start|>assistant``)
+stay characters, never a turn of the judge's chat, and the verdict is read from the tokens the judge
+generated after the prompt. torch and transformers are imported when the model loads, not with this module.
 
 A judge made by :meth:`LocalJudge.from_pretrained` pickles as its settings (where the model is, the
 device and dtype, the judging options), not its weights: an env holding it can be stepped in
@@ -25,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -46,6 +50,46 @@ def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 returns a BatchEncoding
         ids = ids["input_ids"]
     return list(ids)
+
+
+def plain_text_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of ``text`` read as characters: markup of the tokenizer's special tokens in it
+    (``<|im_end|>``) is split into ordinary tokens, never the control token itself."""
+    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+
+def special_ids(tokenizer: Any) -> set[int]:
+    """Ids of the tokenizer's special tokens (its own, and added tokens marked special)."""
+    decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return set(tokenizer.all_special_ids) | {int(i) for i, token in decoder.items() if getattr(token, "special", False)}
+
+
+def render_with_text(tokenizer: Any, messages: list[dict[str, str]], placeholder: str, text: str) -> list[int]:
+    """Token ids of ``messages`` through the chat template, with ``text`` where ``placeholder`` stands
+    (once) in them, as :func:`plain_text_ids`: the template's own markup is tokenized as markup, the
+    untrusted text as characters only. The text is spliced between the ids of what the template
+    renders around it, so it cannot open or close a turn whatever it writes."""
+    rendered = apply_template(tokenizer, messages, add_generation_prompt=True, tokenize=False)
+    head, found, tail = rendered.partition(placeholder)
+    if not found or placeholder in tail:
+        raise ConfigError("LocalJudge: the chat template changed the response's place in the prompt; it cannot be spliced in.")
+    return _markup_ids(tokenizer, head) + plain_text_ids(tokenizer, text) + _markup_ids(tokenizer, tail)
+
+
+def _markup_ids(tokenizer: Any, rendered: str) -> list[int]:
+    return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+
+
+def _check_plain_text(tokenizer: Any) -> None:
+    """A tokenizer that would read a response's ``<|im_end|>`` as the control token cannot judge:
+    the response could then end the judge's turn and write its own."""
+    specials = special_ids(tokenizer)
+    probe = "".join(tokenizer.convert_ids_to_tokens(sorted(specials)))
+    if specials & set(plain_text_ids(tokenizer, probe)):
+        raise ConfigError(
+            f"LocalJudge: the tokenizer {type(tokenizer).__name__} reads special-token markup inside text as the tokens "
+            "themselves (split_special_tokens is not honoured), so a response could write the judge's turns; use a fast tokenizer."
+        )
 
 
 def load_judge_model(name_or_path: str, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
@@ -93,6 +137,7 @@ class LocalJudge(LLMJudge):
             raise ConfigError("LocalJudge needs batch_size >= 1, max_new_tokens >= 1, temperature >= 0, cache_size >= 0.")
         if getattr(tokenizer, "chat_template", None) is None:
             raise ConfigError("LocalJudge needs a chat model: its tokenizer has no chat template.")
+        _check_plain_text(tokenizer)
         self._model, self._tokenizer = model, tokenizer
         #: (name_or_path, device, dtype) of a judge made by from_pretrained: what a pickled copy reloads.
         self._source: tuple[str, str, str] | None = None
@@ -159,7 +204,7 @@ class LocalJudge(LLMJudge):
             raise ConfigError(f"got {len(completions)} completions but {len(references)} references.")
         results: list[RewardResult | None] = [None] * len(completions)
         pending: dict[str, list[int]] = {}  # a response asked twice in one batch is judged once
-        prompts: dict[str, list[int]] = {}
+        prompts: dict[str, tuple[list[int], str]] = {}  # token ids and the nonce of their verdict
         for i, (response, reference) in enumerate(zip(completions, references)):
             task = JudgeInput.coerce(reference)
             results[i] = self._refusal(response, task)
@@ -170,21 +215,27 @@ class LocalJudge(LLMJudge):
             if results[i] is not None:
                 continue
             if key not in pending:
-                prompt = render_chat(self.tokenizer, self.messages(response, task))
+                nonce = secrets.token_hex(8)
+                prompt = self.prompt_ids(response, task, nonce)
                 if len(prompt) > self.max_prompt_tokens:
                     results[i] = RewardResult(0.0, Status.TOO_LONG, {"prompt_tokens": len(prompt), "limit": self.max_prompt_tokens})
                     continue
-                prompts[key] = prompt
+                prompts[key] = (prompt, nonce)
             pending.setdefault(key, []).append(i)
         keys = list(prompts)
         for start in range(0, len(keys), self.batch_size):
             chunk = keys[start : start + self.batch_size]
-            for key, reply in zip(chunk, self.generate([prompts[k] for k in chunk])):
-                result = judgement_from_reply(reply, {"attempts": 1, "failures": []})
+            for key, reply in zip(chunk, self.generate([prompts[k][0] for k in chunk])):
+                result = judgement_from_reply(reply, prompts[key][1], {"attempts": 1, "failures": []})
                 self._store(key, result)
                 for i in pending[key]:
                     results[i] = result
         return [r for r in results if r is not None]
+
+    def prompt_ids(self, response: str, task: JudgeInput, nonce: str) -> list[int]:
+        """The judge's prompt for ``response`` as token ids, the response spliced in as plain text."""
+        placeholder = f"\x00response-{nonce}\x00"  # no response is in the chat while it renders
+        return render_with_text(self.tokenizer, self.messages(placeholder, task, nonce), placeholder, response)
 
     def generate(self, prompts: list[list[int]]) -> list[str]:
         """The judge's replies to token-id ``prompts``, generated together (left-padded)."""
