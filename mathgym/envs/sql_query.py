@@ -40,22 +40,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import warnings
-import itertools
-import math
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from mathgym.core import Judgement, Task, TextEnv
+from mathgym.envs.sql_compare import FLOAT_TOLERANCE, results_match  # noqa: F401 - FLOAT_TOLERANCE is documented here
 from mathgym.envs.sql_data import SQLRecord, exact_results_match, load_sql_dataset
 from mathgym.envs.sql_tasks import DOMAINS, LEVELS, MAX_GOLD_ROWS, Compare, build_database, sample_question, schema_sql
 from mathgym.envs.tool_calls import find_tool_calls
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import delimited, fenced_blocks
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = (
     "You answer questions about a SQLite database with one SQL query. To look at the data, run a read-only "
@@ -72,8 +72,6 @@ SQL_TOOL: dict[str, Any] = {
 }
 #: Tool-call names taken as the final answer rather than a query to run.
 ANSWER_TOOLS = ("answer", "submit")
-#: Two numbers are equal when they differ by at most this much (or by a relative 1e-9).
-FLOAT_TOLERANCE = 0.005 + 1e-9
 #: Longest text of one cell in an observation.
 CELL_CHARS = 200
 #: SQLite's own limits on every connection the agent's queries run on.
@@ -208,57 +206,6 @@ def format_result(result: QueryResult, max_chars: int) -> str:
     return text.rstrip("\n")
 
 
-def _same_cell(a: Any, b: Any) -> bool:
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=FLOAT_TOLERANCE)
-    return type(a) is type(b) and a == b
-
-
-def _same_row(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    return len(a) == len(b) and all(_same_cell(x, y) for x, y in zip(a, b))
-
-
-def _unique(rows: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
-    kept: list[Sequence[Any]] = []
-    for row in rows:
-        if not any(_same_row(row, k) for k in kept):
-            kept.append(row)
-    return kept
-
-
-def _rows_match(candidate: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]], compare: Compare) -> bool:
-    if compare == "set":
-        candidate, gold = _unique(candidate), _unique(gold)
-    if len(candidate) != len(gold):
-        return False
-    if compare == "ordered":
-        return all(_same_row(c, g) for c, g in zip(candidate, gold))
-    unused = list(candidate)
-    for row in gold:
-        match = next((k for k, c in enumerate(unused) if _same_row(c, row)), None)
-        if match is None:
-            return False
-        unused.pop(match)
-    return True
-
-
-def results_match(candidate: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]], compare: Compare) -> tuple[bool, str]:
-    """Whether a result equals the gold one (columns in any order); and, when not, why.
-
-    Example:
-        >>> results_match([("Oslo", 2), ("Lima", 3.0)], [(3, "Lima"), (2, "Oslo")], "multiset")
-        (True, '')
-    """
-    width = len(gold[0]) if gold else 0
-    if candidate and len(candidate[0]) != width:
-        return False, f"the result has {len(candidate[0])} columns; the question asks for {width}"
-    for order in itertools.permutations(range(width)):
-        if _rows_match([tuple(row[k] for k in order) for row in candidate], gold, compare):
-            return True, ""
-    return False, "the rows differ from the expected result" + (" (in this order)" if compare == "ordered" else "")
-
-
 #: Most rows of a data set's gold result (a gold query returning more cannot be graded here).
 DATASET_GOLD_ROWS = 10_000
 #: How many times the agent's budget (steps, wall time) a data set's trusted gold query may take.
@@ -391,7 +338,7 @@ class SQLQueryEnv(TextEnv):
         max_vm_steps: int = 2_000_000,
         query_budget_ms: float = 250.0,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 8192,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(max_turns=max_turns, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)
