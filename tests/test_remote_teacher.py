@@ -143,3 +143,21 @@ def test_a_reply_that_does_not_hold_the_log_probs_is_refused(entries, reason):
         parse_prompt_logprobs({"choices": []}, [5, 7, 8])
     good = [None, {"7": {"logprob": -1.0}, "3": {"logprob": -0.5}}, {8: {"logprob": -2.0}}]
     assert parse_prompt_logprobs({"choices": [{"prompt_logprobs": good}]}, [5, 7, 8]) == [-1.0, -2.0]
+
+
+def test_a_teacher_that_trickles_its_reply_is_cut_off_at_the_timeout():
+    """``timeout_s`` bounds the whole request, not each read: a server sending a valid reply one byte
+    every 50 ms is given up on after ``timeout_s`` per attempt; the sequence is then unscored (``None``)."""
+    import time
+
+    from tests.judge_server import TrickleServer
+
+    entries = [None, {"2": {"logprob": -0.5}}, {"3": {"logprob": -1.0}}]
+    body = json.dumps({"choices": [{"prompt_logprobs": entries}]}).encode()
+    with TrickleServer(body, every_s=0.05) as server:
+        teacher = RemoteTeacher(server.url, "m", timeout_s=0.5, max_retries=1, backoff_s=0.0)
+        started = time.monotonic()
+        assert teacher.logprobs([[1, 2, 3]]) == [None]
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.5 and server.requests == 2, elapsed
+    assert teacher.stats == {"requests": 2, "retries": 1, "failed_sequences": 1}
