@@ -75,11 +75,14 @@ class FixtureTeacherServer:
 
             def reply(self, code: int, body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (slow mode): no traceback
+                    pass
 
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
