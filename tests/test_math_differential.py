@@ -1,6 +1,7 @@
 """MathVerifier against math-verify itself, on a seeded sample of the generated corpus.
 
-Ground truth: ``verify(parse(gold), parse(completion))`` with math-verify's defaults, run
+Ground truth: ``verify(parse(gold), parse(completion))`` with math-verify's defaults, the
+gold read as every entry point reads it (:func:`~mathgym.rewards.math_gold.read_gold`), run
 in a process pool (its SIGALRM timeouts only work in a process's main thread). Lenient
 mode must agree on every pair; strict mode must agree on every pair that carries a
 final-answer marker, and refuse exactly the others (``unparseable``; an empty last box is
@@ -9,6 +10,7 @@ a ``format_error``). The full corpus is a benchmark row (``benchmarks/bench_math
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import unicodedata
@@ -20,6 +22,7 @@ import pytest
 from mathgym.rewards import MathVerifier, Status
 from mathgym.rewards.math_corpus import CATEGORIES, Pair, generate_corpus, math_verify_verdicts
 from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict
+from mathgym.rewards.math_gold import read_gold
 
 SAMPLE = 12 * len(CATEGORIES)  # every category 12 times
 SEED = 20261123
@@ -28,7 +31,7 @@ SEED = 20261123
 @pytest.fixture(scope="module")
 def judged():
     pairs = generate_corpus(SAMPLE, seed=SEED)
-    expected = math_verify_verdicts(pairs)
+    expected = math_verify_verdicts([dataclasses.replace(p, gold=read_gold(p.gold)) for p in pairs])
     golds, texts = [p.gold for p in pairs], [p.completion for p in pairs]
     strict = MathVerifier(timeout=30).score_batch(texts, golds)
     lenient = MathVerifier(answer_extraction="lenient", timeout=30).score_batch(texts, golds)

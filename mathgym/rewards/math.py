@@ -4,7 +4,10 @@ Design (see ``docs/rewards.md``):
 
 * The verdict is math-verify's, read the way math-verify reads by default:
   ``verify(parse(gold), parse(completion))`` with the *whole* completion, gold first
-  (``verify`` is asymmetric).
+  (``verify`` is asymmetric). The gold is first read as a data set's answer
+  (:func:`~mathgym.rewards.math_gold.gold_forms`: bare LaTeX as LaTeX, a GSM8K ``####`` or
+  ``\\boxed{}`` gold as its marked answer, a list of forms matched by any), on every call:
+  every entry point that takes a gold reaches the same verdict on the same pair.
 * Two modes (``answer_extraction``). ``"lenient"``: exactly that. ``"strict"`` (the
   default): the completion must also carry a final-answer marker (a non-empty last
   ``\\boxed{}``, or one of the declared formats: GSM8K ``####``, "the answer is"); no
@@ -24,7 +27,6 @@ Design (see ``docs/rewards.md``):
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,20 +40,18 @@ from mathgym.rewards._procpool import WorkerTimeout, pool_for
 from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
 from mathgym.rewards.math_fast import Numeric, fast_decision, fast_gold, numeric_verdict
+from mathgym.rewards.math_gold import answer_forms, gold_forms, latex_gold
 from mathgym.rewards.math_plain_text import SomeRational
 from mathgym.rewards.math_polynomials import Polynomial
 from mathgym.rewards.math_relations import Answer, Relation
 from mathgym.rewards.math_values import Scalar
 
 __all__ = [
-    "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "answer_forms", "best_of_forms", "gold_for_math_verify", "labels_verifier", "latex_gold",
-    "numeric_verdict", "parse_number", "parse_numeric",
+    "ANSWER_EXTRACTIONS", "AnswerExtraction", "MathVerifier", "Numeric", "answer_forms", "best_of_forms", "gold_forms", "labels_verifier",
+    "latex_gold", "numeric_verdict", "parse_number", "parse_numeric",
 ]
 
 AnswerExtraction = Literal["strict", "lenient"]
-#: A plain number: commas only as thousands separators (groups of three digits).
-_PLAIN_GOLD = re.compile(r"[-+]?(?:[1-9][0-9]{0,2}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]*\.?[0-9]+(?:/[0-9]+)?)", re.ASCII)
-_DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
 ANSWER_EXTRACTIONS: tuple[AnswerExtraction, ...] = ("strict", "lenient")
 _WORKER_SCRIPT = str(Path(__file__).with_name("_math_worker.py"))
 _INTEGER = r"(?:\d{1,3}(?:,\d{3})+|0|[1-9]\d*)"
@@ -64,73 +64,10 @@ _MAX_NUMBER_CHARS = 40
 _MAX_DECIMAL_DIGITS = 14
 
 
-def latex_gold(answer: str) -> str:
-    """A data set's final answer as math-verify should read it: bare LaTeX gets ``$…$``.
-
-    math-verify's default extraction reads a gold string the way it reads a completion,
-    so bare LaTeX is misread (``2x`` reads as ``2``, ``x \\geq 5`` as ``5``, ``25\\%`` as
-    ``25``, the roots ``-2,1`` as −2.1) or not read (``x^2+1``). Plain numbers and ``a/b``
-    stay as they are (the fast path reads them), commas in them only as thousands
-    separators (``1,234,567``); text that already has a delimiter (``$``, ``\\(``,
-    ``\\[``, ``\\boxed``) too. The math envs pass their golds through this.
-
-    Example:
-        >>> latex_gold("2x"), latex_gold("1,000"), latex_gold("-2,1"), latex_gold("$x$")
-        ('$2x$', '1,000', '$-2,1$', '$x$')
-    """
-    text = answer.strip()
-    if _PLAIN_GOLD.fullmatch(text) or any(mark in text for mark in _DELIMITERS):
-        return text
-    return f"${text}$"
-
-
-def answer_forms(reference: Any) -> list[str]:
-    """The forms a data set gives one reference answer in; a completion matching any of them is correct.
-
-    A list or tuple of strings, or a string holding a JSON list of strings (Skywork-OR1's
-    ``'["\\frac{1}{2}", "0.5"]'``), is one answer in several forms; empty forms are dropped. Anything
-    else is one form, as text (``"[0, 1]"`` is an interval, not a list of forms). A Parquet list
-    column read through NumPy (an array) counts as a list.
-
-    Example:
-        >>> answer_forms('["3", "3.0"]'), answer_forms("[0, 1]"), answer_forms(7)
-        (['3', '3.0'], ['[0, 1]'], ['7'])
-    """
-    if hasattr(reference, "tolist") and not isinstance(reference, (str, bytes)):
-        reference = reference.tolist()
-    forms: Any = reference
-    if isinstance(reference, str) and reference.startswith("[") and reference.endswith("]"):
-        try:
-            forms = json.loads(reference)
-        except (ValueError, RecursionError):
-            forms = reference
-    if isinstance(forms, (list, tuple)) and forms and all(isinstance(form, str) for form in forms):
-        return [form for form in forms if form.strip()] or [""]
-    return [str(reference)]
-
-
 def best_of_forms(results: Sequence[RewardResult]) -> RewardResult:
     """The verdict against an answer in several forms (:func:`answer_forms`): the first result
     that scores full marks, else the first form's."""
     return next((result for result in results if result.score >= 1.0), results[0])
-
-
-def gold_for_math_verify(gold: str) -> str:
-    """The gold as math-verify is given it: a comma that is no thousands separator makes it LaTeX.
-
-    Read as written, math-verify takes ``-2,1`` for −2.1 and ``1,-2`` for 1, where a MATH
-    answer means the roots −2 and 1. So a gold without a LaTeX delimiter that holds a comma
-    and is not a plain number (:func:`latex_gold`'s rule: ``1,234,567``, ``-1,234.5``) is
-    read as LaTeX, ``$-2,1$``: the set {−2, 1}. Every other gold is given as written.
-
-    Example:
-        >>> gold_for_math_verify("-2,1"), gold_for_math_verify("1,000"), gold_for_math_verify("(1, 2)")
-        ('$-2,1$', '1,000', '$(1, 2)$')
-    """
-    text = gold.strip()
-    if "," not in text or _PLAIN_GOLD.fullmatch(text) or any(mark in text for mark in _DELIMITERS):
-        return gold
-    return f"${text}$"
 
 
 def parse_numeric(text: str) -> Numeric | None:
@@ -232,15 +169,33 @@ class MathVerifier:
         if not isinstance(self.workers, int) or self.workers < 1:
             raise ConfigError(f"workers={self.workers!r} must be a positive integer.")
 
-    def score(self, completion: str, gold: str) -> RewardResult:
-        """Score one completion against its gold answer."""
-        early = self._prepare(completion, gold)
-        return early if isinstance(early, RewardResult) else self._math_verify_many([early])[0]
+    def score(self, completion: str, gold: Any) -> RewardResult:
+        """Score one completion against its gold answer, read as :meth:`score_batch` reads it."""
+        return self.score_batch([completion], [gold])[0]
 
-    def score_batch(self, completions: Sequence[str], golds: Sequence[str]) -> list[RewardResult]:
-        """Score many completions; math-verify work is pipelined to ``workers`` helpers at once."""
+    def score_batch(self, completions: Sequence[str], golds: Sequence[Any]) -> list[RewardResult]:
+        """Score many completions; math-verify work is pipelined to ``workers`` helpers at once.
+
+        Each gold is read as a data set's answer (:func:`~mathgym.rewards.math_gold.gold_forms`):
+        bare LaTeX (``3\\sqrt{13}``) as LaTeX, a GSM8K ``#### 18`` or a ``\\boxed{}`` as the
+        answer it marks, a list of forms (or a JSON list in a string) matched by any.
+        """
         if len(completions) != len(golds):
             raise ConfigError(f"got {len(completions)} completions but {len(golds)} gold answers.")
+        forms = [gold_forms(gold) for gold in golds]
+        flat = self._score_pairs([c for c, each in zip(completions, forms) for _ in each], [f for each in forms for f in each])
+        results, start = [], 0
+        for each in forms:
+            results.append(best_of_forms(flat[start : start + len(each)]))
+            start += len(each)
+        return results
+
+    def score_references(self, completions: Sequence[str], references: Sequence[Any]) -> list[RewardResult]:
+        """The same as :meth:`score_batch` (which reads every gold as a data set's reference answer)."""
+        return self.score_batch(completions, references)
+
+    def _score_pairs(self, completions: Sequence[str], golds: Sequence[str]) -> list[RewardResult]:
+        """Score each completion against one gold already read (:func:`~mathgym.rewards.math_gold.read_gold`)."""
         prepared = [self._prepare(c, g) for c, g in zip(completions, golds)]
         pending = [i for i, p in enumerate(prepared) if not isinstance(p, RewardResult)]
         results: list[RewardResult | None] = [p if isinstance(p, RewardResult) else None for p in prepared]
@@ -257,21 +212,6 @@ class MathVerifier:
             with ThreadPoolExecutor(len(groups)) as threads:
                 list(threads.map(check, groups))
         return results  # type: ignore[return-value]
-
-    def score_references(self, completions: Sequence[str], references: Sequence[Any]) -> list[RewardResult]:
-        """Score completions against data sets' reference answers, as the math envs do: each
-        reference's forms (:func:`answer_forms`) read as math-verify should (:func:`latex_gold`),
-        a completion correct when it matches any. For other people's labels (verl's
-        ``ground_truth``, OpenRLHF's ``label``)."""
-        if len(completions) != len(references):
-            raise ConfigError(f"got {len(completions)} completions but {len(references)} reference answers.")
-        golds = [[latex_gold(form) for form in answer_forms(reference)] for reference in references]
-        flat = self.score_batch([c for c, forms in zip(completions, golds) for _ in forms], [g for forms in golds for g in forms])
-        results, start = [], 0
-        for forms in golds:
-            results.append(best_of_forms(flat[start : start + len(forms)]))
-            start += len(forms)
-        return results
 
     def batch_key(self) -> tuple[Any, ...]:
         """Verifiers of equal settings score each other's pairs (one vector-env step's envs, each
@@ -300,10 +240,7 @@ class MathVerifier:
         if len(completion) > self.max_completion_chars:
             reason = f"completion longer than {self.max_completion_chars} characters"
             return RewardResult(0.0, Status.UNPARSEABLE, {**details, "extracted": None, "reason": reason})
-        given = gold_for_math_verify(gold)
-        if given != gold:
-            details["gold_as_latex"] = True
-        return completion, given, details
+        return completion, gold, details
 
     def _strict_marker(self, completion: str, details: dict) -> RewardResult | None:
         """Record the marker in ``details``; a result when strict mode refuses the text."""
