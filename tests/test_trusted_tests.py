@@ -347,3 +347,74 @@ def test_limits_and_endless_replies_fail_the_program_and_a_broken_test_is_unveri
     assert [(r.score, r.status) for r in results] == [(0.0, Status.TIMEOUT), (0.0, Status.WRONG)], [r.details["tests"] for r in results]
     broken = [TestCase("broken", "assert", "for x in range(3):\n    assert add(x, x) ==\n")]
     assert worker.score(_answer(HONEST), broken).status == Status.UNVERIFIABLE
+
+
+#: Programs whose returned value makes a test raise where the test itself is sound: each was
+#: ``unverifiable`` (an infrastructure status, its sample left out of training), so a wrong program
+#: escaped its penalty by returning it. Each test passes the honest program.
+PROGRAM_MADE_UNVERIFIABLE = {
+    "in_an_object_that_cannot_be_iterated": (
+        "class Opaque:\n    pass\ndef words(text):\n    return Opaque()\n",
+        "x = words('a b')\nassert 'a' in x\n",
+    ),
+    "in_an_object_with_only_contains": (
+        "class Everything:\n    def __contains__(self, item):\n        return True\ndef words(text):\n    return Everything()\n",
+        "x = words('a b')\nassert 'a' in x\n",
+    ),
+    "a_constant_made_a_function": (
+        "def LIMIT():\n    return 3\ndef words(text):\n    return text.split()\n",
+        "for _ in (1,):\n    assert LIMIT == 3 and words('a b') == ['a', 'b']\n",
+    ),
+    "an_attribute_made_a_method": (
+        "class Box:\n    def size(self):\n        return 2\ndef words(text):\n    return Box()\n",
+        "box = words('a b')\nassert box.size == 2\n",
+    ),
+    "an_attribute_made_a_method_sent_back": (
+        "class Box:\n    def size(self):\n        return 2\ndef words(text):\n    return Box()\ndef double(x):\n    return 2 * x\n",
+        "box = words('a b')\nassert double(box.size) == 4\n",
+    ),
+}
+HONEST_WORDS = "LIMIT = 3\nclass Box:\n    size = 2\ndef words(text):\n    return text.split()\ndef double(x):\n    return 2 * x\n"
+
+
+@pytest.mark.parametrize("shape", PROGRAM_MADE_UNVERIFIABLE)
+def test_a_program_cannot_make_a_sound_test_unverifiable(worker, shape):
+    code, source = PROGRAM_MADE_UNVERIFIABLE[shape]
+    test = [TestCase(shape, "assert", source)]
+    if "Box" not in code:  # the honest program passes each sound test (an object's size is data)
+        assert worker.score(_answer(HONEST_WORDS), test).status == Status.CORRECT
+    result = worker.score(_answer(code), test)
+    assert (result.score, result.status) == (0.0, Status.WRONG), result.details["tests"]
+
+
+def test_a_failed_test_decides_before_one_that_cannot_be_judged(worker):
+    """A test the program fails makes it wrong, whatever another test of the run could not judge: the
+    run is not ``unverifiable`` (which would take a wrong program out of training)."""
+    tests = [TestCase("fails", "assert", "x = add(1, 2)\nassert x == 3\n"),
+             TestCase("callback", "assert", "for x in (1, 2):\n    assert apply(lambda v: v + 1, x) == x + 1\n")]
+    wrong = "def add(x, y):\n    return 0\ndef apply(f, x):\n    return x + 1\n"
+    result = worker.score(_answer(wrong), tests)
+    assert (result.score, result.status) == (0.0, Status.WRONG), result.details["tests"]
+    assert [t.status for t in result.details["tests"]] == [Status.WRONG, Status.UNVERIFIABLE]
+    right = wrong.replace("return 0", "return x + y")
+    assert worker.score(_answer(right), tests).status == Status.UNVERIFIABLE  # nothing failed: the test's doing
+
+
+def test_bigcodebench_assert_in_on_an_object_the_program_returned(tmp_path):
+    """BigCodeBench's ``assertIn`` on what ``task_func`` returns: the reference's list passes; an object
+    that cannot be iterated fails the test (as under the data set's own harness), never ``unverifiable``."""
+    row = {"task_id": "BigCodeBench/in", "entry_point": "task_func", "libs": "['re']", "doc_struct": "{}",
+           "complete_prompt": "import re\n\ndef task_func(text):\n    \"\"\"The words of text.\"\"\"\n",
+           "instruct_prompt": "Return the words of text.\nYou should write self-contained code starting with:\n```\nimport re\ndef task_func(text):\n```",
+           "code_prompt": "import re\ndef task_func(text):\n", "canonical_solution": "    return re.findall(r'\\w+', text)\n",
+           "test": "import unittest\n\nclass TestCases(unittest.TestCase):\n    def test_in(self):\n"
+                   "        result = task_func('a b')\n        self.assertIn('a', result)\n        self.assertNotIn('c', result)\n"}
+    path = tmp_path / "bcb.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    env = gym.make("CodeSandbox-v0", dataset=str(path), cpu_seconds=2, wall_seconds=4)
+    env.reset(options={"task_index": 0})
+    assert env.step(env.unwrapped.expert_action())[1] == 1.0
+    for returned in ("object()", "len(text)", "None"):
+        env.reset(options={"task_index": 0})
+        _, reward, _, _, info = env.step(_answer(f"def task_func(text):\n    return {returned}\n"))
+        assert (reward, info["status"]) == (0.0, Status.WRONG), (returned, info["tests"])

@@ -109,6 +109,10 @@ class _Channel:
         if self.ended:
             self.faults += 1
             raise ProgramFault("the program's process has ended")
+        if any(type(value) is _Method for value in (*args, *kwargs.values())):
+            # the test read an attribute of the program's object as data and got a method: the program's doing
+            self.faults += 1
+            raise ProgramFault(f"the test passes {name}() an attribute of the program's object, which is a method, not a value")
         try:
             request = {"fn": name, "args": [], "kwargs": {}}
             if self.workspace:  # the program works where the test does now (a test may chdir into a dir it made)
@@ -166,6 +170,9 @@ class _Channel:
     def operate(self, handle, operation, kind, *args):
         """``len(obj)``, ``obj[key]``... answered by the program's object in the sandbox."""
         shown = f"{operation}(<{kind}>{''.join(', ' + _short_repr(a) for a in args)})"
+        if any(type(a) is _Method for a in args):  # as in :meth:`call`: the program made an attribute a method
+            self.faults += 1
+            raise ProgramFault(f"the test gives a {kind} object an attribute of the program's object, which is a method, not a value")
         try:
             line = (json.dumps({"obj": handle, "op": operation, "args": [self.codec.encode_value(a) for a in args]}) + "\n").encode()
         except Exception as err:  # noqa: BLE001
@@ -409,13 +416,25 @@ class _Program:
         return f"<function {self._name} of the program>"
 
     def _as_value(self, *_):
-        """A function or class of the program compared or tested for truth: a stand-in would be
-        always true and equal only to itself, a verdict the program never earned. (A constant
-        the test reads is its value, fetched when the test starts: :meth:`_Channel.global_value`.)"""
+        """A function or class of the program tested for truth or compared with another of the program's
+        names: a stand-in would be always true and equal only to itself, a verdict the program never
+        earned. (A constant the test reads is its value, fetched when the test starts:
+        :meth:`_Channel.global_value`.)"""
         self._channel.unverifiable = f"the test uses {self._name} as a value, not a call: it stays in the sandbox"
         raise Unverifiable(self._channel.unverifiable)
 
-    __eq__ = __ne__ = __bool__ = _as_value
+    def __eq__(self, other):
+        """Compared with a plain value (``LIMIT == 3``), a function or class is unequal, as in Python: the
+        program that made a name the test reads as a value a function fails that test (never unverifiable,
+        which would let it take a wrong answer out of training)."""
+        if type(other) in _STAND_INS:
+            return self._as_value()
+        return False
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __bool__ = _as_value
     __hash__ = object.__hash__
 
 
@@ -458,8 +477,12 @@ class _Remote:
         try:
             items = list(self._channel.operate(self._handle, "iter", self._kind))
         except TypeError:
-            self._channel.unverifiable = f"the test asks what a {self._kind} object of the program contains, which only its own __contains__ answers"
-            raise Unverifiable(self._channel.unverifiable) from None
+            # The program returned an object that cannot be searched: the data set's own harness fails
+            # the test too (``in`` raises TypeError). Never unverifiable: that would let the program take
+            # a wrong answer out of training by returning such an object.
+            self._channel.faults += 1
+            raise ProgramFault(f"the program gave a {self._kind} object that cannot be iterated where the test searches it with 'in' "
+                               "(its own __contains__ is never asked)") from None
         return item in items
 
     __getitem__, __setitem__, __delitem__ = map(_operation, ("getitem", "setitem", "delitem"))
@@ -498,11 +521,18 @@ class _Method:
         return f"<method {self._name} of a {self._kind} object of the program>"
 
     def _as_value(self, *_):
-        self._channel.unverifiable = f"the test uses the method {self._name} as a value, not a call: it stays in the sandbox"
-        raise Unverifiable(self._channel.unverifiable)
+        """The test read an attribute of the program's object and uses it as a value (compares it, tests its
+        truth), where the program's object gave a method: the program's failure, as a value that cannot
+        leave the sandbox always is (never unverifiable: the program chose what its attribute is)."""
+        self._channel.faults += 1
+        raise ProgramFault(f"the test uses {self._kind}.{self._name} as a value, and the program's object gave a method")
 
     __eq__ = __ne__ = __bool__ = _as_value
     __hash__ = object.__hash__
+
+
+#: The judge's stand-ins for the program's functions, objects and methods (set below their classes).
+_STAND_INS = (_Program, _Remote, _Method)
 
 
 def _short_repr(value):

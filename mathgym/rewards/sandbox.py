@@ -589,7 +589,9 @@ def _normalise(text: str) -> str:
 
 def _overall(outcomes: Sequence[TestOutcome]) -> Status:
     statuses = {o.status for o in outcomes}
-    for status in (Status.SANDBOX_ERROR, Status.UNVERIFIABLE, Status.TIMEOUT):
+    # A test the program failed decides before one that cannot be judged: else a program failing one
+    # test could take its sample out of training by also making another unverifiable.
+    for status in (Status.SANDBOX_ERROR, Status.TIMEOUT, Status.WRONG, Status.UNVERIFIABLE):
         if status in statuses:
             return status
     return Status.CORRECT if all(o.passed for o in outcomes) else Status.WRONG
