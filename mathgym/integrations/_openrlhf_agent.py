@@ -15,7 +15,7 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 import mathgym  # noqa: F401 - registers the envs
 from mathgym.errors import ConfigError
-from mathgym.integrations.openrlhf import env_reply_text
+from mathgym.integrations._env_reply import env_reply_text
 
 
 class AgentInstance(AgentInstanceBase):

@@ -16,7 +16,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 import mathgym  # noqa: F401 - registers the envs
 from mathgym.errors import ConfigError
-from mathgym.integrations.verl import AGENT_NAME
+from mathgym.integrations._verl_names import AGENT_NAME
 
 
 def row_env_kwargs(extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 import mathgym  # noqa: F401 - registers the envs
+from mathgym.integrations._env_reply import env_reply_text  # noqa: F401 - public here
 from mathgym.integrations._prompts import env_prompts
 from mathgym.integrations._labels import label_scores
 
@@ -48,34 +48,6 @@ def openrlhf_rows(env_id: str, n: int, *, tokenizer: str, env_kwargs: Mapping[st
         label = {"env_id": env_id, "env_kwargs": kwargs, "seed": seed, "tokenizer": tokenizer}
         rows.append({"prompt": messages, "label": json.dumps(label)})
     return rows
-
-
-@lru_cache(maxsize=4)
-def _reply_policy(tokenizer_path: str) -> Any:
-    """A model-less :class:`LLMPolicy` (tokenizer and chat template only) for rendering env replies."""
-    import torch
-
-    from mathgym.agents.policy import LLMPolicy, load_tokenizer
-
-    return LLMPolicy(model=None, tokenizer=load_tokenizer(tokenizer_path), device=torch.device("cpu"))
-
-
-def env_reply_text(tokenizer_path: str, chat: list[dict[str, str]], action: str, reply: str) -> str:
-    """The chat-template text that follows ``action``: mathgym's ``env_reply_tokens``, as text.
-
-    The action is taken to end with the template's end-of-turn token: OpenRLHF generates
-    again only after an action that stopped (one cut by the length budget ends the episode).
-    """
-    from types import SimpleNamespace
-
-    from mathgym.algos.rollout import RolloutCollector
-
-    policy = _reply_policy(tokenizer_path)
-    collector = SimpleNamespace(policy=policy)  # env_reply_tokens reads only self.policy
-    tokens = RolloutCollector.env_reply_tokens(collector, chat, reply, last_token=policy.end_of_turn_id)  # type: ignore[arg-type]
-    return policy.tokenizer.decode(tokens, skip_special_tokens=False)
-
-
 
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:

@@ -33,8 +33,7 @@ from typing import Any
 import mathgym  # noqa: F401 - registers the envs
 from mathgym.integrations._prompts import env_prompts
 from mathgym.integrations._labels import label_scores
-
-AGENT_NAME = "mathgym"
+from mathgym.integrations._verl_names import AGENT_NAME
 
 
 def compute_score(
