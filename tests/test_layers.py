@@ -4,14 +4,17 @@ Every module of ``mathgym`` is parsed (its AST: imports at module level, inside 
 under ``TYPE_CHECKING`` alike) and placed in a layer by :data:`LAYERS`; an import of a module of
 a higher layer fails, naming the file and line and the chain it belongs to. Layers, lowest first:
 ground (errors, spaces, the option machinery) < reward workers < environments < agents (models)
-< algorithms (trainers) < integrations < CLI. Besides: the layers below agents never reach torch
-or transformers, nothing but an integration names an integration's library, and the config
-modules stay importable without torch (``--help`` and option errors answer without it).
+< algorithms (trainers) < integrations < CLI. No modules import each other in a circle, within a
+layer too (imports in functions and under ``TYPE_CHECKING`` count: a lazy import hides a circle,
+it does not break it). Besides: the layers below agents never reach torch or transformers, nothing
+but an integration names an integration's library, and the config modules stay importable without
+torch (``--help`` and option errors answer without it).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 
@@ -174,6 +177,111 @@ def reachable(module: str, on_import_only: bool) -> dict[str, list[str]]:
                     if dependency in MODULES:
                         todo.append(dependency)
     return chains
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """Module -> the other internal modules its code imports (at any depth, ``TYPE_CHECKING`` too),
+    each with the line of its first import there."""
+    graph: dict[str, dict[str, int]] = {}
+    for module in sorted(MODULES):
+        edges = graph.setdefault(module, {})
+        for imp in imports_of(module):
+            target = internal(imp.target)
+            if target is not None and target != module:
+                edges.setdefault(target, imp.line)
+    return graph
+
+
+def find_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One circle for each set of nodes of ``graph`` (node -> the nodes it points to) that all reach
+    one another: the shortest path from the set's first node (sorted) back to it, that node at both
+    ends; ``[]`` when the graph has no circle. A node pointing to itself is a circle of one.
+
+    Example:
+        >>> find_cycles({"a": ["b"], "b": ["c", "a"], "c": [], "d": ["d"]})
+        [['a', 'b', 'a'], ['d', 'd']]
+    """
+
+    def reached_from(start: str) -> set[str]:  # every node one or more steps away
+        seen: set[str] = set()
+        todo = list(graph.get(start, ()))
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        return seen
+
+    reach = {node: reached_from(node) for node in graph}
+    cycles, placed = [], set()
+    for node in sorted(graph):
+        if node in placed or node not in reach[node]:
+            continue
+        circle = {other for other in reach[node] if node in reach.get(other, ())}
+        placed |= circle
+        cycles.append(_shortest_path_back(graph, node, circle))
+    return cycles
+
+
+def _shortest_path_back(graph: Mapping[str, Iterable[str]], start: str, within: set[str]) -> list[str]:
+    """The shortest path from ``start`` back to it through ``within`` (breadth first)."""
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for successor in sorted(graph.get(node, ())):
+                if successor == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if successor in within and successor not in came_from:
+                    came_from[successor] = node
+                    following.append(successor)
+        frontier = following
+    raise ValueError(f"{start} is on no circle within {sorted(within)}")
+
+
+def test_no_import_cycles():
+    """No modules import each other in a circle (lazy imports included), whatever their layers."""
+    graph = import_graph()
+    found = [
+        " -> ".join(cycle) + "\n    " + ", ".join(
+            f"{MODULES[a].relative_to(PACKAGE.parent)}:{graph[a][b]} imports {b}" for a, b in zip(cycle, cycle[1:])
+        )
+        for cycle in find_cycles(graph)
+    ]
+    assert not found, "modules that import each other in a circle (move the names they share down):\n" + "\n".join(found)
+
+
+def test_the_cycle_finder_finds_every_circle_and_only_circles():
+    graph = {
+        "a": ["b"], "b": ["c"], "c": ["a", "d"],  # a -> b -> c -> a
+        "d": ["e"], "e": ["f", "d"], "f": ["d"],  # d <-> e, d -> e -> f -> d: one set, its shortest circle
+        "g": ["a", "h"], "h": [],  # reach a circle but lie on none
+        "i": ["i"],  # a module importing itself
+    }
+    assert find_cycles(graph) == [["a", "b", "c", "a"], ["d", "e", "d"], ["i", "i"]]
+    assert find_cycles({"a": ["b", "c"], "b": ["c"], "c": [], "d": ["a"]}) == []
+    assert find_cycles({}) == []
+
+
+def test_the_cycle_check_sees_a_circle_closed_by_a_lazy_import(tmp_path, monkeypatch):
+    """Two modules of one layer, one importing the other inside a function: still a circle."""
+    folder = tmp_path / "mathgym" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "fake_low.py").write_text("def f():\n    from mathgym.agents.fake_high import g  # lazy\n")
+    (folder / "fake_high.py").write_text("from mathgym.agents import fake_low\ndef g():\n    pass\n")
+    monkeypatch.setitem(MODULES, "mathgym.agents.fake_low", folder / "fake_low.py")
+    monkeypatch.setitem(MODULES, "mathgym.agents.fake_high", folder / "fake_high.py")
+    imports_of.cache_clear()
+    try:
+        graph = import_graph()
+        assert graph["mathgym.agents.fake_low"] == {"mathgym.agents.fake_high": 2}
+        assert ["mathgym.agents.fake_high", "mathgym.agents.fake_low", "mathgym.agents.fake_high"] in find_cycles(graph)
+    finally:
+        imports_of.cache_clear()
 
 
 def test_the_layers_below_agents_never_reach_the_training_stack():
