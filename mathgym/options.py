@@ -102,9 +102,7 @@ def parse_value(cls: type, name: str, raw: Any) -> Any:
     """Convert ``raw`` (a string from the command line, or a YAML value) to field ``name``'s type."""
     names = [f.name for f in dataclasses.fields(cls)]
     if name not in names:
-        close = suggest_names(name, names)
-        hint = f" Did you mean {' or '.join('--' + c.replace('_', '-') for c in close)}?" if close else ""
-        raise ConfigError(f"Unknown option --{name.replace('_', '-')}.{hint} See --help for the options.")
+        raise ConfigError(unknown_option_message(name, names))
     annotation = field_type(cls, name)
     origin = typing.get_origin(annotation)
     if isinstance(raw, BareFlag) and annotation is not bool:
@@ -138,6 +136,18 @@ def parse_value(cls: type, name: str, raw: Any) -> Any:
     if isinstance(value, Mapping):
         check_mapping_keys(name, value)
     return value
+
+
+def unknown_option_message(name: str, names: Sequence[str]) -> str:
+    """What an unknown ``--name`` says, with the options of ``names`` it most likely meant.
+
+    Example:
+        >>> unknown_option_message("taks", ["tasks", "seed"])
+        'Unknown option --taks. Did you mean --tasks? See --help for the options.'
+    """
+    close = suggest_names(name, names)
+    hint = f" Did you mean {' or '.join('--' + c.replace('_', '-') for c in close)}?" if close else ""
+    return f"Unknown option --{name.replace('_', '-')}.{hint} See --help for the options."
 
 
 def suggest_names(name: str, names: Sequence[str], n: int = 2) -> list[str]:

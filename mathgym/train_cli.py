@@ -26,7 +26,14 @@ from mathgym.agents.settings import model_generation_defaults
 from mathgym.agents.tiny import TINY_MODEL
 from mathgym.errors import ConfigError, DatasetError, MathgymError
 from mathgym.install import extra_hint
-from mathgym.options import build_config, config_help, parse_env_kwargs, read_yaml_mapping, split_overrides
+from mathgym.options import (
+    build_config,
+    config_help,
+    parse_env_kwargs,
+    read_yaml_mapping,
+    split_overrides,
+    unknown_option_message,
+)
 from mathgym.registry import check_env_kwargs
 
 RESUME_HINT = "mathgym train --resume {run_dir}"
@@ -315,6 +322,20 @@ def _eval_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_command_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``parser``'s arguments, where an unknown option is one :class:`ConfigError` naming the options it most
+    likely meant, as ``mathgym train`` says it (argparse would print its usage and ``unrecognized arguments``)."""
+    args, unknown = parser.parse_known_args(list(argv))
+    if not unknown:
+        return args
+    first = next((arg for arg in unknown if arg.startswith("-")), unknown[0])
+    if not first.startswith("-"):
+        raise ConfigError(f"Unexpected argument {first!r}; options look like --key value.")
+    names = [option[2:] for action in parser._actions for option in action.option_strings if option.startswith("--")]
+    name = first.lstrip("-").partition("=")[0]
+    raise ConfigError(unknown_option_message(name.replace("-", "_"), [n.replace("-", "_") for n in names]))
+
+
 def load_scorer(path: str | None, flag: str, device: str = "auto", trust_remote_code: bool = False) -> Any:
     """The reward model at ``path`` (``--prm``/``--orm``: a directory or a hub id), loaded by mathgym's
     ``load_prm``; ``None`` without a path."""
@@ -389,7 +410,7 @@ def run_eval(argv: Sequence[str]) -> int:
     from mathgym.agents.settings import read_model_settings
     from mathgym.algos.configs import TrainConfig, resolved_env_kwargs
 
-    args = _eval_parser().parse_args(list(argv))
+    args = parse_command_args(_eval_parser(), argv)
     if args.tasks < 1 or args.k < 1:
         raise ConfigError(f"--tasks {args.tasks} --k {args.k}: both must be at least 1.")
     check_selection_args(args)
@@ -495,7 +516,7 @@ def run_label_steps(argv: Sequence[str]) -> int:
 
     from mathgym.algos.step_labels import read_step_labels, write_rows
 
-    args = _label_parser().parse_args(list(argv))
+    args = parse_command_args(_label_parser(), argv)
     if args.convert:
         if not Path(args.convert).is_file():
             raise ConfigError(f"--convert {args.convert}: no such file.")
