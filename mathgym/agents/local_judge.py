@@ -241,7 +241,7 @@ class LocalJudge(LLMJudge):
         """The judge's replies to token-id ``prompts``, generated together (left-padded)."""
         import torch
 
-        from mathgym.agents.backends import left_pad
+        from mathgym.agents.sampling import left_pad
 
         device = next(self.model.parameters()).device
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
