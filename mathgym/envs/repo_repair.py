@@ -16,18 +16,21 @@ text (path -> contents, bounded). ``run`` and ``test`` execute in mathgym's code
 (allow-list filesystem view, limits, no network): the workspace is written into the
 job's scratch dir, the command runs there under a trusted harness, and the files it
 leaves come back as the new workspace. ``read``, ``write`` and ``patch`` are plain text
-operations here. The reward, at ``submit`` or when the turn budget runs out, is the
-share of HIDDEN tests that the final workspace passes (outputs compared outside the
-sandbox, as in CodeSandbox-v0); the hidden tests never enter the workspace.
+operations here. At ``submit``, or when the turn budget runs out, HIDDEN tests grade the
+final workspace (outputs compared outside the sandbox, as in CodeSandbox-v0; the hidden tests
+never enter the workspace) as SWE-bench grades a fix: the tests the bugs break
+(fail-to-pass) must pass and the others (pass-to-pass) must keep passing. Most hidden tests
+are pass-to-pass, so the share of all of them passed would pay most of the reward for
+submitting the repository untouched; here that earns 0 (:func:`repair_verdict`).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.ahead import SANDBOX_JOBS, sandbox_call
@@ -36,8 +39,10 @@ from mathgym.envs.tool_calls import find_tool_calls
 from mathgym.envs.unified_diff import PatchError, apply_unified_diff
 from mathgym.errors import ConfigError, require_option
 from mathgym.rewards.base import Status
-from mathgym.rewards.code import tests_verdict
 from mathgym.rewards.extract import delimited
+
+if TYPE_CHECKING:
+    from mathgym.rewards.sandbox import ExecutionResult
 
 RewardMode = Literal["fraction", "all_pass"]
 COMMANDS = ("run", "read", "write", "patch", "test", "submit")
@@ -105,8 +110,10 @@ class RepoRepairEnv(TextEnv):
     """Repair a generated Python project with shell, file and test commands; graded by hidden tests.
 
     Reward 0 on every turn but the last; at ``submit`` (terminated) or when ``max_turns``
-    runs out (truncated) the final workspace runs against the hidden tests: the share passed
-    (``reward_mode="fraction"``) or 1 only when all pass (``"all_pass"``). Statuses of a
+    runs out (truncated) the final workspace runs against the hidden tests (:func:`repair_verdict`):
+    1 when every test the bugs break passes and every other one still does; else, with
+    ``reward_mode="fraction"``, the share of the broken tests fixed, as long as no other test
+    fails (``"all_pass"``: 0). The repository as given earns 0. Statuses of a
     command turn: ``in_progress``, ``format_error`` (no command, a malformed one, a path
     outside the repository, a patch that does not apply, a workspace over its limits) and
     ``sandbox_error`` (the sandbox could not run the command: not the agent's fault).
@@ -115,7 +122,8 @@ class RepoRepairEnv(TextEnv):
         level: 0 (2 modules of 2 functions, an obvious bug), 1 (3 x 3, any bug), 2 (4 x 3,
             two subtle bugs).
         max_turns: Commands allowed, ``submit`` included.
-        reward_mode: ``"fraction"`` or ``"all_pass"``.
+        reward_mode: ``"fraction"`` (partial credit: the share of fail-to-pass tests fixed) or
+            ``"all_pass"``.
         output_cap: Most characters of a command's output shown in an observation.
         command_seconds: Wall-clock limit of one ``run`` or ``test`` command.
         system_prompt: System message; ``""`` for none.
@@ -311,8 +319,9 @@ class RepoRepairEnv(TextEnv):
     def _grade(self) -> Judgement:
         """Run the hidden tests on the workspace; the episode's reward."""
         result = self._sandbox(self._grading_job())
-        reward, status = tests_verdict(result, partial_credit=self.reward_mode == "fraction")
-        info = {"passed": result.passed, "total": result.total, "verdict": result.details.get("verdict"), "files": len(self.workspace)}
+        repo = self.repo_task
+        reward, status, counts = repair_verdict(result, [n for n, _ in repo.hidden_tests], repo.fail_to_pass, self.reward_mode == "fraction")
+        info = {"passed": result.passed, "total": result.total, **counts, "verdict": result.details.get("verdict"), "files": len(self.workspace)}
         return Judgement(reward, status, True, "", {"hidden_tests": reward}, status is Status.CORRECT, info)
 
     def expert_action(self) -> str:
@@ -326,6 +335,42 @@ class RepoRepairEnv(TextEnv):
             if p not in current or current[p].splitlines() != reference[p].splitlines()
         )
         return f"The failing tests point at the bug; restoring the intended behaviour.\n<patch>\n{diff}</patch>" if diff else "<submit/>"
+
+
+def repair_verdict(
+    result: ExecutionResult, tests: Sequence[str], fail_to_pass: Collection[str], partial_credit: bool
+) -> tuple[float, Status, dict[str, int]]:
+    """The grade of a hidden-test run, as SWE-bench grades a fix; ``(reward, status, counts)``.
+
+    Resolved (1.0, ``correct``) when every fail-to-pass test (one the bugs break) passes and
+    every pass-to-pass test (the rest of ``tests``) still does. Otherwise 0.0, ``wrong`` (or
+    ``timeout``); with ``partial_credit``, the share of fail-to-pass tests passed, ``partial``,
+    when no pass-to-pass test fails. A test the run does not report counts as failed.
+    ``sandbox_error`` and ``unverifiable`` score 0 and stay infrastructure statuses.
+
+    Example:
+        >>> from mathgym.rewards.sandbox import ExecutionResult, TestOutcome
+        >>> run = ExecutionResult(Status.WRONG, "", "", 0, 0.1, (TestOutcome("f_0", False, Status.WRONG), TestOutcome("g_0", True, Status.CORRECT)))
+        >>> repair_verdict(run, ["f_0", "g_0"], {"f_0"}, partial_credit=True)[:2]  # the repository as given
+        (0.0, <Status.WRONG: 'wrong'>)
+    """
+    passed = {test.name for test in result.tests if test.passed}
+    broken = set(fail_to_pass)
+    counts = {
+        "fail_to_pass": len(broken), "fail_to_pass_passed": len(broken & passed),
+        "pass_to_pass": sum(name not in broken for name in tests),
+        "pass_to_pass_passed": sum(name not in broken and name in passed for name in tests),
+    }
+    if result.status in (Status.SANDBOX_ERROR, Status.UNVERIFIABLE):
+        return 0.0, result.status, counts
+    others_pass = counts["pass_to_pass_passed"] == counts["pass_to_pass"]
+    if others_pass and counts["fail_to_pass_passed"] == len(broken):
+        return 1.0, Status.CORRECT, counts
+    fixed = counts["fail_to_pass_passed"] / len(broken) if broken else 0.0
+    reward = fixed if partial_credit and others_pass else 0.0
+    if result.status is Status.TIMEOUT:
+        return reward, Status.TIMEOUT, counts
+    return reward, (Status.PARTIAL if reward > 0 else Status.WRONG), counts
 
 
 def _report(lines: list[str]) -> dict[str, Any] | None:

@@ -5,7 +5,9 @@ functions, a visible test suite (``tests/test_<module>.py``, a few cases per fun
 and a README. One or two functions carry a mutation (:func:`mutations` lists the kinds);
 only mutants that fail at least one visible AND one hidden case are ever injected
 (:data:`mathgym.envs.repo_repair_mutants.KILLED`, checked by the tests). The hidden tests
-(the other cases of every function) stay here: they never enter the workspace.
+(the other cases of every function) stay here: they never enter the workspace. As in
+SWE-bench, those the bugs break are the project's fail-to-pass tests (known from
+:data:`mathgym.envs.repo_repair_mutants.BROKEN`), the others its pass-to-pass tests.
 
 Levels:
 
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from mathgym.envs.repo_repair_library import CASES, PACKAGES, VISIBLE_CASES
-from mathgym.envs.repo_repair_mutants import KILLED
+from mathgym.envs.repo_repair_mutants import BROKEN, KILLED
 
 OBVIOUS = ("operator", "comparison", "boolean", "minmax")
 SUBTLE = ("boundary", "constant", "range", "swap", "missing_case")
@@ -142,6 +144,8 @@ class RepoTask:
         hidden_tests: ``(name, assert source)`` of the hidden cases, graded outputs-compared.
         imports: Trusted program that imports every function of the project for grading.
         bugs: The injected bugs.
+        fail_to_pass: Names of the hidden tests the bugs break (every other hidden test passes on
+            the project as given: a pass-to-pass test).
     """
 
     task_id: str
@@ -151,6 +155,7 @@ class RepoTask:
     hidden_tests: tuple[tuple[str, str], ...]
     imports: str
     bugs: tuple[Bug, ...]
+    fail_to_pass: tuple[str, ...]
 
 
 def _module_text(docstring: str, sources: Sequence[str]) -> str:
@@ -222,8 +227,9 @@ def build_task(rng: np.random.Generator, level: int) -> RepoTask:
         f"try:\n    from {package}.{m} import {', '.join(f.__name__ for f in fs)}\nexcept BaseException:\n    pass\n"
         for m, fs in chosen.items()
     )
+    broken = tuple(f"{f.__name__}_{k}" for f, (index, _) in mutants.items() for k in BROKEN[f.__name__][index])
     digest = hashlib.sha256(repr(sorted((b.path, b.function, b.description) for b in bugs) + [sorted(reference)]).encode()).hexdigest()[:10]
-    return RepoTask(f"repo-repair-L{level}-{package}-{digest}", package, files, reference, hidden, imports, tuple(bugs))
+    return RepoTask(f"repo-repair-L{level}-{package}-{digest}", package, files, reference, hidden, imports, tuple(bugs), broken)
 
 
 def _allowed(function: Callable[..., Any], kinds: Sequence[str]) -> list[int]:
