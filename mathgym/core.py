@@ -18,7 +18,7 @@ import gymnasium as gym
 
 from mathgym.errors import ConfigError, EpisodeFinishedError, InvalidActionError, ResetNeededError, require_option
 from mathgym.rewards.base import Status
-from mathgym.spaces import UnicodeText
+from mathgym.spaces import DEFAULT_MAX_LENGTH, UnicodeText
 from mathgym.untrusted import clean_text
 
 
@@ -119,7 +119,9 @@ class TextEnv(ScoresAhead, gym.Env[str, str]):
         max_turns: Number of ``step`` calls before the episode is truncated.
         max_length: Longest observation or action accepted by the spaces. A longer action is
             refused before the env reads it: reward 0, ``status="too_long"``, and the episode
-            ends (``terminated``), whatever the env and the turn.
+            ends (``terminated``), whatever the env and the turn. The bound is there against
+            abuse, not against real answers: the default (:data:`~mathgym.spaces.DEFAULT_MAX_LENGTH`)
+            holds a 32k-token chain of thought.
         system_prompt: System message placed before the task in ``info["messages"]``
             (``None`` or ``""`` for none).
         render_mode: ``None`` or ``"ansi"``.
@@ -137,7 +139,7 @@ class TextEnv(ScoresAhead, gym.Env[str, str]):
         self,
         *,
         max_turns: int = 1,
-        max_length: int = 8192,
+        max_length: int = DEFAULT_MAX_LENGTH,
         system_prompt: str | None = None,
         render_mode: str | None = None,
     ):
@@ -210,6 +212,17 @@ class TextEnv(ScoresAhead, gym.Env[str, str]):
         if self._task is None or self._finished or not isinstance(action, str) or len(action) > self.max_length:
             return []
         return self._requests_ahead(action)
+
+    def answer_bounds(self) -> dict[tuple[str, ...], int]:
+        """The longest action each part of this env reads, by the path of the constructor option
+        that sets it: ``{("max_length",): self.max_length}``. An env that hands actions to envs
+        of its own (MultiTask-v0) names theirs, so a trainer can say which bound to raise.
+
+        Example:
+            >>> TextEnv(max_length=100).answer_bounds()
+            {('max_length',): 100}
+        """
+        return {("max_length",): self.max_length}
 
     # -- the contract ---------------------------------------------------------------
 

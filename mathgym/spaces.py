@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import string
+from multiprocessing import heap, sharedctypes
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import shared_memory
+
+#: Every env's default ``max_length``: a 32k-token answer at 4 characters a token. Reasoning
+#: models write 10k-40k tokens before their answer; the bound is there against abuse (parsers
+#: are linear, so an answer this long costs milliseconds), never against a real answer.
+DEFAULT_MAX_LENGTH = 131_072
 
 #: Characters used by :meth:`UnicodeText.sample`: printable ASCII (space, punctuation and
 #: newlines included) and a few non-ASCII letters and symbols, so that random actions
@@ -30,7 +37,9 @@ class UnicodeText(spaces.Text):
         True
     """
 
-    def __init__(self, max_length: int = 8192, *, min_length: int = 0, seed: int | np.random.Generator | None = None):
+    def __init__(
+        self, max_length: int = DEFAULT_MAX_LENGTH, *, min_length: int = 0, seed: int | np.random.Generator | None = None
+    ):
         if max_length < 1:
             raise ValueError(f"max_length must be at least 1, got {max_length}")
         super().__init__(max_length=max_length, min_length=min_length, charset=SAMPLE_CHARSET, seed=seed)
@@ -59,11 +68,20 @@ class UnicodeText(spaces.Text):
 # Gymnasium stores Text observations in shared memory as indices into the space's
 # charset, dropping every character outside it. UnicodeText stores code points instead:
 # one int32 length followed by ``max_length`` int32 code points per env.
+# The buffer is sized for the bound but costs what the observations hold: ``ctx.Array`` would
+# zero every byte, committing ``n * (max_length + 1) * 4`` bytes at once (64 MiB for 128 envs
+# at 131,072 characters); a fresh block of multiprocessing's heap is a sparse file, so only the
+# pages an observation is written to are allocated. The heap block is what ``ctx.Array`` wraps
+# (shared with forked and spawned workers alike), less its ``memset``.
 
 
 @shared_memory.create_shared_memory.register(UnicodeText)
 def _create_unicode_shared_memory(space: UnicodeText, n: int = 1, ctx: Any = mp) -> Any:
-    return ctx.Array(np.dtype(np.int32).char, n * (space.max_length + 1))
+    width = space.max_length + 1
+    block = heap.BufferWrapper(n * width * ctypes.sizeof(ctypes.c_int32))
+    raw = sharedctypes.rebuild_ctype(ctypes.c_int32 * (n * width), block, None)
+    np.frombuffer(raw, dtype=np.int32)[::width] = 0  # each row's length: a reused heap block may hold old data
+    return sharedctypes.synchronized(raw, ctx.RLock(), ctx=ctx)
 
 
 class SharedTextBatch(Sequence[str]):

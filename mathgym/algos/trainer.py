@@ -48,6 +48,7 @@ import torch
 from mathgym.agents.policy import LLMPolicy, LoraSettings, SamplingParams, pick_device, pick_precision
 from mathgym.agents.settings import write_model_settings
 from mathgym.agents.tiny import TINY_MODEL, tiny_model_path
+from mathgym.algos.answer_bounds import check_answer_bounds
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.checkpoint import (
     OptionChange,
@@ -567,6 +568,8 @@ class Trainer(UpdateLoop):
         main = self.dist.is_main  # rank 0 alone evaluates, logs and writes files
         if not self._config_saved:
             self.save_config()
+        if main and self.policy is not None:  # the env refuses a completion past its bound: say so now
+            check_answer_bounds(cfg.env, self.env_kwargs, cfg.max_new_tokens)
         if cfg.eval_tasks and self.eval_before is None and main:
             self.eval_before = self.evaluate()
             self.logger.log(self.step, self.eval_before.as_metrics())

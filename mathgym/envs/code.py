@@ -21,6 +21,7 @@ from mathgym.envs.data import data_files
 from mathgym.errors import ConfigError, DatasetError, require_option
 from mathgym.rewards.base import Status
 from mathgym.rewards.code import extract_code, tests_verdict
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 from mathgym.untrusted import clean_text
 
 RewardMode = Literal["all_pass", "fraction"]
@@ -108,7 +109,7 @@ class CodeSandboxEnv(TextEnv):
         cpu_seconds: float = 5.0,
         wall_seconds: float = 10.0,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 16384,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
         max_turns: int = 1,
     ):

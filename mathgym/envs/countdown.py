@@ -22,6 +22,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import last_boxed
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 MIN_NUMBERS, MAX_NUMBERS = 3, 6
 MAX_EXPRESSION_CHARS = 300
@@ -268,7 +269,7 @@ class CountdownEnv(TextEnv):
         dataset: str | Path | None = None,
         use_all_numbers: bool = False,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 8192,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)

@@ -17,6 +17,7 @@ from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 #: gymnasium's action numbering for FrozenLake.
 ACTIONS = {"left": 0, "down": 1, "right": 2, "up": 3}
@@ -87,7 +88,7 @@ class FrozenLakeEnv(TextEnv):
         hole_probability: float = 0.2,
         max_turns: int = 20,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 4096,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(max_turns=max_turns, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)

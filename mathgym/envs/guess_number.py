@@ -12,6 +12,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import last_boxed
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Play the guessing game. Answer each turn with one integer."
 #: A number as written: digits, an optional decimal part, an optional exponent.
@@ -62,7 +63,7 @@ class GuessNumberEnv(TextEnv):
         high: int = 100,
         max_turns: int | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 4096,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         if not isinstance(low, int) or not isinstance(high, int) or low >= high:

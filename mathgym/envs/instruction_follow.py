@@ -21,6 +21,7 @@ from mathgym.envs.instruction_checks import RESPONSE_SEPARATOR, words
 from mathgym.envs.instruction_constraints import FAMILIES, Constraint, draw_constraints
 from mathgym.errors import ConfigError, require_option
 from mathgym.rewards.base import Status
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Follow every instruction of the request exactly."
 GENRES = (
@@ -225,7 +226,7 @@ class InstructionFollowEnv(TextEnv):
         num_constraints: int | None = None,
         families: Sequence[str] | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 8192,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)

@@ -12,6 +12,7 @@ from mathgym.envs.data import MathRecord, load_dataset
 from mathgym.envs.problems import MAX_LEVEL, generate
 from mathgym.errors import ConfigError, require_option
 from mathgym.rewards.math import ANSWER_EXTRACTIONS, AnswerExtraction, MathVerifier, best_of_forms, latex_gold
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."
 INSTRUCTION = "Give the final answer in \\boxed{}."
@@ -60,7 +61,7 @@ class MathReasonEnv(TextEnv):
         split: str = "train",
         columns: Mapping[str, str] | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 8192,
+        max_length: int = DEFAULT_MAX_LENGTH,
         verifier: MathVerifier | None = None,
         render_mode: str | None = None,
         answer_extraction: AnswerExtraction | None = None,
@@ -79,7 +80,11 @@ class MathReasonEnv(TextEnv):
                 f"answer_extraction={answer_extraction!r} conflicts with the verifier's {verifier.answer_extraction!r}; "
                 "set it on the verifier (MathVerifier(answer_extraction=...)) or pass one of them only."
             )
-        self.verifier = verifier or MathVerifier(answer_extraction=answer_extraction or "strict")
+        # The default verifier reads every answer the env accepts: its own cap on what goes to
+        # math-verify (100,000 characters) would score a long chain of thought 0 as unparseable.
+        longest = max(self.max_length, MathVerifier.max_completion_chars)
+        extraction = answer_extraction or "strict"
+        self.verifier = verifier or MathVerifier(answer_extraction=extraction, max_completion_chars=longest)
         self._records: tuple[MathRecord, ...] | None = None
         self.dataset_name = None
         if dataset is not None:

@@ -29,6 +29,7 @@ from mathgym.rewards.base import Status
 from mathgym.rewards.extract import extract_answer
 from mathgym.rewards.math import MathVerifier, latex_gold, parse_number
 from mathgym.rewards.prm import process_reward_from_path
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 #: ``(problem, steps) -> reward of the last step``; must be picklable (a module-level function
 #: or an object with ``__call__``) for vector envs.
@@ -126,7 +127,7 @@ class MathStepEnv(MathReasonEnv):
         process_cap: float = 0.5,
         process_only: bool = False,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 16384,
+        max_length: int = DEFAULT_MAX_LENGTH,
         verifier: MathVerifier | None = None,
         render_mode: str | None = None,
     ):

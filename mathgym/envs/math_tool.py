@@ -23,6 +23,7 @@ from mathgym.rewards.base import Status
 from mathgym.rewards.code import PYTHON_FENCES
 from mathgym.rewards.extract import delimited, extract_answer, fenced_blocks
 from mathgym.rewards.math import MathVerifier, latex_gold
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = (
     "Solve the problem. You may run Python: write code inside <python></python> (or a ```python block) "
@@ -123,7 +124,7 @@ class MathToolEnv(MathReasonEnv):
         tool_wall_seconds: float = 10.0,
         tool_cpu_seconds: float = 5.0,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 16384,
+        max_length: int = DEFAULT_MAX_LENGTH,
         verifier: MathVerifier | None = None,
         render_mode: str | None = None,
     ):

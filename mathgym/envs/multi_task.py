@@ -71,6 +71,15 @@ class MultiTaskEnv(TextEnv):
         self.system_prompt = None
         self.source_env: str | None = None
 
+    def answer_bounds(self) -> dict[tuple[str, ...], int]:
+        """Each mixed env's bounds, under ``env_kwargs`` → its id: an action goes to the drawn env,
+        which refuses it past its own ``max_length`` (this env's spaces hold the longest)."""
+        return {
+            ("env_kwargs", env_id, *path): bound
+            for env_id, env in self.envs.items()
+            for path, bound in env.answer_bounds().items()
+        }
+
     @property
     def active(self) -> TextEnv:
         """The env of the current episode."""

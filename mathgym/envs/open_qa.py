@@ -35,6 +35,7 @@ from mathgym.envs.data import jsonl_rows, last_user_message
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
 from mathgym.rewards.judge import JudgeInput, LLMJudge
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 #: The built-in questions and reference answers.
 OPEN_QA_SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "open_qa.jsonl"
@@ -148,7 +149,7 @@ class OpenQAEnv(TextEnv):
         dataset: str | Path = "",
         correct_threshold: float = 0.8,
         system_prompt: str | None = None,
-        max_length: int = 8192,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)

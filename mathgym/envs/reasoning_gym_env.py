@@ -23,6 +23,7 @@ from mathgym.errors import ConfigError
 from mathgym.install import extra_hint
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import last_boxed
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = (
     "Think step by step, then give only the final answer inside <answer></answer> tags. "
@@ -153,7 +154,7 @@ class ReasoningGymEnv(TextEnv):
         task_config: Mapping[str, Any] | None = None,
         score_timeout: float | None = 10.0,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 16384,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(max_turns=1, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)

@@ -21,6 +21,7 @@ from typing import Any
 from mathgym.envs.reasoning_gym_env import DEFAULT_SYSTEM_PROMPT, ReasoningGymEnv, _reasoning_gym
 from mathgym.errors import ConfigError
 from mathgym.registry import register_env
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 #: Env id of task ``task``.
 ID_FORMAT = "ReasoningGym/{task}-v0"
@@ -227,7 +228,7 @@ class ReasoningGymTaskEnv(ReasoningGymEnv):
         task_config: Mapping[str, Any] | None = None,
         score_timeout: float | None = 10.0,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 16384,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(

@@ -40,6 +40,7 @@ from mathgym.envs.unified_diff import PatchError, apply_unified_diff
 from mathgym.errors import ConfigError, require_option
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import delimited
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 if TYPE_CHECKING:
     from mathgym.rewards.sandbox import ExecutionResult
@@ -139,7 +140,7 @@ class RepoRepairEnv(TextEnv):
         output_cap: int = 4000,
         command_seconds: float = 10.0,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 16384,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(max_turns=max_turns, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)

@@ -19,6 +19,7 @@ import numpy as np
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 Pos = tuple[int, int]
 MOVES: dict[str, Pos] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
@@ -159,7 +160,7 @@ class SokobanEnv(TextEnv):
         num_boxes: int = 1,
         max_turns: int = 30,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 4096,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         super().__init__(max_turns=max_turns, max_length=max_length, system_prompt=system_prompt, render_mode=render_mode)

@@ -18,6 +18,7 @@ import numpy as np
 from mathgym.core import Judgement, Task
 from mathgym.envs.games.base import GameEnv, level_settings, move_text, paint
 from mathgym.errors import ConfigError
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 Board = tuple[tuple[int, ...], ...]
 DEFAULT_SYSTEM_PROMPT = "Play 2048. Answer each turn with one move: up, down, left or right."
@@ -172,7 +173,7 @@ class Game2048Env(GameEnv):
         target: int | None = None,
         max_turns: int | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 4096,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         settings = level_settings(LEVELS, difficulty, size=size, target=target, max_turns=max_turns)

@@ -14,6 +14,7 @@ from mathgym.core import Judgement, Task
 from mathgym.envs.games.base import WORD, GameEnv, level_settings, move_text, paint
 from mathgym.envs.games.words import answer_words
 from mathgym.errors import ConfigError
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Play Hangman. Answer each turn with one letter (or the whole word)."
 #: Difficulty levels: word lengths and wrong guesses allowed. Some families of words (``buzzing,
@@ -108,7 +109,7 @@ class HangmanEnv(GameEnv):
         lives: int | None = None,
         max_turns: int = 30,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 4096,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         settings = level_settings(LEVELS, difficulty, lives=lives)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from mathgym.core import Judgement, Task
 from mathgym.envs.games.base import GameEnv, level_settings, move_text, paint
 from mathgym.errors import ConfigError
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 Pegs = tuple[tuple[int, ...], ...]
 PEGS = "ABC"
@@ -106,7 +107,7 @@ class HanoiEnv(GameEnv):
         start: Literal["random", "tower"] = "random",
         max_turns: int | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 4096,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         settings = level_settings(LEVELS, difficulty, disks=disks)

@@ -14,6 +14,7 @@ import numpy as np
 from mathgym.core import Judgement, Task
 from mathgym.envs.games.base import GameEnv, level_settings, move_text, paint
 from mathgym.errors import ConfigError
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Play Mastermind. Answer each turn with one code guess."
 #: Difficulty levels: code length, number of digits (colours), guesses. The expert (minimax)
@@ -164,7 +165,7 @@ class MastermindEnv(GameEnv):
         num_colors: int | None = None,
         max_turns: int | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 4096,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         settings = level_settings(

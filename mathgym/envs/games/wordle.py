@@ -19,6 +19,7 @@ from mathgym.core import Judgement, Task
 from mathgym.envs.games.base import WORD, GameEnv, level_settings, move_text, paint
 from mathgym.envs.games.words import answer_words, dictionary
 from mathgym.errors import ConfigError
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Play Wordle. Answer each turn with one guess: a single English word."
 LEGEND = "G = right letter, right place; Y = in the word, elsewhere; _ = not in the word."
@@ -219,7 +220,7 @@ class WordleEnv(GameEnv):
         max_turns: int | None = None,
         common_only: bool | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-        max_length: int = 4096,
+        max_length: int = DEFAULT_MAX_LENGTH,
         render_mode: str | None = None,
     ):
         settings = level_settings(
