@@ -1,9 +1,11 @@
 """The tiny model's warm start fits its time budget: the plan (steps, batch, longest tokens) chosen
-from hand numbers, the cache key, SFT's cut of long demonstrations, and every registered env's
-demonstrations measured with the tiny tokenizer (no training)."""
+from hand numbers, the cache key, SFT's cut of long demonstrations, the warm start's demonstrations
+trained whole (a longer one left out, never cut), and every registered env's demonstrations measured
+with the tiny tokenizer (no training)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -16,10 +18,11 @@ from mathgym.agents.settings import run_env_kwargs  # noqa: E402
 from mathgym.agents.tiny import tiny_model_path  # noqa: E402
 from mathgym.algos.batch import Episode  # noqa: E402
 from mathgym.algos.configs import SFTConfig, TrainConfig, resolved_env_kwargs  # noqa: E402
-from mathgym.algos.sft import keep_last_tokens  # noqa: E402
+from mathgym.algos.sft import NoDemonstrations, keep_last_tokens  # noqa: E402
 from mathgym.algos.warm_start import (  # noqa: E402
-    WARM_START_BUDGET_S, WarmStartPlan, chat_token_counter, demonstrations_to_make, expected_warm_start_s,
-    longest_demonstration, tiny_max_positions, warm_start_key, warm_start_plan,
+    WARM_START_BUDGET_S, WARM_START_MAX_TOKENS, WARM_START_RECORD, DemonstrationFit, WarmStartPlan, chat_token_counter,
+    demonstrations_to_make, expected_warm_start_s, leave_out_long_demonstrations, longest_demonstration, tiny_max_positions,
+    warm_start_key, warm_start_plan,
 )
 from mathgym.errors import ConfigError, DatasetError  # noqa: E402
 from tests.envs_under_test import CONTRACT_KWARGS, REASONING_GYM_PREFIX  # noqa: E402
@@ -32,12 +35,16 @@ def test_the_plan_for_hand_computed_costs():
     assert expected_warm_start_s(400, 28) == pytest.approx(50.27, abs=0.01)
     # 88 tokens: 100.91 a row, 100 s buy 14791 rows: 231 steps of 64 (more than 100 steps: the batch stays).
     assert warm_start_plan(88, 100.0, 400, 512) == WarmStartPlan(231, 64, 512, 88)
-    # 1814 tokens are cut to the 512 positions: 948.9 a row, 1572 rows; 15 a batch for 104 steps.
+    # Rows of at most 512 tokens for demonstrations of up to 1814 (the longer ones left out): 948.9 a row,
+    # 1572 rows; 15 a batch for 104 steps.
     plan = warm_start_plan(1814, 100.0, 400, 512)
     assert plan == WarmStartPlan(104, 15, 512, 1814) and plan.truncates and plan.row_tokens == 512
     assert plan.estimated_s == pytest.approx(104 * 15 * 948.907 * 67e-6, rel=1e-4) and plan.estimated_s <= 100.0
     assert warm_start_plan(1814, 200.0, 400, 512) == WarmStartPlan(101, 31, 512, 1814)  # twice the budget: 3145 rows, twice the batch
-    assert warm_start_plan(512, 100.0, 400, 1024) == WarmStartPlan(104, 15, 1024, 512)  # within the positions: no cut
+    assert warm_start_plan(512, 100.0, 400, 1024) == WarmStartPlan(104, 15, 1024, 512)  # within the rows: all trained
+    # SQLQuery-v0's 836 tokens, trained whole: 2000.8 a row, 745 rows; batches of 8 for 93 steps.
+    sql = warm_start_plan(836, 100.0, 400, WARM_START_MAX_TOKENS)
+    assert sql == WarmStartPlan(93, 8, 4096, 836) and not sql.truncates and sql.row_tokens == 836
     # --warm-start-steps stays the upper bound; a tiny budget still takes one step of the smallest batch.
     assert warm_start_plan(28, 100.0, 20, 512) == WarmStartPlan(20, 64, 512, 28)
     assert warm_start_plan(512, 1.0, 400, 512) == WarmStartPlan(1, 8, 512, 512)
@@ -80,6 +87,60 @@ def test_long_demonstrations_keep_their_last_tokens_and_say_so_once(capsys):
         keep_last_tokens([no_action_left], 4)
 
 
+def test_sql_demonstrations_are_trained_whole_past_the_tiny_models_512_positions(tmp_path, monkeypatch, capsys):
+    """Issue 48: SQLQuery-v0's warm start cut every demonstration to its last 512 tokens, the schema
+    the answer reads lost. Each row trained now is the whole demonstration, system prompt first."""
+    from mathgym.algos.sft import SFTTrainer
+    from mathgym.algos.warm_start import tiny_warm_start
+
+    monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path))
+    rows: list[str] = []
+    make_batch = SFTTrainer.make_batch
+
+    def recording(trainer, step):
+        batch = make_batch(trainer, step)
+        for ids, mask in zip(batch.input_ids, batch.attention_mask):
+            rows.append(trainer.policy.tokenizer.decode(ids[mask.bool()].tolist()))
+        return batch
+
+    monkeypatch.setattr(SFTTrainer, "make_batch", recording)
+    kwargs = resolved_env_kwargs(TrainConfig(env="SQLQuery-v0"), model_dir=tiny_model_path())
+    warm = tiny_warm_start("SQLQuery-v0", kwargs, steps=1, progress=False, budget_s=2.0)  # one step of a few rows
+    first = gym.make("SQLQuery-v0", **kwargs).reset(seed=0)[1]["messages"][0]["content"]
+    assert first.startswith("SQLite database:\nCREATE TABLE") and len(rows) >= 8
+    for row in rows:  # the prompt from its first line, the answer to its end
+        assert row.startswith("<|user|>SQLite database:\nCREATE TABLE") and row.endswith("</answer><|end|>"), row
+    counter = chat_token_counter(tiny_model_path())
+    record = json.loads((warm / WARM_START_RECORD).read_text())
+    assert record["left_out"] == 0 and record["longest"] > tiny_max_positions() and record["trained"] >= 8
+    assert record["longest"] >= longest_demonstration("SQLQuery-v0", kwargs, counter)
+    assert "the warm start trains them whole" in capsys.readouterr().out
+
+
+class _Demonstrations:
+    """What :func:`leave_out_long_demonstrations` reads of an SFT trainer: its demonstrations."""
+
+    def __init__(self, demos: list[Episode]):
+        self.demos = demos
+
+    def use_demonstrations(self, demos) -> None:
+        self.demos = list(demos)
+
+
+def test_demonstrations_longer_than_the_rows_are_left_out_never_cut(capsys):
+    short, long_, longer = _episode(3, [2]), _episode(6, [1, 5]), _episode(8, [7])
+    trainer = _Demonstrations([short, long_, longer])
+    fit = leave_out_long_demonstrations("Env-v0", trainer, 5)
+    assert fit == DemonstrationFit(trained=1, left_out=2, longest=8, max_tokens=5)
+    assert trainer.demos == [short]  # the one that fits, whole
+    out = capsys.readouterr().out
+    assert "warning: 2 of 3 of Env-v0's demonstrations are longer than 5 tokens (up to 8)" in out and "leaves them out" in out
+    assert leave_out_long_demonstrations("Env-v0", _Demonstrations([long_]), 6) == DemonstrationFit(1, 0, 6, 6)
+    assert capsys.readouterr().out == ""  # nothing left out: nothing said
+    with pytest.raises(NoDemonstrations, match="all 2 of Env-v0's demonstrations are longer than 4 tokens"):
+        leave_out_long_demonstrations("Env-v0", _Demonstrations([long_, longer]), 4)
+
+
 def test_the_budget_and_length_options_are_checked():
     assert TrainConfig().warm_start_budget == WARM_START_BUDGET_S
     with pytest.raises(ConfigError, match="warm_start_budget"):
@@ -99,7 +160,7 @@ def _warm_started_envs() -> list[str]:
 
 
 def test_every_envs_warm_start_plan_fits_the_budget():
-    counter, positions = chat_token_counter(tiny_model_path()), tiny_max_positions()
+    counter, positions = chat_token_counter(tiny_model_path()), WARM_START_MAX_TOKENS
     plans, skipped = {}, {}
     for env_id in _warm_started_envs():
         kwargs = run_env_kwargs(env_id, tiny_model_path(), CONTRACT_KWARGS.get(env_id, {}))
@@ -119,7 +180,9 @@ def test_every_envs_warm_start_plan_fits_the_budget():
     over = {env_id: round(p.estimated_s) for env_id, p in plans.items() if p.estimated_s > WARM_START_BUDGET_S}
     assert not over
     assert plans["MathReason-v0"] == WarmStartPlan(400, 64, positions, 28)  # the default run: unchanged
-    assert plans["RepoRepair-v0"].truncates and plans["RepoRepair-v0"].steps >= 100
+    assert not [env_id for env_id, p in plans.items() if p.truncates]  # every env's demonstrations trained whole
+    assert plans["SQLQuery-v0"].row_tokens > tiny_max_positions() and plans["RepoRepair-v0"].row_tokens > 1500
+    assert plans["RepoRepair-v0"].steps >= 20  # whole repositories of 1,800 tokens: fewer steps, none cut
 
 
 def test_a_second_builder_waits_for_the_first_and_uses_its_warm_start(tmp_path, capsys):

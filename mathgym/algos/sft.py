@@ -265,10 +265,14 @@ class SFTTrainer(Trainer):
     def setup(self) -> None:
         cfg = self.config
         chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, self.env_kwargs, cfg.num_demonstrations, cfg.seed)
-        self.demos = [encode_demonstration(self.policy, c, cfg.env, i) for i, c in enumerate(chats)]
-        if cfg.max_length:
-            self.demos = keep_last_tokens(self.demos, cfg.max_length)
-        self.order = torch.randperm(len(self.demos), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
+        demos = [encode_demonstration(self.policy, c, cfg.env, i) for i, c in enumerate(chats)]
+        self.use_demonstrations(keep_last_tokens(demos, cfg.max_length) if cfg.max_length else demos)
+
+    def use_demonstrations(self, demos: Sequence[Episode]) -> None:
+        """Train on ``demos`` (in the order the seed draws): the warm start calls it again with the
+        demonstrations it keeps (:func:`mathgym.algos.warm_start.leave_out_long_demonstrations`)."""
+        self.demos = list(demos)
+        self.order = torch.randperm(len(self.demos), generator=torch.Generator().manual_seed(self.config.seed)).tolist()
 
     def make_batch(self, step: int) -> RolloutBatch:
         n = self.config.batch_size

@@ -13,6 +13,7 @@ the trainer loads it like any model directory::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -100,6 +101,17 @@ WARM_START_SECONDS_PER_MILLION_2_CORES = 67.0
 #: 25 GRPO steps went from 58.5% to 24.5% held-out, where from 400 constant ones they go from 45.5%
 #: to 57.0%. The constant rate stays until GRPO's defaults suit both.
 WARM_START_LR = 3e-3
+#: The longest demonstration the warm start trains on: each is trained whole, as a rollout will
+#: read it. The tiny model's config names 512 positions, but its rotary position encoding computes
+#: every position alike (its rollouts on SQLQuery-v0 already read 800-token prompts), so the rows grow
+#: to fit the demonstrations up to this length. A longer one is left out, never cut: cut at its start
+#: it loses the task (SQLQuery-v0's schema: all 1,306 of its demonstrations were cut to 512 tokens, the
+#: answer kept and the tables it names gone), cut at its end it loses its answer.
+WARM_START_MAX_TOKENS = 4096
+#: The length the warm start cut its demonstrations to before it fitted them (the tiny model's
+#: ``max_position_embeddings``): a plan past it names its length in its cache key, so a warm start
+#: trained on cut demonstrations is never reused for one trained on whole ones.
+_CUT_BEFORE_FIT = 512
 #: Older ``.tmp-*`` directories in the warm-start cache whose owner cannot be checked are stale.
 STALE_AFTER_S = 3600
 
@@ -121,8 +133,8 @@ def expected_warm_start_s(steps: int, longest: int, batch_size: int = WARM_START
 
 @dataclass(frozen=True)
 class WarmStartPlan:
-    """What a warm start runs: ``steps`` SFT steps of ``batch_size`` demonstrations, each cut to its
-    last ``max_tokens`` tokens; ``longest`` is the longest demonstration measured, before the cut."""
+    """What a warm start runs: ``steps`` SFT steps of ``batch_size`` demonstrations, each trained
+    whole; those longer than ``max_tokens`` are left out. ``longest`` is the longest demonstration measured."""
 
     steps: int
     batch_size: int
@@ -131,12 +143,12 @@ class WarmStartPlan:
 
     @property
     def row_tokens(self) -> int:
-        """The tokens a row is padded to: the longest demonstration, cut to ``max_tokens``."""
+        """The tokens a row is padded to: the longest demonstration, at most ``max_tokens``."""
         return min(self.longest, self.max_tokens)
 
     @property
     def truncates(self) -> bool:
-        """Whether the measured demonstrations are longer than the model's positions."""
+        """Whether some measured demonstrations are longer than ``max_tokens`` (and are left out)."""
         return self.longest > self.max_tokens
 
     @property
@@ -147,8 +159,8 @@ class WarmStartPlan:
 
 def warm_start_plan(longest: int, budget_s: float, max_steps: int, max_tokens: int) -> WarmStartPlan:
     """The warm start that fits ``budget_s`` seconds on a 2-core CPU, for demonstrations of up to
-    ``longest`` tokens on a model of ``max_tokens`` positions (longer ones are cut to their last
-    ``max_tokens``): ``max_steps`` steps of :data:`WARM_START_BATCH` when they fit; else batches of
+    ``longest`` tokens, rows of at most ``max_tokens`` (longer demonstrations are left out):
+    ``max_steps`` steps of :data:`WARM_START_BATCH` when they fit; else batches of
     64 while that leaves :data:`MIN_WARM_START_STEPS` steps; else smaller batches (down to
     :data:`MIN_WARM_START_BATCH`) for more steps. Its estimate exceeds the budget only when a single
     step of the smallest batch does.
@@ -156,8 +168,8 @@ def warm_start_plan(longest: int, budget_s: float, max_steps: int, max_tokens: i
     Example:
         >>> warm_start_plan(28, 100.0, 400, 512)  # MathReason-v0's level 0: 400 steps of 64, about 50 s
         WarmStartPlan(steps=400, batch_size=64, max_tokens=512, longest=28)
-        >>> warm_start_plan(1814, 100.0, 400, 512)  # cut to 512 tokens, 0.064 s a row: 1572 rows
-        WarmStartPlan(steps=104, batch_size=15, max_tokens=512, longest=1814)
+        >>> warm_start_plan(836, 100.0, 400, WARM_START_MAX_TOKENS)  # SQLQuery-v0: rows of 836 tokens, 0.13 s each
+        WarmStartPlan(steps=93, batch_size=8, max_tokens=4096, longest=836)
     """
     if max_steps < 1:
         raise ValueError(f"max_steps={max_steps!r} must be at least 1.")
@@ -200,11 +212,12 @@ def affordable_warm_start_steps(
 ) -> int:
     """The SFT steps of the warm start :func:`tiny_warm_start` makes of at most ``steps`` (its plan's steps)."""
     longest = longest_demonstration(env_id, env_kwargs, count_tokens, seed)
-    return warm_start_plan(longest, budget_s, steps, tiny_max_positions()).steps
+    return warm_start_plan(longest, budget_s, steps, WARM_START_MAX_TOKENS).steps
 
 
 def tiny_max_positions(seed: int = 0) -> int:
-    """The tiny model's positions (its ``max_position_embeddings``): the longest sequence it is built for."""
+    """The tiny model's ``max_position_embeddings`` (512): the length its config names, not a bound on
+    what it reads (see :data:`WARM_START_MAX_TOKENS`)."""
     config = json.loads((tiny_model_path(seed) / "config.json").read_text())
     return int(config["max_position_embeddings"])
 
@@ -264,8 +277,9 @@ def tiny_warm_start(
     """The embedded tiny model after at most ``steps`` SFT steps on ``env_id``'s expert demonstrations.
 
     The steps, batch and demonstrations fit ``budget_s`` seconds on a 2-core CPU
-    (:func:`warm_start_plan`, from the longest of 16 demonstrations); demonstrations longer than the
-    model's positions keep their last tokens (the last assistant turns), and the log says so.
+    (:func:`warm_start_plan`, from the longest of 16 demonstrations). Every demonstration is trained
+    whole: the rows grow to the longest, up to :data:`WARM_START_MAX_TOKENS`; a longer one is left out
+    (never cut), and the log and the warm start's ``warm_start.json`` say how many.
     Cached under ``cache_dir()/warm_start/<hash of the plan>``: a second run reuses it.
     ``steps == 0`` returns the untrained model. ``progress`` shows the SFT steps as a bar on stderr.
     """
@@ -287,13 +301,16 @@ def tiny_warm_start(
         print(f"mathgym: {env_id}'s expert has no action for its tasks (no reference solutions in its data); "
               "the tiny model starts untrained (no warm start)")
         return base
-    plan = warm_start_plan(longest, budget_s, steps, tiny_max_positions(seed))
+    plan = warm_start_plan(longest, budget_s, steps, WARM_START_MAX_TOKENS)
     if plan.steps < steps:
         print(f"mathgym: {env_id}'s demonstrations are long ({longest} tokens): the warm start takes {plan.steps} of the "
               f"{steps} SFT steps, batch {plan.batch_size} (--warm-start-budget {budget_s:g} s)")
     if plan.truncates:
-        print(f"mathgym: {env_id}'s demonstrations reach {longest} tokens, the tiny model has {plan.max_tokens} positions: "
-              f"longer ones keep their last {plan.max_tokens} tokens (the last assistant turns)")
+        print(f"mathgym: warning: {env_id}'s demonstrations reach {longest} tokens: those longer than {plan.max_tokens} are "
+              "left out of the warm start (never cut)")
+    elif longest > tiny_max_positions(seed):
+        print(f"mathgym: {env_id}'s demonstrations reach {longest} tokens, past the {tiny_max_positions(seed)} positions the "
+              "tiny model's config names: the warm start trains them whole, as the rollouts will read them")
     target = cache_dir() / "warm_start" / f"{env_id}-sft{plan.steps}-{warm_start_key(env_id, env_kwargs, plan, seed)}"
     model_settings = {"env": env_id, "env_kwargs": dict(env_kwargs)}
     if cached(target, model_settings):
@@ -307,7 +324,11 @@ def tiny_warm_start(
         demos = demonstrations_to_make(plan, budget_s, seconds_each)
         print(f"mathgym: warm start of the tiny model ({plan.steps} SFT steps on {env_id}): "
               f"{duration_text(plan.estimated_s + demos * seconds_each)} on a 2-core CPU, once: it is cached in {target}")
-        return _train_warm_start(env_id, env_kwargs, plan, demos, seed, progress, target, model_settings)
+        try:
+            return _train_warm_start(env_id, env_kwargs, plan, demos, seed, progress, target, model_settings)
+        except NoDemonstrations as err:
+            print(f"mathgym: {err}; the tiny model starts untrained (no warm start)")
+            return base
 
 
 def demonstration_kwargs(env_id: str, env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -353,13 +374,15 @@ def warm_start_key(env_id: str, env_kwargs: Mapping[str, Any], plan: WarmStartPl
 
     The number of distinct demonstrations is named when it is below 4096 and follows from the plan
     (a row each); a slow expert's fewer (timed, so it varies by machine) are not part of the key.
+    A plan whose demonstrations pass 512 tokens names its length: such warm starts trained on cut
+    demonstrations before :data:`WARM_START_MAX_TOKENS`, and are not reused.
     ``recipe`` names how the steps train (2: :data:`WARM_START_LR`, constant), so a warm start
     cached by an older recipe is made again.
     """
     settings = {"v": TINY_MODEL_VERSION, "env": env_id, "kwargs": dict(env_kwargs), "steps": plan.steps, "seed": seed, "recipe": 2}
     # Full-batch warm starts whose demonstrations fit the model train exactly as before the budget
     # named batch and length: they keep their cache (the default run's included).
-    if plan.batch_size != WARM_START_BATCH or plan.truncates:
+    if plan.batch_size != WARM_START_BATCH or plan.truncates or plan.longest > _CUT_BEFORE_FIT:
         settings.update(batch=plan.batch_size, max_tokens=plan.max_tokens)
     if plan.steps * plan.batch_size < 4096:
         settings["demos"] = plan.steps * plan.batch_size
@@ -373,7 +396,8 @@ def warm_start_config(
     :func:`tiny_warm_start` trains, and what a study of the recipe varies (``benchmarks/warm_start_tune.py``)."""
     return SFTConfig(
         env=env_id, env_kwargs=dict(env_kwargs), model=str(tiny_model_path(seed)), steps=plan.steps, learning_rate=WARM_START_LR,
-        warmup_steps=20, seed=seed, batch_size=plan.batch_size, num_demonstrations=demos, max_length=plan.max_tokens,
+        # max_length 0: nothing is cut; the warm start leaves out what is too long (leave_out_long_demonstrations).
+        warmup_steps=20, seed=seed, batch_size=plan.batch_size, num_demonstrations=demos, max_length=0,
         eval_tasks=0, save_every=0, progress=False, run_dir=str(run_dir), lr_schedule="constant",
         # The recipe (its cache key) was fixed with the per-tensor AdamW, and the tiny model's short SFT is
         # sensitive to rounding: the fused kernel's left the 400-step warm start at a tenth of its accuracy.
@@ -395,12 +419,15 @@ def _train_warm_start(
     config = warm_start_config(env_id, env_kwargs, plan, demos, seed, tmp / "run")
     try:
         trainer = SFTTrainer(config)
+        fit = leave_out_long_demonstrations(env_id, trainer, plan.max_tokens)
         bar = tqdm(range(plan.steps), desc=f"warm start: SFT of the tiny model on {env_id}", unit="step", disable=not progress, leave=False)
         for step in bar:
             bar.set_postfix(loss=f"{trainer.update(trainer.make_batch(step))['loss/sft']:.3f}")
         bar.close()
         trainer.policy.save_pretrained(tmp)
         write_model_settings(tmp, model_settings)
+        (tmp / WARM_START_RECORD).write_text(json.dumps({**dataclasses.asdict(fit), "steps": plan.steps,
+                                                          "batch_size": plan.batch_size}, indent=2) + "\n")
         shutil.rmtree(tmp / "run", ignore_errors=True)
         (tmp / _OWNER_FILE).unlink()
         readable_as_umask_allows(tmp)  # mkdtemp made it 0700, safetensors its file 0600
@@ -412,3 +439,37 @@ def _train_warm_start(
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+#: The file in a warm start's directory that says what it trained on (:class:`DemonstrationFit`, its steps and batch).
+WARM_START_RECORD = "warm_start.json"
+
+
+@dataclass(frozen=True)
+class DemonstrationFit:
+    """How a warm start's demonstrations fit its rows: ``trained`` of them whole (none is ever cut),
+    ``left_out`` longer than ``max_tokens``; ``longest`` is the longest made, in tokens."""
+
+    trained: int
+    left_out: int
+    longest: int
+    max_tokens: int
+
+
+def leave_out_long_demonstrations(env_id: str, trainer: SFTTrainer, max_tokens: int) -> DemonstrationFit:
+    """Keep the trainer's demonstrations of at most ``max_tokens`` tokens, whole; say how many longer
+    ones were left out (a warning on stdout).
+
+    Raises:
+        NoDemonstrations: Every demonstration is longer than ``max_tokens``.
+    """
+    lengths = [len(ep.token_ids) for ep in trainer.demos]
+    kept = [ep for ep, n in zip(trainer.demos, lengths) if n <= max_tokens]
+    fit = DemonstrationFit(len(kept), len(lengths) - len(kept), max(lengths), max_tokens)
+    if not kept:
+        raise NoDemonstrations(f"all {len(lengths)} of {env_id}'s demonstrations are longer than {max_tokens} tokens")
+    if fit.left_out:
+        print(f"mathgym: warning: {fit.left_out} of {len(lengths)} of {env_id}'s demonstrations are longer than {max_tokens} "
+              f"tokens (up to {fit.longest}): the warm start leaves them out rather than train on them cut")
+        trainer.use_demonstrations(kept)
+    return fit
