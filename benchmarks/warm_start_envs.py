@@ -130,14 +130,14 @@ def run(args: argparse.Namespace) -> None:
     from mathgym.agents.tiny import tiny_model_path
     from mathgym.algos.configs import TrainConfig
     from mathgym.algos.warm_start import (
-        chat_token_counter, demonstrations_to_make, measure_demonstrations, tiny_max_positions, tiny_warm_start, warm_start_plan,
+        WARM_START_MAX_TOKENS, chat_token_counter, demonstrations_to_make, measure_demonstrations, tiny_warm_start, warm_start_plan,
     )
     from mathgym.registry import env_accepts
 
     budget = TrainConfig.warm_start_budget if args.warm_start_budget is None else args.warm_start_budget
     if args.steps is None:
         args.steps = TrainConfig.warm_start_steps
-    counter, positions = chat_token_counter(tiny_model_path(0)), tiny_max_positions(0)
+    counter, positions = chat_token_counter(tiny_model_path(0)), WARM_START_MAX_TOKENS  # the warm start's longest row
     envs = all_env_ids() if args.all else args.envs
     print(f"warm-start budget {budget:g} s, at most {args.steps} steps, {positions} positions")
     print("| env | longest demo (tokens) | steps | batch | tokens kept | demos | estimate (s) | warm start (s) | first RL step reached (s) | first RL step done (s) | greedy pass@1 |")
