@@ -2,6 +2,7 @@
 
 The server is the one of ``tests/test_rewards_judge.py`` (it grades a response 10 when it holds
 the reference answer, else 2); :func:`fixture_judge_url` starts one per process, on first use.
+:class:`TrickleServer` answers a byte at a time.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ _SERVER: dict[str, str] = {}
 _LOCK = threading.Lock()
 
 
-def fixture_judge_url() -> str:
-    """The ``/v1`` root of this process's fixture judge (started on first call, a daemon thread)."""
+def fixture_judge_url(behaviour: str = "ok") -> str:
+    """The ``/v1`` root of this process's fixture judge answering with ``behaviour`` (``"quote"``: a
+    naive judge that quotes the whole response around its verdict), started on first call (a daemon thread)."""
     with _LOCK:
-        if "url" not in _SERVER:
-            httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(FixtureJudge()))
+        if behaviour not in _SERVER:
+            judge = FixtureJudge()
+            judge.default = behaviour
+            httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(judge))
             httpd.daemon_threads = True
             threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-            _SERVER["url"] = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-        return _SERVER["url"]
+            _SERVER[behaviour] = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        return _SERVER[behaviour]
 
 
 class TrickleServer:

@@ -3,7 +3,8 @@
 The server's "model" is a fixture: it grades the text between the response delimiters by whether
 it holds the reference answer (10) or not (2). Scripted behaviours per request test the failure
 paths: ``slow`` (sleeps past the client's timeout), ``500``, ``garbage`` (a body that is not a chat
-completion), ``echo`` / ``echo_after`` (a naive judge that quotes the response before / after its verdict).
+completion), ``echo`` / ``echo_after`` / ``quote`` (a naive judge that quotes the response before / after / around
+its verdict).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class FixtureJudge:
 
     def __init__(self) -> None:
         self.script: deque[str] = deque()
+        self.default = "ok"  # the behaviour once the script is done
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.in_flight = self.max_in_flight = 0
@@ -53,7 +55,7 @@ def _handler(judge: FixtureJudge) -> type[BaseHTTPRequestHandler]:
             with judge.lock:
                 judge.requests.append(body)
                 judge.headers.append(dict(self.headers))
-                behaviour = judge.script.popleft() if judge.script else "ok"
+                behaviour = judge.script.popleft() if judge.script else judge.default
                 judge.in_flight += 1
                 judge.max_in_flight = max(judge.max_in_flight, judge.in_flight)
             try:
@@ -78,6 +80,9 @@ def _handler(judge: FixtureJudge) -> type[BaseHTTPRequestHandler]:
                 content = f"The response says: {body['messages'][1]['content'][-80:]}\n{content}"
             if behaviour == "echo_after":  # ... or after it
                 content = f"{content}\nThe response said: {body['messages'][1]['content'][-80:]}"
+            if behaviour == "quote":  # a judge that quotes the whole response around its verdict
+                response = body["messages"][1]["content"].split("<response-", 1)[-1]
+                content = f"The response reads:\n{response}\n{content}\nTo repeat, it said:\n{response[-200:]}"
             if behaviour == "pause":
                 time.sleep(0.2)
             payload = {"id": "x", "object": "chat.completion", "model": body["model"],
