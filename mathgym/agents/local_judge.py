@@ -2,7 +2,7 @@
 
 :class:`LocalJudge` is :class:`~mathgym.rewards.judge.LLMJudge` with another backend: the same
 templates (the response between nonce-tagged delimiters, after the system message that says it is
-data to grade), the same ``SCORE: n`` parsing and normalisation to ``[0, 1]``, the same cache, and
+data to grade), the same ``SCORE-<nonce>: n`` parsing and normalisation to ``[0, 1]``, the same cache, and
 the same rule that a reply holding no single valid verdict is :attr:`Status.ERROR
 <mathgym.rewards.base.Status.ERROR>` (an infrastructure status, left out of the loss), never a 0.
 
