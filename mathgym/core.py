@@ -109,6 +109,25 @@ def copy_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def fit_observation(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters: a longer one keeps its start and its end around a note
+    of how much was cut. A reply that quotes the model (MathStep-v0's steps so far) can outgrow
+    the observation space, whose bound ``AsyncVectorEnv``'s shared memory holds and no more.
+
+    Example:
+        >>> fit_observation("abcdefghij" * 10, 40)
+        'abcde\\n[... 90 characters cut ...]\\nfghij'
+    """
+    if len(text) <= limit:
+        return text
+    longest_note = len(f"\n[... {len(text)} characters cut ...]\n")  # the count cut has no more digits
+    if longest_note >= limit:
+        return text[:limit]
+    kept = limit - longest_note
+    head, tail = (kept + 1) // 2, kept // 2
+    return text[:head] + f"\n[... {len(text) - kept} characters cut ...]\n" + text[len(text) - tail :]
+
+
 class TextEnv(ScoresAhead, gym.Env[str, str]):
     """Base class of mathgym's text environments (``gymnasium.Env[str, str]``).
 
@@ -273,7 +292,7 @@ class TextEnv(ScoresAhead, gym.Env[str, str]):
             judgement = self._final_judgement(judgement)
         self._finished = terminated or truncated
         # Observations carry text the model's code wrote: valid UTF-8, escape sequences shown, not obeyed.
-        observation = "" if self._finished else clean_text(judgement.observation)
+        observation = "" if self._finished else fit_observation(clean_text(judgement.observation), self.max_length)
         if not self._finished:
             self._messages.append({"role": "user", "content": observation})
         info: dict[str, Any] = {

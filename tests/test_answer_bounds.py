@@ -146,3 +146,15 @@ def test_mathgym_train_says_so_at_the_start_of_the_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "mathgym: warning: MathReason-v0 refuses an answer over max_length=16 characters" in out
     assert "-o max_length=1024" in out
+
+
+def test_a_reply_that_quotes_a_long_step_fits_an_async_vector_envs_observations():
+    """MathStep-v0's reply quotes the steps so far: past the bound, the worker of an async
+    vector env could not write it to shared memory (and raised)."""
+    envs = gym.make_vec("MathStep-v0", num_envs=2, vectorization_mode="async", max_length=1000)
+    envs.reset(seed=[0, 1])
+    step = "Step: " + "3 + 4 = 7. " * 86  # 952 characters, no final answer yet
+    observations, _, terminated, _, _ = envs.step([step, step])
+    envs.close()
+    assert not terminated.any()
+    assert all(len(obs) <= 1000 and "characters cut" in obs and obs.endswith("in \\boxed{}.") for obs in observations)

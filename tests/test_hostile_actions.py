@@ -2,9 +2,12 @@
 
 A policy under RL pressure writes whatever earns reward or breaks the judge. Every env must
 refuse an action longer than its ``max_length`` before parsing it (``too_long``), take any
-action within the length quickly, never raise, and answer with a status of the closed set.
-Every parser of model text is linear: a megabyte of each adversarial shape is scanned in
-milliseconds.
+action up to that length (131,072 characters by default: a reasoning model's 32k-token answer)
+through its real parser and judge, never raise, and answer with a status of the closed set and
+an observation its space holds. Each hostile shape is played at the env's full bound; a step
+that hangs fails the test, and what a step costs is measured by
+``benchmarks/bench_long_answers.py``, not asserted here. Every parser of model text is linear:
+a megabyte of each adversarial shape is scanned in milliseconds.
 """
 
 from __future__ import annotations
@@ -30,11 +33,6 @@ from mathgym.rewards.sandbox import TestCase
 from tests.envs_under_test import REASONING_GYM_PREFIX, contract_env_ids, contract_kwargs
 
 MEGABYTE = 1_000_000
-#: An over-long action is refused before any parsing: one length check and the bookkeeping.
-TOO_LONG_BUDGET_S = 0.1
-#: A hostile action within the length runs through the env's real parser and judge (the
-#: sandbox, math-verify, reasoning-gym's scorer); generous on a loaded two-core machine.
-WITHIN_LENGTH_BUDGET_S = 1.0
 #: A parser fed a megabyte (best of three runs, so that a busy machine does not decide).
 PARSER_BUDGET_S = 0.1
 #: Shapes that hold a complete block every few characters (250,000 code fences in a megabyte):
@@ -44,7 +42,8 @@ MANY_BLOCKS = {"fences_open": 2.0}
 #: formats, every brace of an unclosed box): a guard against a quadratic regression.
 LINEAR_BEFORE = {"extract_answer": 0.5, "boxed_contents": 0.5, "extract_tagged_answer": 0.5}
 #: What a step or parse may take before the test gives up on it (a quadratic scan of a
-#: megabyte takes minutes): the test fails instead of hanging.
+#: megabyte takes minutes, of an action at the 131,072-character bound tens of seconds): the
+#: test fails instead of hanging. Not a budget: a step at the bound takes milliseconds.
 HANG_S = 10.0
 
 
@@ -107,41 +106,43 @@ def _make(env_id: str) -> gym.Env:
     return gym.make(env_id, **contract_kwargs(env_id))
 
 
-def _timed_step(env: gym.Env, action: str, what: str) -> tuple[float, tuple]:
+def _step_or_fail(env: gym.Env, action: str, what: str) -> tuple:
     with _deadline(HANG_S, what):
-        start = time.perf_counter()
-        out = env.step(action)
-        return time.perf_counter() - start, out
+        return env.step(action)
 
 
 def _hostile_episode_checks(env_id: str) -> None:
     env = _make(env_id)
     max_length = env.unwrapped.max_length
-    slow: list[str] = []
+    assert max_length < MEGABYTE
     for name, shape in SHAPES.items():
         # Over-long: refused before parsing, ends the episode with reward 0.
         env.reset(seed=0)
         action = shape(MEGABYTE)
-        assert len(action) > max_length
-        elapsed, (obs, reward, terminated, truncated, info) = _timed_step(env, action, f"{env_id} {name} 1 MB")
+        obs, reward, terminated, truncated, info = _step_or_fail(env, action, f"{env_id} {name} 1 MB")
         assert info["status"] is Status.TOO_LONG, (name, info["status"])
         assert (reward, terminated, info["correct"]) == (0.0, True, False), name
-        if elapsed > TOO_LONG_BUDGET_S:
-            slow.append(f"{name} 1 MB: {elapsed:.3f} s")
-        # Within the length: the real judge, quickly, with a documented status.
+        # At the bound: the real parser and judge, a documented status, a reply the space holds.
         env.reset(seed=0)
-        action = shape(min(8192, max_length))
-        assert len(action) <= max_length, name
-        elapsed, (obs, reward, terminated, truncated, info) = _timed_step(env, action, f"{env_id} {name} 8 kB")
-        assert info["status"] in set(Status), (name, info["status"])
-        assert isinstance(obs, str) and isinstance(reward, float), name
-        if elapsed > WITHIN_LENGTH_BUDGET_S:
-            slow.append(f"{name} {len(action)} chars: {elapsed:.3f} s")
+        action = shape(max_length)
+        assert max_length // 2 < len(action) <= max_length, name
+        obs, reward, terminated, truncated, info = _step_or_fail(env, action, f"{env_id} {name} {len(action)} chars")
+        assert info["status"] in set(Status) and info["status"] is not Status.TOO_LONG, (name, info["status"])
+        assert isinstance(reward, float) and env.observation_space.contains(obs), name
     env.close()
-    assert not slow, f"{env_id}: steps past their budget: {slow}"
 
 
-@pytest.mark.parametrize("env_id", ALL_ENV_IDS + REASONING_GYM_DEFAULT)
+#: Envs that refuse, inside their judge, an answer their own bound accepts (to be fixed there).
+REFUSED_WITHIN_THE_BOUND = {
+    "OpenQA-v0": "its LLMJudge refuses a response over max_response_chars=20,000 as too_long",
+}
+
+
+@pytest.mark.parametrize("env_id", [
+    pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=REFUSED_WITHIN_THE_BOUND[i]))
+    if i in REFUSED_WITHIN_THE_BOUND else i
+    for i in ALL_ENV_IDS + REASONING_GYM_DEFAULT
+])
 def test_every_env_survives_hostile_actions(env_id):
     _hostile_episode_checks(env_id)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
+import gymnasium as gym
 import pytest
 
+import mathgym  # noqa: F401  (registers the envs)
 from mathgym.rewards import MathVerifier, ProcessExecutor, Status, score_in_parallel
 
 TIMEOUT_S = 1.0
@@ -122,4 +125,37 @@ def test_lenient_mode_is_as_safe(name):
     start = time.monotonic()
     result = lenient.score(completion, gold)
     assert result.status in allowed, (name, result)
+    assert time.monotonic() - start < WALL_BOUND_S, name
+
+
+#: Hostile chains of thought at MathReason-v0's bound (131,072 characters), each ending with a
+#: right final answer that only math-verify can check (``y x`` for ``x y``): the verifier the env
+#: builds reads them all (with its own 100,000-character default, they were ``unparseable``).
+AT_THE_BOUND = {
+    "long_reasoning": ("Let me think it over once more. ", {Status.CORRECT}),
+    "many_boxes": ("\\boxed{1}", {Status.CORRECT, Status.WRONG, Status.TIMEOUT}),
+    "nested_fractions": (NESTED, {Status.CORRECT, Status.WRONG, Status.TIMEOUT}),
+    "dollars": ("$", {Status.CORRECT, Status.WRONG, Status.TIMEOUT}),
+    "open_braces": ("{", {Status.CORRECT, Status.WRONG, Status.TIMEOUT}),
+}
+
+
+@pytest.fixture(scope="module")
+def env_verifier():
+    bound = 131_072  # the default bound: a 32k-token answer
+    env = gym.make("MathReason-v0", max_length=bound)
+    v = dataclasses.replace(env.unwrapped.verifier, timeout=TIMEOUT_S)
+    v.warm_up()
+    return v, bound
+
+
+@pytest.mark.parametrize("name", sorted(AT_THE_BOUND))
+def test_hostile_answers_at_the_env_bound_reach_the_verifier(env_verifier, name):
+    verifier, bound = env_verifier
+    unit, allowed = AT_THE_BOUND[name]
+    ending = "\\boxed{y x}"
+    completion = (unit * (bound // len(unit) + 1))[: bound - len(ending)] + ending
+    start = time.monotonic()
+    result = verifier.score(completion, "x y")
+    assert len(completion) == bound and result.status in allowed, (name, result.status, result.details.get("reason"))
     assert time.monotonic() - start < WALL_BOUND_S, name
