@@ -32,7 +32,7 @@ def label_scores(responses: Sequence[str], labels: Sequence[Any]) -> list[float]
     scores = [0.0] * len(labels)
     answers = [i for i, task in enumerate(tasks) if task is None]
     if answers:
-        results = labels_verifier().score_references([str(responses[i]) for i in answers], [labels[i] for i in answers])
+        results = labels_verifier().score_batch([str(responses[i]) for i in answers], [labels[i] for i in answers])
         for i, result in zip(answers, results):
             scores[i] = float(result.score)
     programs = [i for i, task in enumerate(tasks) if task is not None]

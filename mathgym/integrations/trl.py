@@ -145,9 +145,9 @@ def math_reward(
     Pass it as ``reward_funcs=[math_reward]``: TRL gives it the data set's columns. The
     reference is the row's ``answer``, else ``ground_truth``, else verl's
     ``reward_model["ground_truth"]``, else ``solution`` (TRL's math sets keep the final answer
-    there; a worked solution gives its last ``\\boxed{}``), read as MathReason-v0 reads a data
-    set's answer (bare LaTeX as LaTeX, a list of forms matched by any:
-    :meth:`~mathgym.rewards.math.MathVerifier.score_references`). A conversational completion
+    there; a worked solution gives its last ``\\boxed{}``), read as every entry point reads a
+    gold (bare LaTeX as LaTeX, a list of forms matched by any:
+    :func:`~mathgym.rewards.math_gold.gold_forms`). A conversational completion
     is its last message's content. A row without a reference, or whose grading failed in the
     infrastructure, gets ``None``, which TRL leaves out.
 
@@ -155,7 +155,6 @@ def math_reward(
         >>> math_reward(["... so \\\\boxed{12}", "I think 13"], answer=["12", "12"])
         [1.0, 0.0]
     """
-    from mathgym.rewards.extract import last_boxed  # noqa: PLC0415
     from mathgym.rewards.math import labels_verifier  # noqa: PLC0415
 
     references: list[Any] = []
@@ -168,11 +167,11 @@ def math_reward(
         if found is None and reward_model is not None and isinstance(reward_model[row], Mapping):
             found = reward_model[row].get("ground_truth")
         if found in (None, "") and solution is not None and isinstance(solution[row], str):
-            found = last_boxed(solution[row]) or solution[row]
+            found = solution[row]  # the verifier reads a worked solution's last \boxed{}
         references.append(None if found in (None, "") else found)
     texts = [_completion_text(c) for c in completions]
     graded = [i for i, ref in enumerate(references) if ref is not None]
-    results = labels_verifier().score_references([texts[i] for i in graded], [references[i] for i in graded])
+    results = labels_verifier().score_batch([texts[i] for i in graded], [references[i] for i in graded])
     rewards: list[float | None] = [None] * len(completions)
     for i, result in zip(graded, results):
         rewards[i] = None if result.status in INFRA_STATUSES else float(result.score)

@@ -168,6 +168,9 @@ def trl_reward_function(
     Without a ``worker``, it is ``MathVerifier(answer_extraction="lenient")``: a TRL data
     set's prompts are someone else's, so answers are read the way math-verify reads them,
     marked or not (pass ``MathVerifier()`` for strict mode, with prompts that ask for a box).
+    A :class:`~mathgym.rewards.math.MathVerifier` reads each reference as every other entry
+    point does (:func:`~mathgym.rewards.math_gold.gold_forms`: MATH's bare ``3\\sqrt{13}`` as
+    LaTeX, a list of forms matched by any), so the verdict is the math envs' on the same pair.
 
     The returned ``f(prompts, completions, **columns)`` reads each sample's reference
     from the data set column ``reference_column`` (TRL passes every extra column as a
