@@ -30,10 +30,12 @@ route                         request body                                answer
 ============================  ==========================================  ============================================
 
 Errors answer ``{"error": {"type", "message"}}`` with the status of :data:`mathgym.envs.wire.ERRORS`:
-400 unreadable request (or an expert asked of an env that has none), 401 a missing or wrong token,
-404 unknown env or session, 409 step before reset or after the end,
-422 an action that is not a string or options the env refuses, 503 ``--max-sessions`` reached
-(with ``Retry-After``), 500 an exception of the env itself (the server carries on).
+400 unreadable request (a value that does not decode, or names more memory than the request may:
+:func:`mathgym.envs.wire.decode_request`; a negative seed; an expert asked of an env that has none),
+401 a missing or wrong token, 404 unknown env or session, 409 step before reset or after the end,
+422 an action that is not a string or options the env refuses, 503 ``--max-sessions`` reached or
+:data:`MAX_QUEUED_CALLS` calls of the session queued (with ``Retry-After``), 500 an exception of
+the env itself (the server carries on).
 
 Trust: a client may pass any option the env's constructor takes (file paths of data sets
 included), so serve on 127.0.0.1 (the default) or a network whose clients you trust. A shared
@@ -47,13 +49,14 @@ travels in clear over ``http://``: across an untrusted network, put the server b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import pickle
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,7 +69,7 @@ from mathgym.envs.wire import (
     ServerBusyError,
     SessionNotFoundError,
     UnauthorizedError,
-    decode,
+    decode_request,
     describe_space,
     encode,
     error_body,
@@ -77,15 +80,24 @@ from mathgym.registry import check_env_kwargs, env_options, resolve_env_id
 log = logging.getLogger("mathgym.serve")
 #: Largest request body accepted (an action is at most the env's ``max_length`` characters).
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
+#: Most calls one session may have waiting or running; one more answers 503. A client waits for each
+#: answer before its next call, so only a careless or hostile one queues more, and its queue holds
+#: request bodies in memory.
+MAX_QUEUED_CALLS = 8
 
 
 @dataclass
 class Session:
-    """One client's env, the lock that keeps its calls in order, and when it was last used."""
+    """One client's env, the lock that keeps its calls in order, and when it was last used.
+
+    The lock is the event loop's, not a thread's: a call waits for the session's earlier ones
+    before it takes a pool thread, so a session with a queue of slow calls holds one thread, never
+    the pool (a thread waiting on a session's lock would be a thread no other session can use).
+    """
 
     env: gym.Env
     env_id: str
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
     calls_in_flight: int = 0
 
@@ -165,26 +177,30 @@ class EnvServer:
 
     async def _close(self, sid: str) -> None:
         session = self.sessions.pop(sid, None)
-        if session is not None:
-            await self._run(session, session.env.close)
+        if session is not None:  # after the session's queued calls, and never refused for their number
+            await asyncio.shield(self._in_turn(session, session.env.close))
 
     async def _run(self, session: Session, call: Callable[..., Any], *args: Any) -> Any:
         """``call(*args)`` in the pool, after the session's earlier calls (a client that leaves
-        mid-call leaves the call to finish; the session stays consistent)."""
-
-        def locked() -> Any:
-            with session.lock:
-                try:
-                    return call(*args)
-                finally:
-                    session.last_used = time.monotonic()
-
+        mid-call leaves the call to finish: shielded, it keeps the session's lock until it is done)."""
+        if session.calls_in_flight >= MAX_QUEUED_CALLS:
+            raise ServerBusyError(
+                f"this session already has {session.calls_in_flight} calls waiting or running (at most {MAX_QUEUED_CALLS}): "
+                "wait for an answer before the next call, or make another env."
+            )
         session.calls_in_flight += 1
         session.last_used = time.monotonic()
         try:
-            return await asyncio.shield(asyncio.get_running_loop().run_in_executor(self._pool, locked))
+            return await asyncio.shield(self._in_turn(session, call, *args))
         finally:
             session.calls_in_flight -= 1
+
+    async def _in_turn(self, session: Session, call: Callable[..., Any], *args: Any) -> Any:
+        async with session.lock:
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._pool, call, *args)
+            finally:
+                session.last_used = time.monotonic()
 
     @web.middleware
     async def _authorize(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
@@ -206,28 +222,20 @@ class EnvServer:
                       "max_sessions": self.max_sessions, "session_timeout": self.session_timeout})
 
     async def create(self, request: web.Request) -> web.Response:
-        body = await _body(request)
+        body, size = await _body(request)
         env_id = self._served_id(_field(body, "env_id", (str, type(None)), default=None))
-        kwargs = decode(_field(body, "kwargs", dict, default={}))
+        kwargs = decode_request(_field(body, "kwargs", dict, default={}), size)
         check_env_kwargs(env_id, kwargs, "kwargs")
-        if len(self.sessions) + self._opening >= self.max_sessions:
+        if self._room() < 1:
             await self.reap_idle()
-        if len(self.sessions) + self._opening >= self.max_sessions:
-            raise ServerBusyError(
-                f"the server holds its maximum of {self.max_sessions} sessions (--max-sessions); close an env, "
-                f"or retry once idle sessions time out (--session-timeout {self.session_timeout:g} s)."
-            )
-        self._opening += 1
-        try:
+        with self._place("a new env"):
             env = await asyncio.get_running_loop().run_in_executor(self._pool, _make_env, env_id, {**self.env_kwargs, **kwargs})
-        finally:
-            self._opening -= 1
-        try:
-            spaces = {"observation_space": describe_space(env.observation_space), "action_space": describe_space(env.action_space)}
-        except ConfigError:
-            env.close()
-            raise
-        sid = self._add(Session(env, env_id))
+            try:
+                spaces = {"observation_space": describe_space(env.observation_space), "action_space": describe_space(env.action_space)}
+            except ConfigError:
+                env.close()
+                raise
+            sid = self._add(Session(env, env_id))
         log.info("session %s: %s %s", sid, env_id, kwargs)
         max_turns = getattr(env.unwrapped, "max_turns", None)
         return _json({"session_id": sid, "env_id": env_id, **spaces, "metadata": encode(env.metadata),
@@ -235,16 +243,16 @@ class EnvServer:
                       "expert": callable(getattr(env.unwrapped, "expert_action", None))}, status=201)
 
     async def reset(self, request: web.Request) -> web.Response:
-        session, body = self._session(request), await _body(request)
+        session, (body, size) = self._session(request), await _body(request)
         seed = _field(body, "seed", (int, type(None)), default=None)
-        options = decode(_field(body, "options", (dict, type(None)), default=None))
-        if isinstance(seed, bool):
-            raise BadRequestError("'seed' must be an integer or null.")
+        options = decode_request(_field(body, "options", (dict, type(None)), default=None), size)
+        if isinstance(seed, bool) or (seed is not None and seed < 0):
+            raise BadRequestError(f"'seed' must be a non-negative integer or null (numpy seeds no negative ones), got {seed}.")
         obs, info = await self._run(session, lambda: session.env.reset(seed=seed, options=options))
         return _json({"observation": encode(obs), "info": encode(info)})
 
     async def step(self, request: web.Request) -> web.Response:
-        session, body = self._session(request), await _body(request)
+        session, (body, size) = self._session(request), await _body(request)
         if "action" not in body:
             raise BadRequestError("the request body lacks 'action'.")
         action = body["action"]
@@ -252,7 +260,7 @@ class EnvServer:
             if not isinstance(action, str):
                 raise InvalidActionError(f"{session.env_id} step() takes the model's text as a JSON string, got {_json_type(action)}.")
         else:
-            action = decode(action)
+            action = decode_request(action, size)
         obs, reward, terminated, truncated, info = await self._run(session, session.env.step, action)
         return _json({"observation": encode(obs), "reward": encode(float(reward)), "terminated": bool(terminated),
                       "truncated": bool(truncated), "info": encode(info)})
@@ -270,10 +278,9 @@ class EnvServer:
 
     async def copy(self, request: web.Request) -> web.Response:
         session = self._session(request)
-        if len(self.sessions) + self._opening >= self.max_sessions:
-            raise ServerBusyError(f"the server holds its maximum of {self.max_sessions} sessions; a copy needs one more.")
-        env = await self._run(session, lambda: pickle.loads(pickle.dumps(session.env)))
-        return _json({"session_id": self._add(Session(env, session.env_id))}, status=201)
+        with self._place("a copy"):
+            env = await self._run(session, lambda: pickle.loads(pickle.dumps(session.env)))
+            return _json({"session_id": self._add(Session(env, session.env_id))}, status=201)
 
     async def delete(self, request: web.Request) -> web.Response:
         self._session(request)
@@ -293,6 +300,25 @@ class EnvServer:
             err.args = (f"This server does not serve {env_id!r}; it serves {', '.join(self.env_ids)}.{hint}",)
             raise err
         return env_id
+
+    def _room(self) -> int:
+        """Sessions that may still be made: ``max_sessions`` less those held and those being made."""
+        return self.max_sessions - len(self.sessions) - self._opening
+
+    @contextlib.contextmanager
+    def _place(self, what: str) -> Iterator[None]:
+        """Hold one of ``max_sessions``' places while a session is made (checked and taken with no
+        ``await`` between, so concurrent creates and copies never pass the limit together)."""
+        if self._room() < 1:
+            raise ServerBusyError(
+                f"the server holds its maximum of {self.max_sessions} sessions (--max-sessions) and {what} needs one more; "
+                f"close an env, or retry once idle sessions time out (--session-timeout {self.session_timeout:g} s)."
+            )
+        self._opening += 1
+        try:
+            yield
+        finally:
+            self._opening -= 1
 
     def _add(self, session: Session) -> str:
         sid = secrets.token_urlsafe(16)
@@ -345,15 +371,18 @@ async def _errors_as_json(request: web.Request, handler: Callable[[web.Request],
         return response
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+async def _body(request: web.Request) -> tuple[dict[str, Any], int]:
+    """The request's JSON object and its size in bytes (what bounds the values decoded from it)."""
     raw = await request.read()
     try:
         body = json.loads(raw) if raw else {}
     except ValueError as err:
         raise BadRequestError(f"the request body is not JSON ({err}).") from None
+    except RecursionError:  # json's own depth limit, reached by a body of nothing but brackets
+        raise BadRequestError("the request body nests too deep to read.") from None
     if not isinstance(body, dict):
         raise BadRequestError(f"the request body must be a JSON object, got {_json_type(body)}.")
-    return body
+    return body, len(raw)
 
 
 def _field(body: dict[str, Any], name: str, types: type | tuple[type, ...], *, default: Any) -> Any:

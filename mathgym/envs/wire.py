@@ -24,6 +24,9 @@ JSON                                                    Python value
 ======================================================  ===============================================
 
 Other enums travel as their value (a ``StrEnum`` member as its ``str``, which compares equal).
+Decoding is bounded (:func:`decode`, :func:`decode_request`): nesting, dtypes (the plain ones
+``encode`` writes, never a subarray or record dtype), and the bytes arrays may take, checked
+before anything is allocated.
 
 Errors. A request that fails answers with an HTTP 4xx or 5xx status and
 ``{"error": {"type": NAME, "message": TEXT}}``; the client raises the mathgym error of that
@@ -169,35 +172,139 @@ def _as_repr(value: Any) -> dict[str, Any]:
     return {TAG: "repr", "class": f"{cls.__module__}.{cls.__qualname__}", "value": repr(value)}
 
 
-def decode(data: Any) -> Any:
-    """The Python value of :func:`encode`'s JSON data."""
-    if isinstance(data, list):
-        return [decode(v) for v in data]
-    if not isinstance(data, dict):
-        return data
-    kind = data.get(TAG)
-    if kind is None:
-        return {k: decode(v) for k, v in data.items()}
+#: Deepest nesting :func:`decode` reads (JSON objects and lists, tagged values included): far beyond
+#: any env's info, and far below Python's recursion limit.
+MAX_DEPTH = 64
+#: Most bytes the arrays, numpy scalars and bytes of one decoded value may take, where the caller
+#: gives no bound of its own (a server's answer; a request is bounded by its size, :func:`decode_request`).
+MAX_DECODED_BYTES = 256 * 1024 * 1024
+#: The array dtypes :func:`encode` writes (numeric, bool, unicode); anything else is refused.
+_ARRAY_KINDS = "biufcU"
+
+
+class _Undecodable(ValueError):
+    """A tagged value :func:`decode` refuses (reported as the sender's fault by its caller)."""
+
+
+def decode(data: Any, *, max_bytes: int = MAX_DECODED_BYTES) -> Any:
+    """The Python value of :func:`encode`'s JSON data (an env server's answer).
+
+    Raises:
+        RemoteEnvError: The data is not what :func:`encode` writes, or would take more than
+            ``max_bytes`` bytes of arrays.
+    """
     try:
-        return _DECODERS[kind](data)
-    except (KeyError, TypeError, ValueError) as err:
-        raise RemoteEnvError(f"cannot decode a {kind!r} value from the env server: {err}") from None
+        return _Decoder(max_bytes).value(data, 0)
+    except _Undecodable as err:
+        raise RemoteEnvError(f"cannot decode a value from the env server: {err}") from None
 
 
-def _decode_array(data: dict[str, Any]) -> np.ndarray:
-    return np.array(decode(data["data"]), dtype=np.dtype(data["dtype"])).reshape(data["shape"])
+def decode_request(data: Any, body_bytes: int) -> Any:
+    """The Python value of a client's encoded options or action, bounded before anything is allocated:
+    its arrays and bytes may take at most 8 bytes per byte of the request (a number is at least two
+    characters of JSON, and at most 16 bytes wide) plus 1 MiB, so a 100-byte request never makes the
+    server allocate more than about a megabyte, whatever dtype or shape it names.
+
+    Raises:
+        BadRequestError: The data is not what :func:`encode` writes, or names more than that bound.
+    """
+    try:
+        return _Decoder(8 * body_bytes + 2**20).value(data, 0)
+    except _Undecodable as err:
+        raise BadRequestError(f"cannot decode a value of the request: {err}") from None
 
 
-_DECODERS = {
-    "status": lambda d: Status(d["value"]),
-    "tuple": lambda d: tuple(decode(d["items"])),
-    "set": lambda d: (frozenset if d.get("frozen") else set)(decode(d["items"])),
-    "float": lambda d: float({"nan": "nan", "inf": "inf", "-inf": "-inf"}[d["value"]]),
-    "bytes": lambda d: base64.b64decode(d["base64"]),
-    "ndarray": _decode_array,
-    "numpy": lambda d: np.dtype(d["dtype"]).type(decode(d["value"])),
-    "mapping": lambda d: {decode(k): decode(v) for k, v in d["items"]},
-    "repr": lambda d: str(d["value"]),
+class _Decoder:
+    """:func:`encode`'s inverse, charging every array, numpy scalar and bytes value to one budget
+    before it is made (a dtype or shape is a few characters of JSON and could name gigabytes)."""
+
+    def __init__(self, max_bytes: int):
+        self.bytes_left = int(max_bytes)
+
+    def charge(self, nbytes: int) -> None:
+        if nbytes > self.bytes_left:
+            raise _Undecodable(f"it names {nbytes:,} bytes of values, more than the {self.bytes_left:,} this message may")
+        self.bytes_left -= nbytes
+
+    def value(self, data: Any, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise _Undecodable(f"it nests deeper than {MAX_DEPTH} levels")
+        if isinstance(data, list):
+            return [self.value(v, depth + 1) for v in data]
+        if not isinstance(data, dict):
+            return data
+        kind = data.get(TAG)
+        if kind is None:
+            return {k: self.value(v, depth + 1) for k, v in data.items()}
+        if not isinstance(kind, str) or kind not in _TAGGED:
+            raise _Undecodable(f"unknown {TAG} {kind!r}")
+        try:
+            return _TAGGED[kind](self, data, depth + 1)
+        except _Undecodable:
+            raise
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
+            raise _Undecodable(f"a {kind!r} value: {type(err).__name__}: {err}") from None
+
+    def array(self, data: dict[str, Any], depth: int) -> np.ndarray:
+        dtype, shape, items = _array_dtype(data["dtype"]), data["shape"], data["data"]
+        if not isinstance(items, list) or not isinstance(shape, list) or len(shape) > 32:
+            raise _Undecodable("an 'ndarray' needs 'data' as a flat list and 'shape' as a list of at most 32 sizes")
+        if not all(type(n) is int and n >= 0 for n in shape) or math.prod(shape) != len(items):
+            raise _Undecodable(f"an 'ndarray' of shape {str(shape)[:80]} cannot hold {len(items)} items")
+        self.charge(len(items) * dtype.itemsize)
+        values = [self.value(v, depth) for v in items]
+        if not all(type(v) in (bool, int, float, str) for v in values):
+            raise _Undecodable("an 'ndarray' holds only numbers, booleans and strings")
+        return np.array(values, dtype=dtype).reshape(shape)
+
+    def scalar(self, data: dict[str, Any], depth: int) -> np.generic:
+        dtype, value = _array_dtype(data["dtype"]), self.value(data["value"], depth)
+        if type(value) not in (bool, int, float, str):
+            raise _Undecodable("a 'numpy' scalar holds a number, a boolean or a string")
+        self.charge(dtype.itemsize)
+        return dtype.type(value)
+
+    def raw_bytes(self, data: dict[str, Any], depth: int) -> bytes:
+        text = data["base64"]
+        if not isinstance(text, str):
+            raise _Undecodable("'bytes' need 'base64' as a string")
+        self.charge(len(text) * 3 // 4)
+        return base64.b64decode(text, validate=True)
+
+    def items(self, data: dict[str, Any], depth: int) -> list[Any]:
+        items = data["items"]
+        if not isinstance(items, list):
+            raise _Undecodable("'items' must be a list")
+        return [self.value(v, depth) for v in items]
+
+    def mapping(self, data: dict[str, Any], depth: int) -> dict[Any, Any]:
+        pairs = self.items(data, depth)
+        if not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            raise _Undecodable("a 'mapping' holds [key, value] pairs")
+        return {k: v for k, v in pairs}
+
+
+def _array_dtype(name: Any) -> np.dtype:
+    """The numpy dtype ``name`` (what :func:`encode` writes: a plain numeric, bool or unicode dtype,
+    never a subarray, a record or an object dtype)."""
+    if not isinstance(name, str) or len(name) > 16:
+        raise _Undecodable(f"a dtype is a short string, got {str(name)[:40]!r}")
+    dtype = np.dtype(name)
+    if dtype.kind not in _ARRAY_KINDS or dtype.shape or dtype.names is not None:
+        raise _Undecodable(f"dtype {name!r} is not a plain numeric, boolean or unicode dtype")
+    return dtype
+
+
+_TAGGED = {
+    "status": lambda d, data, depth: Status(data["value"]),
+    "tuple": lambda d, data, depth: tuple(d.items(data, depth)),
+    "set": lambda d, data, depth: (frozenset if data.get("frozen") else set)(d.items(data, depth)),
+    "float": lambda d, data, depth: float({"nan": "nan", "inf": "inf", "-inf": "-inf"}[data["value"]]),
+    "bytes": _Decoder.raw_bytes,
+    "ndarray": _Decoder.array,
+    "numpy": _Decoder.scalar,
+    "mapping": _Decoder.mapping,
+    "repr": lambda d, data, depth: str(data["value"]),
 }
 
 
