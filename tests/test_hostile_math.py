@@ -94,9 +94,9 @@ def test_pipelined_batch_recovers_after_a_hostile_item_in_the_middle():
     """A hostile sample in the middle of a pipelined batch times out alone; the rest are scored."""
     verifier = MathVerifier(timeout=3.0, workers=1)  # one helper: every sample in one pipeline
     verifier.warm_up()
-    # symbolic answers: the in-process exact path leaves them to math-verify, so all of them are pipelined
-    good = [("so \\boxed{x^2-1}", "(x-1)(x+1)", Status.CORRECT), ("so \\boxed{(x+1)^2}", "x^2+2x+1", Status.CORRECT),
-            ("so \\boxed{2x}", "x", Status.WRONG), ("so \\boxed{y x}", "x y", Status.CORRECT)]
+    # functions: the in-process exact path leaves them to math-verify, so all of them are pipelined
+    good = [("so \\boxed{\\sin(\\pi/4)}", "\\frac{1}{\\sqrt{2}}", Status.CORRECT), ("so \\boxed{\\log_2 8}", "3", Status.CORRECT),
+            ("so \\boxed{\\sin(\\pi/6)}", "\\frac{\\sqrt{3}}{2}", Status.WRONG), ("so \\boxed{\\sin x}", "\\sin(x)", Status.CORRECT)]
     hostile = (HOSTILE["tower_of_powers"][0], HOSTILE["tower_of_powers"][1], Status.TIMEOUT)
     items = good[:2] * 3 + [hostile] + good * 3
     start = time.monotonic()
