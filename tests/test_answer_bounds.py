@@ -126,6 +126,19 @@ def test_a_completion_longer_than_the_bound_is_named_with_the_option_that_raises
     assert "MultiTask-v0's Wordle-v0" in line and "{env_kwargs: {Wordle-v0: {max_length: 8192}}}" in line
 
 
+class _PlainTextEnv(gym.Env):
+    """A gymnasium env that is no mathgym TextEnv (a plugin's, a remote one): its action space says its bound."""
+
+    action_space = gym.spaces.Text(300)
+    observation_space = gym.spaces.Text(300)
+
+
+def test_an_env_of_another_kind_is_checked_against_its_action_space():
+    (line,) = answer_bound_warnings(_PlainTextEnv(), "Plugin-v0", 100)
+    assert line.startswith("Plugin-v0 refuses an answer over the action space's max_length=300 characters")
+    assert answer_bound_warnings(_PlainTextEnv(), "Plugin-v0", 75) == []
+
+
 def test_the_default_bound_holds_a_32k_token_run_and_warns_past_it(capsys):
     assert check_answer_bounds("MathReason-v0", {}, 32_768) == []
     lines = check_answer_bounds("MathReason-v0", {}, 40_960)  # Qwen3's longest thinking

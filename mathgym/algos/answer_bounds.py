@@ -69,8 +69,8 @@ def answer_bound_warnings(
         if longest <= bound:
             continue
         where = f"{env_id}'s {path[-2]}" if len(path) > 1 else env_id
-        name = path[-1] if path else "its action space's bound"
-        fix = option_hint(path, _round_up(longest)) if path else "raise the env's own limit on an action"
+        name = path[-1] if path else "the action space's max_length"
+        fix = option_hint(path, _round_up(longest)) if path else "the env's own option for it"
         lines.append(
             f"{where} refuses an answer over {name}={bound} characters (status too_long, reward 0), but "
             f"max_new_tokens={max_new_tokens} lets the policy write about {longest} ({chars_per_token} a token): "
