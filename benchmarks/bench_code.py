@@ -108,7 +108,7 @@ class LeanForkers:
     no containment; they pre-import the sandbox worker's module list, as its workers do."""
 
     def __init__(self, workers: int):
-        from mathgym.rewards._sandbox_worker import PRELOAD
+        from mathgym.rewards.sandbox.trusted_worker import PRELOAD
 
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lean_forker.py")
         self.processes = [subprocess.Popen([sys.executable, "-I", script, *PRELOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

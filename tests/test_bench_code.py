@@ -35,7 +35,7 @@ def test_a_lean_forker_tells_a_passing_program_from_a_failing_and_a_hanging_one(
 
 
 def test_the_lean_forker_is_lean_and_pre_imports_the_workers_list(forkers):
-    from mathgym.rewards._sandbox_worker import PRELOAD
+    from mathgym.rewards.sandbox.trusted_worker import PRELOAD
 
     # The child sees what its parent imported: the worker's list, and nothing of mathgym.
     probe = "import sys\nassert 'mathgym' not in sys.modules\nassert set({!r}) <= set(sys.modules)\n"

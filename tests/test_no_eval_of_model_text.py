@@ -3,8 +3,9 @@
 Model text reaches a parser that builds sympy expressions (math-verify, which calls
 ``parse_expr`` and latex2sympy) only in ``mathgym/rewards/_math_worker.py``: a helper
 process with a scrubbed environment whose deadline the parent enforces. Python source
-from a model runs only in the code sandbox's child (``_sandbox_child.py``, forked by ``_sandbox_worker.py``);
-a task's test code (the data set's) runs in the judge (``_trusted_tests.py``), never the model's. The generated
+from a model runs only in the code sandbox's child (``sandbox/untrusted_child.py``, forked by
+``sandbox/trusted_worker.py``); a task's test code (the data set's) runs in the judge
+(``sandbox/trusted_judge.py``), never the model's. The generated
 corpus's ground truth runs math-verify in a pool of spawned processes on generated text.
 A new call anywhere else fails this test: route it through a guarded helper instead.
 """
@@ -22,11 +23,10 @@ FORBIDDEN_CALLS = {"eval", "exec", "sympify", "parse_expr"}
 #: Plain-text spellings, for a grep that also sees calls hidden from the AST walk (strings, getattr).
 GREP = re.compile(r"(?<![\w.])(?:eval|exec|sympify|parse_expr)\s*\(|\bsympy\.(?:sympify|parse_expr|S)\s*\(")
 ALLOWED_CALLS = {
-    "rewards/_sandbox_worker.py": {"exec"},  # the sandbox worker
-    "rewards/_sandbox_child.py": {"exec", "eval"},  # this IS the sandboxed child (code and test inputs run there)
+    "rewards/sandbox/untrusted_child.py": {"exec", "eval"},  # this IS the sandboxed child (code and test inputs run there)
     # The judge runs a task's own test code (the data set's, never the model's) in a process of its
     # own beside the sandbox; the model's functions are proxies that forward calls into the sandbox.
-    "rewards/_trusted_tests.py": {"exec"},
+    "rewards/sandbox/trusted_judge.py": {"exec"},
 }
 #: Modules that may import a text-to-expression parser (sympy, math-verify, latex2sympy2).
 PARSER_IMPORTS_ALLOWED = {"rewards/_math_worker.py", "rewards/math_corpus.py"}

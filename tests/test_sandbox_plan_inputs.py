@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mathgym.rewards import CodeSandbox, Status, TestCase
-from mathgym.rewards._test_plan import plan_tests
+from mathgym.rewards.sandbox.trusted_plan import plan_tests
 
 
 def _inputs(source: str) -> list[dict]:

@@ -254,7 +254,7 @@ def test_a_constant_of_the_program_is_read_as_its_value(worker):
     for wrong in (honest.replace("LIMIT = 3", "LIMIT = 4"), honest.replace("size = 4", "size = 5"), honest.replace("NAMES", "OTHER")):
         result = worker.score(_answer(wrong), test)
         assert (result.score, result.status) == (0.0, Status.WRONG), result.details["tests"]
-    from mathgym.rewards._trusted_tests import unverifiable_reason
+    from mathgym.rewards.sandbox.trusted_judge import unverifiable_reason
 
     assert unverifiable_reason([test[0].source]) is None  # an object's attribute: judged
     assert "double.__name__" in unverifiable_reason(["for x in (1,):\n    assert double(x) == 2 and double.__name__ == 'double'"])

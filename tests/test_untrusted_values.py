@@ -18,7 +18,7 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401 - registers the envs
-from mathgym.rewards._sandbox_child import decode_value, encode_value
+from mathgym.rewards.sandbox.codec import decode_value, encode_value
 from mathgym.rewards.base import Status
 from mathgym.rewards.code import CodeTestsReward
 from mathgym.rewards.sandbox import CodeSandbox, SandboxLimits, TestCase

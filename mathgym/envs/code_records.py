@@ -18,7 +18,7 @@ from typing import Any
 
 from mathgym.envs.data import last_user_message
 from mathgym.errors import DatasetError
-from mathgym.rewards._trusted_tests import unverifiable_reason
+from mathgym.rewards.sandbox.trusted_judge import unverifiable_reason
 from mathgym.rewards.code import defines
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from mathgym.envs.code_records import CodeTask, literal, prompt_prefix, record_id, statement
 from mathgym.errors import DatasetError
-from mathgym.rewards._trusted_tests import CAPTURE_FACTORY, RUNNER, TMP_PATH_FACTORY, TMPDIR_FACTORY
+from mathgym.rewards.sandbox.trusted_judge import CAPTURE_FACTORY, RUNNER, TMP_PATH_FACTORY, TMPDIR_FACTORY
 
 def imports_solution(test: str) -> bool:
     """Whether a test file imports the code under test from a module ``solution`` (KodCode's pytest files)."""
@@ -249,7 +249,7 @@ def _runs_as_main(node: ast.stmt) -> bool:
     return isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
 
 
-#: pytest's fixtures of what the code prints, which the judge stands in for (:class:`~mathgym.rewards._trusted_tests.Capture`).
+#: pytest's fixtures of what the code prints, which the judge stands in for (:class:`~mathgym.rewards.sandbox.trusted_judge.Capture`).
 CAPTURE_FIXTURES = ("capsys", "capfd")
 
 

