@@ -171,7 +171,7 @@ class MathVerifier:
 
     def score(self, completion: str, gold: Any) -> RewardResult:
         """Score one completion against its gold answer, read as :meth:`score_batch` reads it."""
-        return self.score_batch([completion], [gold])[0]
+        return self._score_golds([completion], [gold])[0]
 
     def score_batch(self, completions: Sequence[str], golds: Sequence[Any]) -> list[RewardResult]:
         """Score many completions; math-verify work is pipelined to ``workers`` helpers at once.
@@ -182,6 +182,15 @@ class MathVerifier:
         """
         if len(completions) != len(golds):
             raise ConfigError(f"got {len(completions)} completions but {len(golds)} gold answers.")
+        return self._score_golds(completions, golds)
+
+    def score_references(self, completions: Sequence[str], references: Sequence[Any]) -> list[RewardResult]:
+        """The same as :meth:`score_batch` (which reads every gold as a data set's reference answer)."""
+        return self.score_batch(completions, references)
+
+    def _score_golds(self, completions: Sequence[str], golds: Sequence[Any]) -> list[RewardResult]:
+        """Each completion against every form of its gold (:func:`~mathgym.rewards.math_gold.gold_forms`),
+        the best verdict kept: the one gold reader of every entry point."""
         forms = [gold_forms(gold) for gold in golds]
         flat = self._score_pairs([c for c, each in zip(completions, forms) for _ in each], [f for each in forms for f in each])
         results, start = [], 0
@@ -189,10 +198,6 @@ class MathVerifier:
             results.append(best_of_forms(flat[start : start + len(each)]))
             start += len(each)
         return results
-
-    def score_references(self, completions: Sequence[str], references: Sequence[Any]) -> list[RewardResult]:
-        """The same as :meth:`score_batch` (which reads every gold as a data set's reference answer)."""
-        return self.score_batch(completions, references)
 
     def _score_pairs(self, completions: Sequence[str], golds: Sequence[str]) -> list[RewardResult]:
         """Score each completion against one gold already read (:func:`~mathgym.rewards.math_gold.read_gold`)."""
