@@ -61,6 +61,9 @@ GOLD_SHAPES = [
     ("So \\boxed{0.5}.", '["\\\\frac{1}{2}", "0.5"]', True),  # Skywork-OR1's forms, as JSON text
     ("So \\boxed{\\frac{1}{2}}.", '["\\\\frac{1}{2}", "0.5"]', True),
     ("So \\boxed{0.6}.", '["\\\\frac{1}{2}", "0.5"]', False),
+    ("So \\boxed{0.5}.", ["\\frac{1}{2}", "0.5"], True),  # a list column
+    ("So \\boxed{18}.", 18, True),  # an integer column
+    ("So \\boxed{19}.", 18, False),
 ]
 
 NEXT_DIGIT = {str(d): str(d + 1) for d in range(9)} | {"9": "8"}

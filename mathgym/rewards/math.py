@@ -151,6 +151,8 @@ class MathVerifier:
         <Status.CORRECT: 'correct'>
         >>> MathVerifier(answer_extraction="lenient").score("Answer $9$", "9").status
         <Status.CORRECT: 'correct'>
+        >>> MathVerifier().score("so \\\\boxed{3\\\\sqrt{13}}", "3\\\\sqrt{13}").status  # a MATH gold, bare LaTeX
+        <Status.CORRECT: 'correct'>
     """
 
     formats: Sequence[AnswerFormat] = DEFAULT_FORMATS
