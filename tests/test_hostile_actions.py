@@ -133,9 +133,7 @@ def _hostile_episode_checks(env_id: str) -> None:
 
 
 #: Envs that refuse, inside their judge, an answer their own bound accepts (to be fixed there).
-REFUSED_WITHIN_THE_BOUND = {
-    "OpenQA-v0": "its LLMJudge refuses a response over max_response_chars=20,000 as too_long",
-}
+REFUSED_WITHIN_THE_BOUND: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("env_id", [

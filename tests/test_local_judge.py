@@ -99,8 +99,8 @@ def test_an_unparseable_local_judgement_is_an_infra_status_not_zero_and_not_cach
     assert judge.stats["errors"] == 2 and judge.stats["requests"] == 2
     judge.score("Paris", task)
     assert judge.stats["requests"] == 3  # a failure is not cached: asked again
-    too_long = judge.score("x" * 30_000, task)
-    assert too_long.status is Status.TOO_LONG and judge.stats["requests"] == 3
+    unanswered = judge.score("<think>" + "x" * 30_000, task)  # its thinking never closed: nothing to judge
+    assert unanswered.status is Status.UNPARSEABLE and judge.stats["requests"] == 3
 
 
 def test_a_template_without_a_system_role_gets_the_system_text_in_the_user_turn(tmp_path_factory):

@@ -187,7 +187,7 @@ def test_rubric_mode_and_inputs_refused_before_any_request(server):
     judge.score("Paris", {"question": QUESTION})
     user = server.requests[-1]["messages"][1]["content"]
     assert "Rubric:\nNames the city." in user and "Reference answer" not in user
-    assert judge.score("x" * 30_000, JudgeInput(QUESTION)).status == Status.TOO_LONG
+    assert judge.score("<think>" + "x" * 30_000, JudgeInput(QUESTION)).status == Status.UNPARSEABLE  # no answer
     assert judge.score(None, JudgeInput(QUESTION)).status == Status.UNPARSEABLE
     assert len(server.requests) == 1
     restored = pickle.loads(pickle.dumps(judge))  # a process pool can carry it

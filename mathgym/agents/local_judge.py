@@ -233,9 +233,11 @@ class LocalJudge(LLMJudge):
         return [r for r in results if r is not None]
 
     def prompt_ids(self, response: str, task: JudgeInput, nonce: str) -> list[int]:
-        """The judge's prompt for ``response`` as token ids, the response spliced in as plain text."""
+        """The judge's prompt for ``response`` as token ids, what it shows of the response
+        (:meth:`shown_response`: its answer, a long one cut) spliced in as plain text."""
         placeholder = f"\x00response-{nonce}\x00"  # no response is in the chat while it renders
-        return render_with_text(self.tokenizer, self.messages(placeholder, task, nonce), placeholder, response)
+        shown = self.shown_response(response, nonce)
+        return render_with_text(self.tokenizer, self.messages(placeholder, task, nonce), placeholder, shown)
 
     def generate(self, prompts: list[list[int]]) -> list[str]:
         """The judge's replies to token-id ``prompts``, generated together (left-padded)."""

@@ -64,6 +64,11 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+def has_word(text: str) -> bool:
+    """Whether ``text`` holds a word at all (stops at the first: no list of a long text's words)."""
+    return _WORD.search(text) is not None
+
+
 def count_sentences(text: str) -> int:
     """Sentences in ``text``: pieces ending in ``.``/``!``/``?`` (and a last unterminated piece) that hold a word."""
     count, start = 0, 0

@@ -5,6 +5,12 @@ drawn from :mod:`mathgym.envs.instruction_constraints` (length, keywords, format
 and end, punctuation...). The reward is the share of constraints met; ``reward_breakdown``
 has one entry per constraint family. Every prompt is kept only when the built-in writer
 (:func:`write_response`, the expert) meets all of its constraints, so each task is solvable.
+
+A reasoning model's constraints are checked on its answer, the text after its thinking
+(:func:`~mathgym.rewards.extract.answer_after_thinking`): a chain of thought is not the
+response the request asked for ("at most 50 words", "all lowercase", "end with ..."). A reply
+whose thinking never closed gave no answer: it meets no constraint (``unparseable``, 0), however
+much of its thinking would (checking the thinking would pay a policy for never answering).
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from typing import Any
 
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.ifeval_data import IFEvalRecord, answer_part, load_ifeval
-from mathgym.envs.instruction_checks import RESPONSE_SEPARATOR, words
+from mathgym.envs.instruction_checks import RESPONSE_SEPARATOR, has_word
 from mathgym.envs.instruction_constraints import FAMILIES, Constraint, draw_constraints
 from mathgym.errors import ConfigError, require_option
 from mathgym.rewards.base import Status
+from mathgym.rewards.extract import answer_after_thinking
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Follow every instruction of the request exactly."
@@ -195,7 +202,8 @@ class InstructionFollowEnv(TextEnv):
     Reward: the share of constraints met (``reward_breakdown``: 1.0 or 0.0 per constraint
     family); status ``correct`` when all are met, ``partial`` when some, ``wrong`` when none.
     A response without a single word is ``unparseable`` and earns 0 (it would otherwise meet
-    "at most N words" or "no commas" for free).
+    "at most N words" or "no commas" for free). A reasoning model's reply is checked on its
+    answer, after its thinking; a reply whose thinking never closed is ``unparseable`` too.
     Single turn. ``info["constraints"]`` lists each instruction with whether it was met.
 
     Args:
@@ -281,12 +289,11 @@ class InstructionFollowEnv(TextEnv):
         return Task(f"ifollow-{len(constraints)}-{digest}", prompt, gold, meta)
 
     def _judge(self, action: str) -> Judgement:
+        answer = answer_after_thinking(action) or ""  # never closed: no answer, as empty as none
         if "record" in self.task.metadata:
-            return self._judge_record(action, self.task.metadata["record"])
+            return self._judge_record(answer, self.task.metadata["record"])
         request, constraints = self.task.metadata["request"], self.task.metadata["constraints"]
-        if not words(
-            action[:100_000]
-        ):  # an empty answer would meet "at most N words", "no commas"...: it earns nothing
+        if not has_word(answer):  # an empty answer would meet "at most N words", "no commas"...: it earns nothing
             listing = [{"kind": c.kind, "instruction": c.text, "met": False} for c in constraints]
             return Judgement(
                 0.0,
@@ -295,7 +302,7 @@ class InstructionFollowEnv(TextEnv):
                 reward_breakdown={c.kind: 0.0 for c in constraints},
                 info={"constraints": listing},
             )
-        met = {c.kind: c.check(action, request) for c in constraints}
+        met = {c.kind: c.check(answer, request) for c in constraints}
         share = sum(met.values()) / len(met)
         status = Status.CORRECT if share == 1.0 else Status.PARTIAL if share > 0 else Status.WRONG
         listing = [{"kind": c.kind, "instruction": c.text, "met": met[c.kind]} for c in constraints]
@@ -308,11 +315,11 @@ class InstructionFollowEnv(TextEnv):
             info={"constraints": listing},
         )
 
-    def _judge_record(self, action: str, record: IFEvalRecord) -> Judgement:
-        """An IFEval prompt: the share of its instructions followed (IFEval's strict checks); a
-        response without a word follows none (it would otherwise meet "no comma" for free)."""
-        empty = not words((answer_part(action) if record.answer_only else action)[:100_000])
-        met = {name: False for name, _ in record.instructions} if empty else record.check(action, loose=self.ifeval_mode == "loose")
+    def _judge_record(self, answer: str, record: IFEvalRecord) -> Judgement:
+        """An IFEval prompt: the share of its instructions the answer follows (IFEval's strict
+        checks); an answer without a word follows none (it would otherwise meet "no comma" for free)."""
+        empty = not has_word(answer_part(answer) if record.answer_only else answer)
+        met = {name: False for name, _ in record.instructions} if empty else record.check(answer, loose=self.ifeval_mode == "loose")
         share = sum(met.values()) / len(met)
         status = Status.UNPARSEABLE if empty else Status.CORRECT if share == 1.0 else Status.PARTIAL if share > 0 else Status.WRONG
         listing = [{"kind": name, "instruction": name, "met": ok} for name, ok in met.items()]

@@ -8,6 +8,11 @@ answer (:class:`~mathgym.rewards.judge.LLMJudge`, ``mode="reference"``) and its 
 endpoint never answered well, or its reply held no valid verdict) is ``status="error"``: an
 infrastructure status, reward 0 but left out of training, never a wrong answer.
 
+A reasoning model is judged on its answer: the judge is sent the text after its thinking
+(:func:`~mathgym.rewards.extract.answer_after_thinking`), never the thinking; a response whose
+thinking never closed, or with nothing after it, holds no answer (``unparseable``, 0, no request).
+Any answer the env accepts (``max_length``) is judged: the judge reads a long one's start and end.
+
 The built-in data are 50 questions with reference answers written for mathgym
 (``mathgym/samples/open_qa.jsonl``: science, history, geography, mathematics, computing,
 economics, health, literature); ``dataset=PATH`` reads another JSONL of
@@ -34,6 +39,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.data import jsonl_rows, last_user_message
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
+from mathgym.rewards.extract import answer_after_thinking
 from mathgym.rewards.judge import JudgeInput, LLMJudge
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
@@ -182,14 +188,18 @@ class OpenQAEnv(TextEnv):
     def _requests_ahead(self, action: str) -> list[tuple[Any, Any]]:
         """The judge's request: a vector env's step sends its envs' answers in one batch
         (``max_concurrency`` requests in flight)."""
-        if not action.strip():
+        answer = answer_after_thinking(action)
+        if answer is None or not answer.strip():
             return []
-        return [(self.judge, (action, JudgeInput(self.task.prompt, reference=self.task.answer)))]
+        return [(self.judge, (answer, JudgeInput(self.task.prompt, reference=self.task.answer)))]
 
     def _judge(self, action: str) -> Judgement:
-        if not action.strip():
-            return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"judge": 0.0}, info={"feedback": "empty answer"})
-        request = (action, JudgeInput(self.task.prompt, reference=self.task.answer))
+        # any judge (an endpoint, a local model, a plain worker) is sent the answer, never the thinking
+        answer = answer_after_thinking(action)
+        if answer is None or not answer.strip():
+            feedback = "the thinking never closed: no answer" if answer is None else "empty answer"
+            return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"judge": 0.0}, info={"feedback": feedback})
+        request = (answer, JudgeInput(self.task.prompt, reference=self.task.answer))
         result = self._scored(self.judge, request, lambda: self.judge.score_batch([request[0]], [request[1]])[0])
         # what the judgement says, not how it was reached (a cache hit or a retry must not change a step's info)
         details = {k: v for k, v in result.details.items() if k in ("judge_score", "reason")}

@@ -10,8 +10,9 @@ from typing import Any
 
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import RewardResult, Status
-from mathgym.rewards.extract import fenced_blocks
+from mathgym.rewards.extract import answer_after_thinking, fenced_blocks
 from mathgym.rewards.sandbox import CodeSandbox, ExecutionResult, SandboxLimits, TestCase, default_sandbox
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 #: The fence tags of Python code (``""``: untagged).
 PYTHON_FENCES = ("", "python", "py", "python3")
@@ -25,15 +26,21 @@ def defines(code: str, name: str) -> bool:
 def extract_code(text: str, entry_point: str | None = None) -> str:
     """The program in a model's answer.
 
-    The last fenced block that defines ``entry_point`` wins; else the last ``python``
-    (or untagged) fenced block; else the last fenced block; else an unclosed fence's
-    remainder; else the whole text. Blank when the answer holds no code.
+    A reasoning model's answer is what follows its thinking (:func:`answer_after_thinking`):
+    the drafts it wrote while thinking are never run, and a completion whose thinking never
+    closed holds no code. In the answer, the last fenced block that defines ``entry_point``
+    wins; else the last ``python`` (or untagged) fenced block; else the last fenced block;
+    else an unclosed fence's remainder; else the whole answer. Blank when it holds no code.
+    Linear in ``len(text)``.
 
     Example:
         >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
         'def f():\\n    return 1\\n'
     """
-    blocks, unclosed = fenced_blocks(text)
+    answer = answer_after_thinking(text)
+    if answer is None:
+        return ""
+    blocks, unclosed = fenced_blocks(answer)
     if entry_point:
         for block in reversed(blocks):
             if entry_point in block.body and defines(block.body, entry_point):
@@ -45,7 +52,7 @@ def extract_code(text: str, entry_point: str | None = None) -> str:
         return blocks[-1].body
     if unclosed is not None:
         return unclosed.body
-    return text.strip("\n") + "\n"
+    return answer.strip("\n") + "\n"
 
 
 def tests_verdict(result: ExecutionResult, partial_credit: bool) -> tuple[float, Status]:
@@ -82,7 +89,9 @@ class CodeTestsReward:
         sandbox: A sandbox to use; default: the process-wide :func:`default_sandbox`
             (looked up at call time, so the worker pickles).
         parallel: Samples of a batch run at once (threads waiting on warm workers).
-        max_completion_chars: A longer completion is refused unread: ``too_long``, score 0.
+        max_completion_chars: A longer completion is refused unread: ``too_long``, score 0. The
+            default is every env's bound (:data:`~mathgym.spaces.DEFAULT_MAX_LENGTH`), a 32k-token
+            answer: a long chain of thought before the code is graded, not refused.
         name: Component name.
     """
 
@@ -91,7 +100,7 @@ class CodeTestsReward:
     sandbox: CodeSandbox | None = None
     parallel: int = 2
     name: str = "tests"
-    max_completion_chars: int = 100_000
+    max_completion_chars: int = DEFAULT_MAX_LENGTH
 
     def __post_init__(self) -> None:
         if not isinstance(self.parallel, int) or self.parallel < 1:

@@ -1,5 +1,6 @@
 """Final-answer extraction from model text: ``\\boxed{}``, GSM8K ``####``, "the answer is";
-and :func:`delimited`, the linear finder of ``<tag>...</tag>`` blocks the envs share.
+:func:`answer_after_thinking`, a reasoning model's answer without its thinking; and
+:func:`delimited`, the linear finder of ``<tag>...</tag>`` blocks the envs share.
 
 Pure string scanning in linear time: no regex with nested quantifiers, and no lazy
 ``open(.*?)close`` regex (it rescans the rest of the text from every unclosed ``open``),
@@ -24,6 +25,33 @@ _ANSWER_IS = re.compile(r"(?i)(?:final answer|the answer)[ \t]*(?:is|:)[ \t]*:?[
 #: A number that ends the answer: followed by punctuation, a word (``42 because …``) or the line's end.
 _LEADING_NUMBER = re.compile(r"\$?(-?\d[\d,]*(?:\.\d+)?)\$?(?=[.,;!?]?(?:[ \t]+[^\W\d_]|[ \t]*$))", re.MULTILINE)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)")
+
+
+#: The tags of a reasoning model's thinking (DeepSeek-R1, QwQ, Qwen3 and the models trained like them).
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def answer_after_thinking(text: str) -> str | None:
+    """A reasoning model's answer: the text after its last ``</think>``, or ``None`` if it never answered.
+
+    Without a think block the whole text is the answer. With one, what follows the last
+    ``</think>`` is (the whitespace a chat template puts after the tag left out); a completion
+    holding only the ``</think>`` reads the same, as DeepSeek-R1's and QwQ's generation prompt
+    opens the block itself. A ``<think>`` that opens the text (or the text after the last
+    ``</think>``) and is never closed means the model ran out of tokens while thinking: there is
+    no answer, and its thinking is not read as one. Linear: one search from the end.
+
+    Example:
+        >>> answer_after_thinking("<think>\\n2 + 2 is 4? yes\\n</think>\\n\\nThe answer is 4.")
+        'The answer is 4.'
+        >>> answer_after_thinking("The answer is 4."), answer_after_thinking("<think>\\n2 + 2 is 4, so")
+        ('The answer is 4.', None)
+    """
+    close = text.rfind(THINK_CLOSE)
+    answer = text if close < 0 else text[close + len(THINK_CLOSE) :].lstrip()
+    if answer.lstrip().startswith(THINK_OPEN):
+        return None
+    return answer
 
 
 def delimited(text: str, opening: str, closing: str) -> Iterator[tuple[int, int, int, int]]:
