@@ -1,6 +1,6 @@
 """Math verifier: mathgym's MathVerifier (strict and lenient) vs math-verify itself, one run, one table.
 
-The pairs come from :func:`mathgym.rewards.math_corpus.generate_corpus` (seeded; integers
+The pairs come from :func:`tests.rewards.math_corpus.generate_corpus` (seeded; integers
 and decimals in every notation, fractions, percentages, currency and units, LaTeX
 expressions, radicals, sets and tuples, several boxes, intervals, inequalities,
 equations, matrices, text in boxes, GSM8K ``####``, "the answer is", answers with no
@@ -29,12 +29,16 @@ import argparse
 import logging
 import os
 import platform
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 from mathgym.rewards import MathVerifier, Status
-from mathgym.rewards.math_corpus import CATEGORIES, NUMERIC_CATEGORIES, Pair, generate_corpus
 from record import write_record  # benchmarks/record.py (the script's own directory is on sys.path)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the corpus is test data: tests/rewards/math_corpus.py
+from tests.rewards.math_corpus import CATEGORIES, NUMERIC_CATEGORIES, Pair, generate_corpus  # noqa: E402
 
 MODES = ("strict", "lenient")
 

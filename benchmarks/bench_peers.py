@@ -77,7 +77,8 @@ def _load() -> str:
 
 def math_part(args) -> dict:
     from mathgym.rewards import MathVerifier, Status
-    from mathgym.rewards.math_corpus import generate_corpus
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the corpus is test data: tests/rewards/math_corpus.py
+    from tests.rewards.math_corpus import generate_corpus
 
     pairs = [(p.gold, p.completion) for p in generate_corpus(args.n, args.seed)]
     rows: dict[str, dict] = {}

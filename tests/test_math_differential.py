@@ -20,7 +20,7 @@ from fractions import Fraction
 import pytest
 
 from mathgym.rewards import MathVerifier, Status
-from mathgym.rewards.math_corpus import CATEGORIES, Pair, generate_corpus, math_verify_verdicts
+from tests.rewards.math_corpus import CATEGORIES, Pair, generate_corpus, math_verify_verdicts
 from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict
 from mathgym.rewards.math_gold import read_gold
 

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import pytest
 
-from mathgym.rewards.math_corpus import Pair, math_verify_verdicts
+from tests.rewards.math_corpus import Pair, math_verify_verdicts
 from mathgym.rewards.math_fast import fast_answer, fast_decision, fast_gold, fast_verdict
 from mathgym.rewards.math_relations import Member, Relation, read_answer
 from tests.test_math_fast_values import _BOXES, _INLINE, _approx, _perturb, _positive, _render, _scalars, _sizes

@@ -18,7 +18,7 @@ import pytest
 
 from mathgym.envs.data import load_jsonl
 from mathgym.rewards.math import latex_gold
-from mathgym.rewards.math_corpus import Pair, math_verify_verdicts
+from tests.rewards.math_corpus import Pair, math_verify_verdicts
 from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict
 from mathgym.rewards.math_values import Group, Matrix, Scalar, Text, read_value
 

@@ -5,8 +5,9 @@ Model text reaches a parser that builds sympy expressions (math-verify, which ca
 process with a scrubbed environment whose deadline the parent enforces. Python source
 from a model runs only in the code sandbox's child (``sandbox/untrusted_child.py``, forked by
 ``sandbox/trusted_worker.py``); a task's test code (the data set's) runs in the judge
-(``sandbox/trusted_judge.py``), never the model's. The generated
-corpus's ground truth runs math-verify in a pool of spawned processes on generated text.
+(``sandbox/trusted_judge.py``), never the model's. (The tests' generated corpus, whose ground
+truth runs math-verify in a pool of spawned processes, lies outside the package:
+``tests/rewards/math_corpus.py``.)
 A new call anywhere else fails this test: route it through a guarded helper instead.
 """
 
@@ -29,7 +30,7 @@ ALLOWED_CALLS = {
     "rewards/sandbox/trusted_judge.py": {"exec"},
 }
 #: Modules that may import a text-to-expression parser (sympy, math-verify, latex2sympy2).
-PARSER_IMPORTS_ALLOWED = {"rewards/_math_worker.py", "rewards/math_corpus.py"}
+PARSER_IMPORTS_ALLOWED = {"rewards/_math_worker.py"}
 PARSERS = ("sympy", "math_verify", "latex2sympy2_extended")
 
 

@@ -2,7 +2,7 @@
 
 Each forgery is tried through ``CodeSandbox-v0``, ``CodeRepair-v0`` and ``CodeTestsReward``.
 Tests that cannot be converted into calls run in the trusted judge
-(``details["verdict"] == "trusted-tests"``, ``tests/test_trusted_tests.py``): the same
+(``details["verdict"] == "trusted-tests"``, ``tests/rewards/sandbox/test_trusted_tests.py``): the same
 forgeries score wrong there too.
 """
 

@@ -135,7 +135,7 @@ def test_without_a_pid_namespace_the_uid_still_spares_the_job_beside_it(monkeypa
 
 
 def _children_of(pids: list[int]) -> list[int]:
-    from tests.test_hostile_code import _process_table
+    from tests.rewards.sandbox.test_hostile_code import _process_table
 
     return [pid for pid, (ppid, _) in _process_table().items() if ppid in pids]
 

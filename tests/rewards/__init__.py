@@ -1,0 +1,1 @@
+"""Tests of ``mathgym.rewards``, laid out as the package is."""
