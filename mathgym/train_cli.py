@@ -125,6 +125,7 @@ def run_train(argv: Sequence[str]) -> int:
         budgets = model_generation_defaults(config.model, set(overrides) | _yaml_keys(known.config))
         if budgets:  # the model's mathgym.json: the budgets it was trained and evaluated with
             config = build_config(config_cls, known.config, {**budgets, **overrides})
+    check_run_dir(config.run_dir, resuming=bool(known.resume))
     if known.resume and (done := finished_run_message(known.resume, config.steps)):
         print(done)  # nothing to do: the run's files stay as they are
         return 0
@@ -153,6 +154,19 @@ def run_train(argv: Sequence[str]) -> int:
         return 130
     say(result.summary(config.env))
     return 0
+
+
+def check_run_dir(run_dir: str, resuming: bool) -> None:
+    """Refuse at once, before the training stack loads, a run directory the run may not use: one a live
+    process trains in, or, for a new run, one that holds an earlier run (the trainer checks both again
+    when it takes the directory). ``""``: the default directory, made new."""
+    from mathgym.algos.run_dir import check_new_run_dir, check_not_in_use
+
+    if not run_dir:
+        return
+    check_not_in_use(run_dir)
+    if not resuming:
+        check_new_run_dir(run_dir)
 
 
 def finished_run_message(run_dir: str, steps: int) -> str | None:

@@ -82,6 +82,7 @@ ERROR_CASES = {
     "bad-yaml-config": (["train", "--config", "broken.yaml"], ["broken.yaml is not valid YAML"]),
     "resume-not-a-run": (["train", "--resume", "not_a_run"], ["--resume not_a_run", "has no config.yaml"]),
     "resume-missing": (["train", "--resume", "no_such_dir"], ["--resume no_such_dir: does not exist"]),
+    "run-dir-holds-a-run": (["train", "--run-dir", "old_run"], ["old_run already holds a run (config.yaml)", "`mathgym train --resume old_run`"]),
     "eval-zero-tasks": (["eval", "--tasks", "0"], ["--tasks 0", "at least 1"]),
     "bad-o": (["check", "MathReason-v0", "-o", "difficulty"], ["-o 'difficulty'", "KEY=VALUE"]),
     "train-bad-o": (["train", "-o", "difficulty"], ["-o 'difficulty'", "KEY=VALUE"]),
@@ -99,6 +100,8 @@ def test_each_mistake_is_one_message_and_leaves_no_run_dir(case, tmp_path):
     (tmp_path / "list.yaml").write_text("- steps: 3\n")
     (tmp_path / "broken.yaml").write_text("steps: [3\n")
     (tmp_path / "not_a_run").mkdir()
+    (tmp_path / "old_run").mkdir()
+    (tmp_path / "old_run" / "config.yaml").write_text("algo: grpo\n")
     result = mathgym(*args, cwd=tmp_path)
     assert_one_message(result, *expected)
     assert result.returncode == 2

@@ -210,6 +210,7 @@ class PRMTrainer(Trainer):
 
     def train(self) -> TrainResult:
         """Train; with ``eval_data``, measure the held-out steps before, and the saved PRM after."""
+        self.claim_run_dir()  # before the held-out measure is logged into the directory
         if self.held_out and self.prm_eval_before is None:
             self.prm_eval_before = self.evaluate_prm()
             self.logger.log(self.step, self.prm_eval_before.as_metrics())

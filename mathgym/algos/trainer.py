@@ -36,6 +36,7 @@ import json
 import os
 import random
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -69,7 +70,8 @@ from mathgym.algos.evaluate import EvalResult, evaluate_policy
 from mathgym.algos.executors import vector_env_factory
 from mathgym.algos.metrics import MetricsLogger, episode_samples, plot_reward_curve, rollout_metrics
 from mathgym.algos.overlap import Rollouts, RolloutsAhead, split_threads
-from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory
+from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory, check_run_room
+from mathgym.algos.run_dir import RunDirLock, check_new_run_dir, check_not_in_use, fresh_run_dir
 from mathgym.algos.update import UpdateLoop, lr_factor
 from mathgym.errors import ConfigError
 from mathgym.options import save_config
@@ -201,7 +203,10 @@ class Trainer(UpdateLoop):
 
     Args:
         config: The run's configuration (a :class:`TrainConfig` subclass).
-        run_dir: Run directory (default ``runs/<algo>-<env>-<time>``).
+        run_dir: Run directory (default ``runs/<algo>-<env>-<time>``, made new). It holds one run: the
+            trainer holds its lock while it lives (another process that would train there is refused),
+            and :meth:`train` refuses a directory that holds an earlier run unless :meth:`resume`
+            loaded that run first.
         policy: An existing policy (default: built from ``model_path``, unless :meth:`needs_policy` says no).
         model_path: Where the policy's weights are (default: ``config.model``; the tiny model's
             warm start is made before the trainer: :func:`mathgym.algos.warm_start.prepare_model`).
@@ -234,6 +239,8 @@ class Trainer(UpdateLoop):
         self.dist = Distributed.from_environment(config.device)
         # Ranks must agree on the run directory (the default holds a time stamp): rank 0's wins.
         self.run_dir = Path(self.dist.broadcast_object(str(run_dir or config.run_dir or default_run_dir(self.algo_name, config.env))))
+        if self.dist.is_main:
+            check_not_in_use(self.run_dir)  # before the model loads: a live run's directory is refused at once
         if config.threads:
             torch.set_num_threads(config.threads)
         seed_everything(config.seed)
@@ -279,11 +286,12 @@ class Trainer(UpdateLoop):
         self._executor: Any = None  # config.executor's vector-env factory, made on first use
         self._config_saved = False
         self.sampling_stats: dict[str, float] = {}  # what make_batch reports of its step (dynamic sampling)
+        self._run_dir_lock: RunDirLock | None = None
+        self._run_dir_claimed = False  # resume() loaded the run there, or train() found no earlier run
+        # only now: a run that cannot start leaves no directory
+        self.run_dir = self._hold_run_dir(defaulted=not (run_dir or config.run_dir))
         self.logger: MetricsLogger | NullLogger = NullLogger(self.run_dir)
-        if self.dist.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)  # only now: a run that cannot start leaves no directory
-            if latest_checkpoint(self.run_dir) is None:  # a run to resume keeps its config.yaml until resume() accepts
-                self.save_config()
+        if self.dist.is_main:  # config.yaml waits for train() or resume(): a directory that holds a run keeps its own
             self.logger = MetricsLogger(self.run_dir, config.log_tensorboard, config.log_wandb, config.to_dict())
 
     # -- construction hooks -----------------------------------------------------------
@@ -350,6 +358,8 @@ class Trainer(UpdateLoop):
             )
             num_tasks = cfg.num_tasks // self.dist.world_size  # this rank's share (see make_batch)
             env_kwargs = self.env_kwargs if level is None else {**self.env_kwargs, cfg.curriculum_level_option: level}
+            if not self._collectors:  # the run's first rollout envs: a served env's server is asked for the whole run's
+                check_run_room(cfg, env_kwargs, num_tasks)
             self._collectors[level] = RolloutCollector(cfg.env, env_kwargs, self.rollout_policy, num_tasks, settings, self.make_envs)
         return self._collectors[level]
 
@@ -527,8 +537,40 @@ class Trainer(UpdateLoop):
             save_config(self.config, self.run_dir / "config.yaml", {"algo": self.algo_name})
         self._config_saved = True
 
+    def _hold_run_dir(self, defaulted: bool) -> Path:
+        """Create the run directory (the default one made new) and hold its lock (rank 0); the directory."""
+        if self.dist.is_main:
+            if defaulted:
+                self.run_dir = fresh_run_dir(self.run_dir)
+            self._lock_run_dir()
+        return Path(self.dist.broadcast_object(str(self.run_dir)))
+
+    def _lock_run_dir(self) -> None:
+        self._run_dir_lock = RunDirLock(self.run_dir)
+        weakref.finalize(self, self._run_dir_lock.release)  # a trainer dropped unclosed lets go of it too
+
+    def claim_run_dir(self) -> None:
+        """Make sure this run may write its directory, before a file is touched: refused
+        (:class:`~mathgym.errors.ConfigError`) when the directory holds an earlier run that
+        :meth:`resume` did not load, or when another live process holds it. :meth:`train` calls
+        it; a subclass that writes there before ``super().train()`` calls it first."""
+        refusal = None
+        if self.dist.is_main:
+            try:
+                if self._run_dir_lock is None or not self._run_dir_lock.held:  # closed by a train() before this one
+                    self._lock_run_dir()
+                if not self._run_dir_claimed:
+                    check_new_run_dir(self.run_dir)
+            except ConfigError as error:
+                refusal = str(error)
+        refusal = self.dist.broadcast_object(refusal)  # every rank stops, not rank 0 alone
+        if refusal is not None:
+            raise ConfigError(refusal)
+        self._run_dir_claimed = True
+
     def resume(self) -> bool:
-        """Load the run directory's latest checkpoint; ``False`` when there is none.
+        """Load the run directory's latest checkpoint; ``False`` when there is none (the run then
+        starts over: what a run killed before its first checkpoint logged is dropped).
 
         Options that differ from the checkpoint's configuration are printed (``old -> new``);
         one that shapes the training itself raises :class:`~mathgym.errors.ConfigError`
@@ -537,6 +579,8 @@ class Trainer(UpdateLoop):
         """
         path = latest_checkpoint(self.run_dir)
         if path is None:
+            self.logger.truncate_after(-1)
+            self._run_dir_claimed = True
             return False
         state = load_checkpoint(path)
         self.resume_changes = resume_changes(state.get("config", {}), self.config.to_dict(), int(state["step"]))
@@ -544,6 +588,7 @@ class Trainer(UpdateLoop):
         self.load_state_dict(state)
         self.save_config()
         self.logger.truncate_after(self.step)
+        self._run_dir_claimed = True
         return True
 
     def _resumed_learning_rates(self) -> None:
@@ -564,6 +609,7 @@ class Trainer(UpdateLoop):
         from tqdm.auto import tqdm
 
         cfg = self.config
+        self.claim_run_dir()
         start, first_step = time.perf_counter(), self.step
         main = self.dist.is_main  # rank 0 alone evaluates, logs and writes files
         if not self._config_saved:
@@ -664,4 +710,6 @@ class Trainer(UpdateLoop):
         if self._executor is not None:
             self._executor.close()
             self._executor = None
+        if self._run_dir_lock is not None:  # the run is over: the directory is free for a resume
+            self._run_dir_lock.release()
         self.dist.close()
