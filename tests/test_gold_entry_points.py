@@ -16,6 +16,7 @@ their own answer wrong.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -126,20 +127,23 @@ def _by_openrlhf_reward_func(completions: Sequence[str], golds: Sequence[Any]) -
 
 
 def _by_env(env_id: str) -> Verdicts:
-    def verdicts(completions: Sequence[str], golds: Sequence[Any], data_dir: Path) -> list[bool]:
-        path = data_dir / f"{env_id}.jsonl"
-        path.write_text("".join(json.dumps({"question": f"Problem {i}?", "answer": gold}) + "\n" for i, gold in enumerate(golds)))
-        env = gym.make(env_id, dataset=str(path))
-        found = []
-        try:
-            for i, completion in enumerate(completions):
-                env.reset(seed=0, options={"task_index": i})
-                found.append(bool(env.step(completion)[4]["correct"]))
-        finally:
-            env.close()
+    """The env over a JSONL data set of the golds (its ``answer`` column), one episode a pair."""
+
+    def verdicts(completions: Sequence[str], golds: Sequence[Any]) -> list[bool]:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "golds.jsonl"
+            path.write_text("".join(json.dumps({"question": f"Problem {i}?", "answer": gold}) + "\n" for i, gold in enumerate(golds)))
+            env = gym.make(env_id, dataset=str(path))
+            found = []
+            try:
+                for i, completion in enumerate(completions):
+                    env.reset(seed=0, options={"task_index": i})
+                    found.append(bool(env.step(completion)[4]["correct"]))
+            finally:
+                env.close()
         return found
 
-    return verdicts  # type: ignore[return-value]
+    return verdicts
 
 
 ENTRY_POINTS: dict[str, Verdicts] = {
@@ -159,16 +163,10 @@ ENTRY_POINTS: dict[str, Verdicts] = {
 }
 
 
-def _verdicts(name: str, completions: Sequence[str], golds: Sequence[Any], tmp_path: Path) -> list[bool]:
-    if name.endswith("-v0"):
-        return ENTRY_POINTS[name](completions, golds, tmp_path)  # type: ignore[call-arg]
-    return ENTRY_POINTS[name](completions, golds)
-
-
 @pytest.mark.parametrize("entry_point", list(ENTRY_POINTS))
-def test_every_entry_point_gives_every_gold_shape_the_same_verdict(entry_point, tmp_path):
+def test_every_entry_point_gives_every_gold_shape_the_same_verdict(entry_point):
     completions, golds, right = zip(*GOLD_SHAPES)
-    found = _verdicts(entry_point, completions, golds, tmp_path)
+    found = ENTRY_POINTS[entry_point](completions, golds)
     differ = [(gold, completion, want) for completion, gold, want, got in zip(completions, golds, right, found) if got != want]
     assert not differ, differ
 
@@ -186,27 +184,31 @@ def test_perturbed_answers_are_different_answers(math500_answers):
     assert sum(new.endswith(" + 1") for new in changed) < 20  # nearly every answer has a digit to move
 
 
-#: The entry points the issue names run all of MATH-500 in the default run; the others (thin
-#: wrappers of the same verifier) every fifth gold (7 of the 47 once misread among them), all
-#: 500 under ``-m heavy``. Each run of 500 sends about 110 pairs to math-verify (~2.5 s of CPU).
-FULL_IN_DEFAULT_RUN = ("MathVerifier().score", "trl_reward_function(MathVerifier())", "verl.compute_score", "openrlhf.reward_func", "MathReason-v0")
-MATH500_RUNS = [
-    run
-    for name in ENTRY_POINTS
-    for run in (
-        [pytest.param(name, 1, id=f"{name}-all")]
-        if name in FULL_IN_DEFAULT_RUN
-        else [pytest.param(name, 5, id=f"{name}-every-5th"), pytest.param(name, 1, id=f"{name}-all", marks=pytest.mark.heavy)]
-    )
-]
+#: The entry points the issue names run all of MATH-500 in the default run. Each run of 500
+#: sends about 110 pairs to math-verify (~2.5 s of CPU), so the others, thin wrappers of the
+#: same verifier, run every fifth gold by default (7 of the 47 once misread are among them)
+#: and all 500 under ``-m heavy``.
+FULL_IN_DEFAULT_RUN = ("MathVerifier().score", "trl_reward_function(MathVerifier())", "verl.compute_score",
+                       "openrlhf.reward_func", "MathReason-v0")
 
 
-@pytest.mark.parametrize(("entry_point", "step"), MATH500_RUNS)
-def test_math500_golds_match_their_own_answer_and_not_a_perturbed_one(entry_point, step, math500_answers, tmp_path):
+def _math500_runs() -> list[Any]:
+    runs = []
+    for name in ENTRY_POINTS:
+        if name in FULL_IN_DEFAULT_RUN:
+            runs.append(pytest.param(name, 1, id=f"{name}-all"))
+        else:
+            runs.append(pytest.param(name, 5, id=f"{name}-every-5th"))
+            runs.append(pytest.param(name, 1, id=f"{name}-all", marks=pytest.mark.heavy))
+    return runs
+
+
+@pytest.mark.parametrize(("entry_point", "step"), _math500_runs())
+def test_math500_golds_match_their_own_answer_and_not_a_perturbed_one(entry_point, step, math500_answers):
     answers = math500_answers[::step]
     completions = [f"So the answer is $\\boxed{{{answer}}}$." for answer in answers]
     completions += [f"So the answer is $\\boxed{{{perturbed(answer)}}}$." for answer in answers]
-    found = _verdicts(entry_point, completions, answers * 2, tmp_path)
+    found = ENTRY_POINTS[entry_point](completions, answers * 2)
     missed = [answer for answer, ok in zip(answers, found[: len(answers)]) if not ok]
     accepted = [(answer, perturbed(answer)) for answer, ok in zip(answers, found[len(answers) :]) if ok]
     assert not missed, f"{len(missed)} of {len(answers)} golds do not match their own answer: {missed[:10]}"
