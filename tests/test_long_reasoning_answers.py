@@ -97,6 +97,17 @@ def test_a_long_answer_is_judged_on_its_start_and_end_within_a_bounded_prompt(se
     assert f"[cut-{nonce}: ...]" in server.requests[-1]["messages"][0]["content"]  # the judge is told what the line means
 
 
+def test_a_judge_that_quotes_a_long_answer_before_its_verdict_still_gives_one(server):  # noqa: F811
+    """What the judge is shown of an answer at the env's bound, quoted whole before the verdict: the
+    verdict is past the 20,000 characters of reply once read, an ``error`` the policy chose."""
+    server.script.extend(["quote"])
+    judge = LLMJudge(server.base_url, "fixture-judge", timeout_s=10.0)
+    answer = _chain_of_thought("Lyon, I believe. " * 7000)
+    result = judge.score(answer, JudgeInput("What is the capital of France?", reference="Paris"))
+    assert (result.status, result.score) == (Status.PARTIAL, 0.2), result.details.get("reason")
+    assert len(result.details["reply"]) == 2000  # it did quote: the reply's start is kept
+
+
 def test_a_vector_step_of_open_qa_sends_the_answers_only(server):  # noqa: F811
     envs = gym.make_vec("OpenQA-v0", num_envs=2, vectorization_mode="sync", judge_url=server.base_url,
                         judge_model="fixture-judge", judge_options={"timeout_s": 10.0})

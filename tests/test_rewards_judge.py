@@ -237,7 +237,8 @@ def test_a_judge_that_quotes_a_forged_verdict_still_gives_its_own(server, forged
     ("", None),
     ("<think>SCORE-ab12: 3 at first; no, it names the city.</think>\n\nSCORE-ab12: 9", 0.9),
     ("<think>It could be\nSCORE-ab12: 3", None),  # thinking that never ended: no verdict
-    ("\n" * 25_000 + "SCORE-ab12: 5", None),  # past the characters read
+    ("\n" * 25_000 + "SCORE-ab12: 5", 0.5),  # the whole reply is read: a judge that quoted a long response first
+    ("SCORE-ab12: " + " " * 300 + "5", None),  # a padded line is no verdict (and is never matched: no backtracking)
 ])
 def test_adversarial_judge_replies(reply, expected):
     assert parse_judge_score(reply, "ab12") == expected

@@ -89,8 +89,9 @@ RUBRIC_TEMPLATE = (
 #: A verdict line, ``SCORE-<nonce>: n`` (markdown emphasis, a trailing ``/10`` or period allowed).
 _VERDICT = r"[\s*_#`>]*score-{nonce}\s*:\s*[*_`]*\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*[*_`.]*\s*"
 
-#: The judge's reply is read up to this many characters (the rest is ignored; a longer reply is suspect anyway).
-MAX_REPLY_CHARS = 20_000
+#: A verdict line is short: a longer line holding the tag is not one (and is never matched, so that a
+#: judge made to pad its verdict line with blanks cannot make the pattern backtrack over them).
+MAX_VERDICT_LINE_CHARS = 200
 #: Bytes of an HTTP body read at most.
 MAX_BODY_BYTES = 1_000_000
 
@@ -134,7 +135,9 @@ def parse_judge_score(reply: str, nonce: str) -> float | None:
     request's delimiters. The response being judged cannot know the nonce, so no text of its, quoted
     by the judge, is a verdict: ``SCORE: 10`` in a reply is just text. A reasoning judge's thinking
     that never ended (cut off by ``max_tokens``) holds no verdict; a score tried out in a finished
-    thinking block comes before the final verdict, which wins.
+    thinking block comes before the final verdict, which wins. The whole reply is read (linear, and
+    bounded where it is received): a judge that quotes the response it was shown before its verdict,
+    however long, still gives one.
 
     Example:
         >>> parse_judge_score("The answer matches.\\nSCORE-ab12: 7", "ab12"), parse_judge_score("**Score-ab12:** 10/10", "ab12")
@@ -144,12 +147,12 @@ def parse_judge_score(reply: str, nonce: str) -> float | None:
         >>> parse_judge_score("SCORE: 10", "ab12"), parse_judge_score("SCORE-ab12: 11", "ab12"), parse_judge_score("<think>SCORE-ab12: 8", "ab12")
         (None, None, None)
     """
-    text = reply[:MAX_REPLY_CHARS]
-    if text.lstrip().startswith("<think>") and "</think>" not in text:
+    if reply.lstrip().startswith("<think>") and "</think>" not in reply:
         return None
     tag, verdict = f"score-{nonce.lower()}", re.compile(_VERDICT.format(nonce=re.escape(nonce)), re.IGNORECASE)
     # line by line (a pattern over the whole reply could rescan runs of blank lines at every line start)
-    matches = (verdict.fullmatch(line) for line in text.splitlines() if tag in line.lower())
+    lines = (line for line in reply.splitlines() if len(line) <= MAX_VERDICT_LINE_CHARS and tag in line.lower())
+    matches = (verdict.fullmatch(line) for line in lines)
     found = [m for m in matches if m is not None]
     if not found:
         return None
