@@ -1,5 +1,10 @@
 """Local code sandbox: untrusted Python runs in a contained child process, never in the caller.
 
+This file is the caller's side (trusted): it sends jobs to the warm workers
+(:mod:`~mathgym.rewards.sandbox.trusted_worker`), decodes what comes back with the codec's
+bounds (:mod:`~mathgym.rewards.sandbox.codec`), compares outputs and reads the judge's
+verdicts; the map of the processes and pipes is ``docs/sandbox-internals.md``.
+
 Containment (details in ``docs/rewards.md``): each job is forked from a warm worker
 process into its own session, with rlimits (CPU seconds, address space, processes, file
 size, open files), a wall clock that SIGKILLs the process group and every remaining
