@@ -293,6 +293,7 @@ def _reply_value(value, encode, objects):
     except BaseException as err:  # noqa: BLE001
         return {"error": f"the returned value cannot leave the sandbox: {_describe(err)}"[:500], "type": None}
 
+
 # Taken when this module loads (before any code runs), so a program that patches builtins
 # changes only its own results.
 _WRAPPERS = {name: getattr(builtins, name) for name in codec.WRAPPER_NAMES}
