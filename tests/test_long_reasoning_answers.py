@@ -203,3 +203,32 @@ def test_an_ifeval_prompt_is_checked_on_the_answer(tmp_path):
     env.reset(options={"task_index": 0})
     _, reward, _, _, info = env.step("<think>\nthe sea is wide and blue.")
     assert (info["status"], reward) == (Status.UNPARSEABLE, 0.0)
+
+
+# -- games: the move played is the answer's, not one tried out while thinking ------------------
+
+#: (env id, a move tried out while thinking, the answer's move; ``None``: the env's expert move).
+THOUGHT_MOVES = [
+    ("Wordle-v0", "\\boxed{slate}", "crane"),
+    ("Hangman-v0", "\\boxed{z}", "e"),
+    ("Game2048-v0", "\\boxed{left}", "up"),
+    ("GuessNumber-v0", "\\boxed{99}", "50"),
+    ("Sokoban-v0", "left left left up up", None),
+    ("FrozenLakeText-v0", "up", None),
+    ("Hanoi-v0", "A -> B, B -> C, C -> A", None),
+]
+
+
+@pytest.mark.parametrize("env_id, tried, move", THOUGHT_MOVES, ids=[row[0] for row in THOUGHT_MOVES])
+def test_a_game_plays_the_answers_move_after_thinking(env_id, tried, move):
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    move = move if move is not None else env.unwrapped.expert_action()
+    obs, reward, _, _, info = env.step(move)
+    env.reset(seed=0)
+    thought_obs, thought_reward, _, _, thought_info = env.step(_chain_of_thought(move, 20_000, f"Maybe {tried}? "))
+    assert (thought_obs, thought_reward, thought_info["status"]) == (obs, reward, info["status"])
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(f"<think>\nI will play {move}")  # thinking never closed: no move
+    assert (reward, info["status"]) == (0.0, Status.FORMAT_ERROR)
+    env.close()

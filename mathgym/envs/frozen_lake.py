@@ -17,6 +17,7 @@ from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
+from mathgym.rewards.extract import answer_after_thinking
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 #: gymnasium's action numbering for FrozenLake.
@@ -28,9 +29,11 @@ LEGEND = "Legend: S start, F frozen (safe), H hole, G goal, P you."
 
 
 def parse_move(action: str) -> str | None:
-    """The last move word in the action (``left``/``l``/``west`` ...), or ``None``."""
+    """The last move word in the action's answer (after a reasoning model's thinking)
+    (``left``/``l``/``west`` ...), or ``None``."""
     found = None
-    for word in _WORD.findall(action.lower()[-2000:]):
+    answer = answer_after_thinking(action) or ""  # thinking never closed: no move
+    for word in _WORD.findall(answer.lower()[-2000:]):
         word = _ALIASES.get(word, word)
         if word in ACTIONS:
             found = word

@@ -11,7 +11,7 @@ from typing import Any
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
-from mathgym.rewards.extract import last_boxed
+from mathgym.rewards.extract import answer_after_thinking, last_boxed
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Play the guessing game. Answer each turn with one integer."
@@ -30,8 +30,9 @@ def parse_guess(action: str) -> int | str | None:
         >>> parse_guess("I guess 37."), parse_guess("50.5"), parse_guess("no idea")
         (37, '50.5', None)
     """
-    boxed = last_boxed(action)
-    found = _NUMBER.findall(boxed if boxed is not None else action[-2000:])
+    answer = answer_after_thinking(action) or ""  # a guess tried out while thinking is not one
+    boxed = last_boxed(answer)
+    found = _NUMBER.findall(boxed if boxed is not None else answer[-2000:])
     if not found:
         return None
     return int(found[-1]) if _INTEGER.fullmatch(found[-1]) else found[-1]

@@ -19,6 +19,7 @@ import numpy as np
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
+from mathgym.rewards.extract import answer_after_thinking
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 Pos = tuple[int, int]
@@ -128,9 +129,11 @@ def generate_level(rng: np.random.Generator, size: int, num_boxes: int, min_move
 
 
 def parse_moves(action: str) -> list[str]:
-    """The moves named in an action, in order (``up``/``u``/``north`` ...); unknown words are skipped."""
+    """The moves named in an action's answer (after a reasoning model's thinking: moves tried out
+    while thinking are not played), in order (``up``/``u``/``north`` ...); unknown words are skipped."""
     moves = []
-    for word in _WORD.findall(action.lower()[-4000:]):
+    answer = answer_after_thinking(action) or ""  # thinking never closed: no moves
+    for word in _WORD.findall(answer.lower()[-4000:]):
         word = _ALIASES.get(word, word)
         if word in MOVES:
             moves.append(word)

@@ -1,8 +1,8 @@
 """What the multi-turn text games share: difficulty levels, the move text, format errors, rendering.
 
-Every game reads moves the same way (:func:`move_text`): the last ``\\boxed{}`` when there is
-one, else the last :data:`TAIL_CHARS` characters of the reply, so parsing is linear in the
-action and a megabyte of text costs milliseconds. A reply without a valid move is a
+Every game reads moves the same way (:func:`move_text`): in the answer after a reasoning model's
+thinking, the last ``\\boxed{}`` when there is one, else the last :data:`TAIL_CHARS` characters,
+so parsing is linear in the action and a megabyte of text costs milliseconds. A reply without a valid move is a
 ``format_error`` observation that uses up a turn but never ends the game by itself: only the
 turn budget does.
 """
@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from mathgym.core import Judgement, TextEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
-from mathgym.rewards.extract import last_boxed
+from mathgym.rewards.extract import answer_after_thinking, last_boxed
 
 #: How much of the end of a reply is searched for a move when it has no ``\boxed{}``.
 TAIL_CHARS = 2000
@@ -34,14 +34,19 @@ _ANSI_RESET = "\x1b[0m"
 
 
 def move_text(action: str) -> str:
-    """The part of a reply that holds the move: the last ``\\boxed{}``'s contents, else the reply's tail.
+    """The part of a reply that holds the move: in its answer (after its thinking, where it has
+    some), the last ``\\boxed{}``'s contents, else the answer's tail. Moves tried out while
+    thinking are not played; a reply whose thinking never closed holds no move (``""``).
 
     Example:
-        >>> move_text("I think... \\\\boxed{crane}")
-        'crane'
+        >>> move_text("I think... \\\\boxed{crane}"), move_text("<think>slate? no</think>crane")
+        ('crane', 'crane')
     """
-    boxed = last_boxed(action[-4 * TAIL_CHARS :])
-    return boxed if boxed is not None else action[-TAIL_CHARS:]
+    answer = answer_after_thinking(action)
+    if answer is None:
+        return ""
+    boxed = last_boxed(answer[-4 * TAIL_CHARS :])
+    return boxed if boxed is not None else answer[-TAIL_CHARS:]
 
 
 def paint(text: str, colour: str) -> str:
