@@ -232,3 +232,24 @@ def test_a_game_plays_the_answers_move_after_thinking(env_id, tried, move):
     _, reward, _, _, info = env.step(f"<think>\nI will play {move}")  # thinking never closed: no move
     assert (reward, info["status"]) == (0.0, Status.FORMAT_ERROR)
     env.close()
+
+
+# -- single-turn answers in a format: a try in the thinking is not the answer ------------------
+
+
+@pytest.mark.parametrize("env_id", ["Countdown-v0", "ReasoningGym-v0"])
+def test_an_answer_tried_out_while_thinking_is_not_the_answer(env_id):
+    from tests.envs_under_test import contract_kwargs
+
+    env = gym.make(env_id, **contract_kwargs(env_id))
+    env.reset(seed=0)
+    right = env.unwrapped.expert_action()
+    _, reward, _, _, info = env.step(f"<think>\n{right}\n</think>\n\nI could not find it.")
+    assert (reward, info["status"]) == (0.0, Status.UNPARSEABLE)  # was correct: the thinking's try was graded
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(f"<think>\n{right}\nso that is it, I")
+    assert (reward, info["status"]) == (0.0, Status.UNPARSEABLE)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(_chain_of_thought(right))
+    assert (reward, info["status"]) == (1.0, Status.CORRECT)
+    env.close()

@@ -21,7 +21,7 @@ import numpy as np
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
-from mathgym.rewards.extract import last_boxed
+from mathgym.rewards.extract import answer_after_thinking, last_boxed
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 MIN_NUMBERS, MAX_NUMBERS = 3, 6
@@ -128,11 +128,14 @@ def evaluate(text: str) -> Evaluated:
 
 
 def extract_expression(action: str) -> str | None:
-    """The expression in the action: the last ``\\boxed{}``, else ``<answer>`` tag, else the last line.
+    """The expression in the action's answer (after a reasoning model's thinking, whose tries are
+    not the answer; none when the thinking never closed): the last ``\\boxed{}``, else
+    ``<answer>`` tag, else the last line.
 
     With an ``=``, the first side holding an operator counts (``3 * 4 = 12`` and ``12 = 3 * 4``
     both give ``3 * 4``).
     """
+    action = answer_after_thinking(action) or ""
     text = last_boxed(action)
     if text is None and "<answer>" in action:
         text = action.rsplit("<answer>", 1)[1].split("</answer>", 1)[0]

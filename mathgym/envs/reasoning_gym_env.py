@@ -22,7 +22,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
 from mathgym.install import extra_hint
 from mathgym.rewards.base import Status
-from mathgym.rewards.extract import last_boxed
+from mathgym.rewards.extract import answer_after_thinking, last_boxed
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -107,7 +107,9 @@ def score_in_child(dataset: Any, answer: str, entry: Mapping[str, Any], timeout:
 
 
 def extract_tagged_answer(text: str) -> str | None:
-    """The last ``<answer>...</answer>`` (stripped), else the last ``\\boxed{}``, else ``None``."""
+    """In the answer after a reasoning model's thinking (none when it never closed), the last
+    ``<answer>...</answer>`` (stripped), else the last ``\\boxed{}``, else ``None``."""
+    text = answer_after_thinking(text) or ""
     end = text.rfind("</answer>")
     if end >= 0:
         start = text.rfind("<answer>", 0, end)
