@@ -215,7 +215,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
             raise ConfigError(f"--token-env {args.token_env}: the environment variable {args.token_env} is not set or empty.")
     server = EnvServer(args.env_id, max_sessions=args.max_sessions, session_timeout=args.session_timeout,
-                       env_kwargs=parse_env_kwargs(args.option), token=token)
+                       client_timeout=args.client_timeout, env_kwargs=parse_env_kwargs(args.option), token=token)
     run_forever(server, args.host, args.port)
     return 0
 
@@ -252,8 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("env_id", nargs="+", help="env id(s) clients may make")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port (0: any free one; the address is printed)")
-    serve.add_argument("--max-sessions", type=int, default=64, help="most envs held at once; more answer 503")
-    serve.add_argument("--session-timeout", type=float, default=600.0, help="seconds after which an idle session is closed")
+    serve.add_argument("--max-sessions", type=int, default=256,
+                       help="most envs held at once; more answer 503 (256 fits a default `mathgym train` run: 128 + 100 for its evaluation)")
+    serve.add_argument("--session-timeout", type=float, default=600.0,
+                       help="seconds after which an idle session of a client without a lease (curl) is closed")
+    serve.add_argument("--client-timeout", type=float, default=30.0,
+                       help="seconds after which the sessions of a mathgym/Remote-v0 client that stopped beating are closed")
     serve.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env option every session gets")
     serve.add_argument("--token-env", default="", metavar="VAR",
                        help="answer 401 unless a request carries the token held in the environment variable VAR "

@@ -12,7 +12,9 @@ route                         request body                                answer
 ============================  ==========================================  ============================================
 ``GET /``                     --                                          ``envs``, ``options`` (env id → the options
                                                                           its constructor takes), ``sessions``,
-                                                                          ``max_sessions``, ``session_timeout``
+                                                                          ``max_sessions``, ``session_timeout``,
+                                                                          ``client_timeout``, ``yours`` (the sessions
+                                                                          of the client asking)
 ``POST /sessions``            ``env_id`` (``null``: the one served),      201: ``session_id``, ``env_id``,
                               ``kwargs`` (env options)                    ``observation_space``, ``action_space``,
                                                                           ``metadata``, ``render_mode``,
@@ -27,7 +29,17 @@ route                         request body                                answer
                                                                           imitates)
 ``POST /sessions/ID/copy``    --                                          201: ``session_id`` of a copy of the env
 ``DELETE /sessions/ID``       --                                          ``closed: true``
+``POST /clients/CID/lease``   --                                          ``sessions``: those client ``CID`` holds (its
+                                                                          heartbeat: they stay while it beats)
+``DELETE /clients/CID``       --                                          ``closed``: how many of its sessions
 ============================  ==========================================  ============================================
+
+Leases. A client that sends the header ``X-Mathgym-Client: CID`` (``mathgym/Remote-v0`` does: a
+random id per process) owns the sessions it makes or copies. They stay while the client is heard
+from (any request carrying its id, or a heartbeat every third of ``--client-timeout``) and close
+once it is not for ``--client-timeout`` seconds (a client killed mid-run frees its places in
+seconds, not after ``--session-timeout``); a client that exits releases them at once
+(``DELETE /clients/CID``). A session without an owner (curl) closes when idle for ``--session-timeout``.
 
 Errors answer ``{"error": {"type", "message"}}`` with the status of :data:`mathgym.envs.wire.ERRORS`:
 400 unreadable request (a value that does not decode, or names more memory than the request may:
@@ -65,6 +77,7 @@ import gymnasium as gym
 from aiohttp import web
 
 from mathgym.envs.wire import (
+    CLIENT_HEADER,
     BadRequestError,
     ServerBusyError,
     SessionNotFoundError,
@@ -84,6 +97,9 @@ MAX_REQUEST_BYTES = 16 * 1024 * 1024
 #: answer before its next call, so only a careless or hostile one queues more, and its queue holds
 #: request bodies in memory.
 MAX_QUEUED_CALLS = 8
+#: Sessions held at once by default: a default ``mathgym train`` run's (16 tasks × 8 samples for its
+#: rollouts, 100 envs for its evaluation) with room to spare.
+DEFAULT_MAX_SESSIONS = 256
 
 
 @dataclass
@@ -97,6 +113,7 @@ class Session:
 
     env: gym.Env
     env_id: str
+    owner: str | None = None  # the client id whose lease holds it (None: the idle timeout does)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
     calls_in_flight: int = 0
@@ -108,23 +125,27 @@ class EnvServer:
     Args:
         env_ids: The envs clients may make (registered ids, plugins included).
         max_sessions: Most sessions held at once; one more answers 503.
-        session_timeout: Seconds after which an idle session is closed.
+        session_timeout: Seconds after which an idle session without an owner is closed.
+        client_timeout: Seconds after which the sessions of a client that sends no heartbeat are closed.
         env_kwargs: Options every session's env gets under its client's own.
         token: A shared secret every request must carry as ``Authorization: Bearer <token>``
             (``None``: no check).
     """
 
-    def __init__(self, env_ids: Sequence[str], *, max_sessions: int = 64, session_timeout: float = 600.0,
-                 env_kwargs: Mapping[str, Any] | None = None, token: str | None = None):
+    def __init__(self, env_ids: Sequence[str], *, max_sessions: int = DEFAULT_MAX_SESSIONS, session_timeout: float = 600.0,
+                 client_timeout: float = 30.0, env_kwargs: Mapping[str, Any] | None = None, token: str | None = None):
         if not env_ids:
             raise ConfigError("mathgym serve needs at least one env id.")
         if token is not None and not token.strip():
             raise ConfigError("the server's token is empty: set the environment variable --token-env names to a secret.")
         self._expected_auth = None if token is None else f"Bearer {token}".encode()
-        if max_sessions < 1 or session_timeout <= 0:
+        if max_sessions < 1 or session_timeout <= 0 or client_timeout <= 0:
             raise ConfigError(
-                f"--max-sessions must be at least 1 and --session-timeout positive, got {max_sessions} and {session_timeout}."
+                "--max-sessions must be at least 1 and --session-timeout and --client-timeout positive, "
+                f"got {max_sessions}, {session_timeout} and {client_timeout}."
             )
+        self.client_timeout = float(client_timeout)
+        self._heard: dict[str, float] = {}  # client id → when it was last heard from (owners only)
         self.env_ids = [resolve_env_id(env_id) for env_id in env_ids]
         self.max_sessions, self.session_timeout = int(max_sessions), float(session_timeout)
         self.env_kwargs = dict(env_kwargs or {})
@@ -150,6 +171,8 @@ class EnvServer:
             web.get("/sessions/{sid}/expert", self.expert),
             web.post("/sessions/{sid}/copy", self.copy),
             web.delete("/sessions/{sid}", self.delete),
+            web.post("/clients/{cid}/lease", self.lease),
+            web.delete("/clients/{cid}", self.release),
         ])
         app.cleanup_ctx.append(self._lifetime)
         return app
@@ -163,17 +186,26 @@ class EnvServer:
 
     async def _reap_forever(self) -> None:
         while True:
-            await asyncio.sleep(min(5.0, self.session_timeout / 4))
+            await asyncio.sleep(min(5.0, self.session_timeout / 4, self.client_timeout / 4))
             await self.reap_idle()
 
     async def reap_idle(self) -> list[str]:
-        """Close every session idle for longer than ``session_timeout``; return their ids."""
-        now = time.monotonic()
-        idle = [sid for sid, s in self.sessions.items() if not s.calls_in_flight and now - s.last_used > self.session_timeout]
+        """Close every session whose owner was not heard from for ``client_timeout``, and every
+        session without an owner idle for longer than ``session_timeout``; return their ids."""
+        idle = [sid for sid, s in self.sessions.items() if not s.calls_in_flight and self._expired(s)]
         for sid in idle:
-            log.info("closing session %s (idle for more than %g s)", sid, self.session_timeout)
+            log.info("closing session %s (%s)", sid, "its client went silent" if self.sessions[sid].owner else "idle")
             await self._close(sid)
+        owners = {s.owner for s in self.sessions.values()}
+        for cid in [cid for cid in self._heard if cid not in owners]:
+            del self._heard[cid]
         return idle
+
+    def _expired(self, session: Session) -> bool:
+        now = time.monotonic()
+        if session.owner is not None:
+            return now - self._heard.get(session.owner, 0.0) > self.client_timeout
+        return now - session.last_used > self.session_timeout
 
     async def _close(self, sid: str) -> None:
         session = self.sessions.pop(sid, None)
@@ -213,13 +245,35 @@ class EnvServer:
                     f"this server wants a token (mathgym serve --token-env) and the request carried {what}: "
                     "pass token_env='VAR' to mathgym/Remote-v0, VAR being an environment variable that holds it."
                 )
+        cid = _client_id(request)
+        if cid in self._heard:  # any request of an owner counts as its heartbeat
+            self._heard[cid] = time.monotonic()
         return await handler(request)
 
     # -- routes ------------------------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.Response:
         return _json({"envs": self.env_ids, "options": self.options, "sessions": len(self.sessions),
-                      "max_sessions": self.max_sessions, "session_timeout": self.session_timeout})
+                      "max_sessions": self.max_sessions, "session_timeout": self.session_timeout,
+                      "client_timeout": self.client_timeout, "yours": self._held_by(_client_id(request))})
+
+    async def lease(self, request: web.Request) -> web.Response:
+        """A client's heartbeat: its sessions stay another ``client_timeout``."""
+        cid = request.match_info["cid"]
+        held = self._held_by(cid)
+        if held:
+            self._heard[cid] = time.monotonic()
+        return _json({"sessions": held})
+
+    async def release(self, request: web.Request) -> web.Response:
+        """Close every session of a client (what it does as it exits)."""
+        cid = request.match_info["cid"]
+        mine = [sid for sid, s in self.sessions.items() if s.owner == cid]
+        await asyncio.gather(*(self._close(sid) for sid in mine))
+        self._heard.pop(cid, None)
+        if mine:
+            log.info("closed %d sessions of a client that left", len(mine))
+        return _json({"closed": len(mine)})
 
     async def create(self, request: web.Request) -> web.Response:
         body, size = await _body(request)
@@ -235,12 +289,13 @@ class EnvServer:
             except ConfigError:
                 env.close()
                 raise
-            sid = self._add(Session(env, env_id))
+            sid = self._add(Session(env, env_id), _client_id(request))
         log.info("session %s: %s %s", sid, env_id, kwargs)
         max_turns = getattr(env.unwrapped, "max_turns", None)
         return _json({"session_id": sid, "env_id": env_id, **spaces, "metadata": encode(env.metadata),
                       "render_mode": env.render_mode, "max_turns": max_turns if type(max_turns) is int else None,
-                      "expert": callable(getattr(env.unwrapped, "expert_action", None))}, status=201)
+                      "expert": callable(getattr(env.unwrapped, "expert_action", None)),
+                      "client_timeout": self.client_timeout}, status=201)
 
     async def reset(self, request: web.Request) -> web.Response:
         session, (body, size) = self._session(request), await _body(request)
@@ -280,7 +335,7 @@ class EnvServer:
         session = self._session(request)
         with self._place("a copy"):
             env = await self._run(session, lambda: pickle.loads(pickle.dumps(session.env)))
-            return _json({"session_id": self._add(Session(env, session.env_id))}, status=201)
+            return _json({"session_id": self._add(Session(env, session.env_id), _client_id(request))}, status=201)
 
     async def delete(self, request: web.Request) -> web.Response:
         self._session(request)
@@ -320,10 +375,15 @@ class EnvServer:
         finally:
             self._opening -= 1
 
-    def _add(self, session: Session) -> str:
+    def _add(self, session: Session, owner: str | None) -> str:
         sid = secrets.token_urlsafe(16)
         self.sessions[sid] = session
+        if owner is not None:
+            session.owner, self._heard[owner] = owner, time.monotonic()
         return sid
+
+    def _held_by(self, cid: str | None) -> int:
+        return 0 if cid is None else sum(s.owner == cid for s in self.sessions.values())
 
     def _session(self, request: web.Request) -> Session:
         sid = request.match_info["sid"]
@@ -334,6 +394,12 @@ class EnvServer:
                 "(--session-timeout), or the server restarted; make a new env."
             )
         return session
+
+
+def _client_id(request: web.Request) -> str | None:
+    """The id in the request's ``X-Mathgym-Client`` header (``None``: none, or not an id)."""
+    cid = request.headers.get(CLIENT_HEADER)
+    return cid if cid and len(cid) <= 64 and cid.replace("-", "").replace("_", "").isalnum() and cid.isascii() else None
 
 
 def _make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
@@ -417,7 +483,13 @@ async def serve(server: EnvServer, host: str, port: int, on_ready: Callable[[str
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as err:  # a user's choice of address, not a bug: one line, not a traceback
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {err.strerror or err}; choose another --port (0: any free one) "
+                "or stop the program that holds it."
+            ) from None
         bound_host, bound_port = runner.addresses[0][:2]
         on_ready(f"http://{bound_host if ':' not in bound_host else f'[{bound_host}]'}:{bound_port}")
         await stop.wait()
@@ -437,7 +509,8 @@ def run_forever(server: EnvServer, host: str = "127.0.0.1", port: int = 8000) ->
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        limits = f"at most {server.max_sessions} sessions, closed after {server.session_timeout:g} s idle"
+        limits = (f"at most {server.max_sessions} sessions, closed {server.client_timeout:g} s after their client went silent "
+                  f"or {server.session_timeout:g} s idle")
         def announce(url: str) -> None:
             print(f"mathgym serve: {', '.join(server.env_ids)} on {url} ({limits})", flush=True)
 

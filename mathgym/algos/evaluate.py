@@ -11,7 +11,7 @@ import torch
 
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.algos.batch import Episode
-from mathgym.algos.rollout import RolloutCollector, RolloutSettings, VectorEnvFactory
+from mathgym.algos.rollout import EVAL_CHUNK, RolloutCollector, RolloutSettings, VectorEnvFactory
 from mathgym.algos.selection import SelectRule, StepScorer, answer_groups, math_equal, select
 
 
@@ -105,7 +105,7 @@ def evaluate_policy(
     max_new_tokens: int = 32,
     max_episode_tokens: int = 1024,
     max_turns: int | None = None,
-    chunk: int = 100,
+    chunk: int = EVAL_CHUNK,
     make_envs: VectorEnvFactory | None = None,
     progress: bool = False,
     selector: Selector | None = None,

@@ -37,6 +37,7 @@ from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.choices import VectorizationMode
 from mathgym.envs.ahead import score_step_ahead
+from mathgym.envs.remote import check_session_room
 
 #: Builds a collector's vector env: ``(env_id, num_envs, env_kwargs) -> VectorEnv`` with the
 #: results of ``gym.make_vec(..., vectorization_mode="sync")`` (e.g. the Ray executor's).
@@ -89,6 +90,28 @@ def _info_value(infos: Mapping[str, Any], key: str, i: int, default: Any = None)
     return infos[key][i]
 
 
+#: Tasks an evaluation plays at once (``evaluate_policy``'s ``chunk``), each with its samples.
+EVAL_CHUNK = 100
+
+
+def check_run_room(config: Any, env_kwargs: Mapping[str, Any], num_tasks: int) -> None:
+    """Ask a served env's server (``mathgym/Remote-v0``) for a whole training run's sessions at once,
+    before its first rollout: the rollouts' envs and, open beside them at the end (or every
+    ``eval_every`` steps), its evaluation's; a server too small says so now, naming the number.
+
+    Args:
+        config: The run's ``TrainConfig`` (``env``, ``group_size``, ``eval_tasks``, ``eval_samples``).
+        env_kwargs: The env's options (the client's ``url``...).
+        num_tasks: This process' tasks per batch.
+    """
+    rollouts = num_tasks * config.group_size
+    k = max(1, int(getattr(config, "eval_samples", 1)))
+    evaluation = min(config.eval_tasks, max(1, EVAL_CHUNK // k)) * k if config.eval_tasks else 0
+    also = f", and {evaluation} for its evaluation: --eval-tasks {config.eval_tasks}" if evaluation else ""
+    what = f"this run ({rollouts} envs for its rollouts: --num-tasks {num_tasks} × --group-size {config.group_size}{also})"
+    check_session_room(config.env, env_kwargs, rollouts + evaluation, what)
+
+
 class RolloutCollector:
     """Collects groups of episodes from ``env_id`` with ``policy``.
 
@@ -117,6 +140,8 @@ class RolloutCollector:
         self.num_tasks = int(num_tasks)
         self.scored_ahead = 0  # scoring requests answered in batches (mathgym.envs.ahead)
         num_envs = self.num_tasks * settings.group_size
+        # a served env (mathgym/Remote-v0): its server is asked for them all before the first is made
+        check_session_room(env_id, env_kwargs, num_envs, f"{num_envs} envs ({self.num_tasks} tasks × {settings.group_size} samples)")
         if make_envs is not None:
             self.envs = make_envs(env_id, num_envs, dict(env_kwargs))
         else:

@@ -22,6 +22,13 @@ expert's demonstrations, ``mathgym train``'s first phase) runs against a served 
 a local one. A client of an env without an expert has no ``expert_action`` attribute, as the
 local env has none.
 
+A client process owns the sessions it makes: it sends a random id of its own with every request,
+beats a heartbeat (a daemon thread, every third of the server's ``--client-timeout``) while it holds
+any, and releases them all as it exits, normally or on an error (``atexit``); a process killed
+outright stops beating and the server closes its sessions ``--client-timeout`` seconds later. So a
+run that stops never leaves the server full for the next one. :func:`check_session_room` tells a
+run that needs more sessions than the server allows how many before it makes any.
+
 A server started with ``--token-env VAR`` wants its token on every request: pass
 ``token_env="VAR"``, the name of an environment variable of the client's process that holds the
 same token. The token is read from the environment at each connection, never stored in the
@@ -30,15 +37,21 @@ env, so it stays out of pickles and logs.
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import json
 import os
+import secrets
+import threading
+import time
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
 from mathgym.envs.wire import (
+    CLIENT_HEADER,
     BadRequestError,
     RemoteEnvError,
     ServerBusyError,
@@ -53,8 +66,11 @@ from mathgym.errors import ConfigError, InvalidActionError
 
 __all__ = [
     "BadRequestError", "RemoteEnv", "RemoteEnvError", "ServerBusyError", "SessionNotFoundError", "UnauthorizedError",
-    "make_remote_env",
+    "check_session_room", "make_remote_env",
 ]
+#: The id ``gym.make`` knows this client by (``mathgym.envs.REMOTE_ENV_ID``; not imported: that
+#: package imports this module's registration).
+_REMOTE_ENV_ID = "mathgym/Remote-v0"
 
 
 class _Connection:
@@ -100,7 +116,8 @@ class _Connection:
     def call(self, method: str, path: str, payload: Any = None) -> Any:
         """Send one request; return the answer's JSON, or raise the error it reports."""
         body = None if payload is None else json.dumps(payload, allow_nan=False).encode()
-        headers = {"Accept": "application/json"} | ({} if body is None else {"Content-Type": "application/json"})
+        headers = {"Accept": "application/json", CLIENT_HEADER: _lease().client_id}
+        headers |= {} if body is None else {"Content-Type": "application/json"}
         token = self._token()
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
@@ -140,6 +157,85 @@ class _Connection:
         self._drop()
 
 
+class _Lease:
+    """This process' hold on the sessions it made: the random id its requests carry, the heartbeat
+    that keeps them while it lives, and their release as it exits (see the module docstring)."""
+
+    #: Heartbeats that may fail in a row before a server is given up (it has closed them by then).
+    MAX_MISSED = 3
+
+    def __init__(self) -> None:
+        self.pid, self.client_id = os.getpid(), secrets.token_urlsafe(16)
+        self._servers: dict[tuple[str, str | None], dict[str, float]] = {}  # (url, token_env) → beat period, when tracked, missed
+        self._lock = threading.Lock()
+        self._beating = False
+
+    def track(self, url: str, token_env: str | None, client_timeout: Any) -> None:
+        """Beat for the sessions this process holds at ``url`` (a server that names no
+        ``client_timeout`` holds no leases: nothing to beat)."""
+        if not isinstance(client_timeout, (int, float)) or client_timeout <= 0:
+            return
+        with self._lock:
+            self._servers[(url, token_env)] = {"period": client_timeout / 3, "tracked": time.monotonic(), "missed": 0}
+            if not self._beating:
+                self._beating = True
+                threading.Thread(target=self._beat_while_held, daemon=True, name="mathgym-remote-lease").start()
+
+    def _beat_while_held(self) -> None:
+        while True:
+            with self._lock:
+                if not self._servers:
+                    self._beating = False
+                    return
+                servers = {key: dict(state) for key, state in self._servers.items()}
+            time.sleep(min(state["period"] for state in servers.values()))
+            for key, state in servers.items():
+                held = self._ask(key, "POST", "/lease", timeout=min(10.0, state["period"]))
+                with self._lock:
+                    now = self._servers.get(key)
+                    if now is None or now["tracked"] != state["tracked"]:
+                        continue  # made a session meanwhile: keep beating
+                    now["missed"] = 0 if held is not None else now["missed"] + 1
+                    if held == 0 or now["missed"] >= self.MAX_MISSED:
+                        del self._servers[key]
+
+    def _ask(self, key: tuple[str, str | None], method: str, tail: str, timeout: float) -> int | None:
+        """One request about this client's sessions at a server; ``None`` where it failed."""
+        try:
+            http = _Connection(key[0], timeout, key[1])
+            try:
+                answer = http.call(method, f"/clients/{self.client_id}{tail}")
+            finally:
+                http.close()
+            return int(answer.get("sessions", answer.get("closed", 0)))
+        except (RemoteEnvError, ConfigError, ValueError, TypeError):
+            return None
+
+    def release_all(self) -> None:
+        """Close every session this process holds (as it exits)."""
+        with self._lock:
+            servers, self._servers = list(self._servers), {}
+        for key in servers:
+            self._ask(key, "DELETE", "", timeout=2.0)
+
+
+_LEASE: _Lease | None = None
+
+
+def _lease() -> _Lease:
+    """This process' lease (a forked child gets its own: its parent's sessions are not its own)."""
+    global _LEASE
+    if _LEASE is None or _LEASE.pid != os.getpid():
+        _LEASE = _Lease()
+    return _LEASE
+
+
+@atexit.register
+def _release_at_exit() -> None:
+    if _LEASE is not None and _LEASE.pid == os.getpid():
+        _LEASE.release_all()
+
+
 class RemoteEnv(gym.Env[Any, Any]):
     """A client of one env session on a ``mathgym serve`` server; see the module docstring.
 
@@ -175,6 +271,7 @@ class RemoteEnv(gym.Env[Any, Any]):
         self._has_expert = bool(answer.get("expert"))
         if self._has_expert:
             self.expert_action = self._expert_action
+        _lease().track(self._http.url, token_env, answer.get("client_timeout"))
 
     def _expert_action(self) -> Any:
         """The served env's ``expert_action()`` in this session's current state."""
@@ -227,6 +324,35 @@ class RemoteEnv(gym.Env[Any, Any]):
         self.__dict__.update(state)
         if self.__dict__.get("_has_expert"):
             self.expert_action = self._expert_action
+
+
+def check_session_room(env_id: str, env_kwargs: Mapping[str, Any], sessions: int, what: str) -> None:
+    """Before a run makes ``sessions`` envs of ``mathgym/Remote-v0`` at once: raise
+    :class:`ServerBusyError` naming the number and ``--max-sessions`` where the server cannot hold them
+    beside those it holds (any other env id: nothing to check).
+
+    Args:
+        env_id: The run's env id.
+        env_kwargs: Its options (the client's ``url``, ``token_env``, ``request_timeout``).
+        sessions: How many envs the run holds at once.
+        what: Who needs them, for the message (``"this run (...)"``).
+    """
+    if env_id != _REMOTE_ENV_ID or "url" not in env_kwargs:
+        return
+    url = str(env_kwargs["url"])
+    http = _Connection(url, float(env_kwargs.get("request_timeout", 300.0)), env_kwargs.get("token_env"))
+    try:
+        health = http.call("GET", "/")
+    finally:
+        http.close()
+    most, held, mine = int(health["max_sessions"]), int(health["sessions"]), int(health.get("yours", 0))
+    if held + sessions <= most:
+        return
+    others = f", {held - mine} of them other clients'" if held > mine else ""
+    raise ServerBusyError(
+        f"{what} needs {sessions} sessions of the env server at {url} at once; it allows {most} and holds {held}{others}: "
+        f"start it with `mathgym serve ... --max-sessions {held + sessions}` or more, or ask for fewer envs."
+    )
 
 
 #: The options of :class:`RemoteEnv` itself (the others are the served env's).

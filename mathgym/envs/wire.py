@@ -56,6 +56,9 @@ from mathgym.rewards.base import Status
 from mathgym.spaces import UnicodeText
 
 TAG = "$type"
+#: The header naming the client that sends a request (a random id per client process): the server
+#: holds the sessions it makes while it is heard from, and closes them when it goes silent or leaves.
+CLIENT_HEADER = "X-Mathgym-Client"
 
 
 # -- errors of a served env ---------------------------------------------------------------------
