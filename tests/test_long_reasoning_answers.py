@@ -253,3 +253,15 @@ def test_an_answer_tried_out_while_thinking_is_not_the_answer(env_id):
     _, reward, _, _, info = env.step(_chain_of_thought(right))
     assert (reward, info["status"]) == (1.0, Status.CORRECT)
     env.close()
+
+
+def test_sql_query_reads_the_reply_after_the_thinking():
+    env = gym.make("SQLQuery-v0")
+    env.reset(seed=0)
+    right = env.unwrapped.expert_action()
+    _, reward, terminated, _, info = env.step(f"<think>\n{right}\n</think>\n\nI am not sure yet.")
+    assert (reward, terminated) == (0.0, False) and info["status"] is not Status.CORRECT  # was correct: the thinking's answer
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(_chain_of_thought(right))
+    assert (reward, info["status"]) == (1.0, Status.CORRECT)
+    env.close()

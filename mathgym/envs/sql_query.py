@@ -54,7 +54,7 @@ from mathgym.envs.sql_tasks import DOMAINS, LEVELS, MAX_GOLD_ROWS, Compare, buil
 from mathgym.envs.tool_calls import find_tool_calls
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.base import Status
-from mathgym.rewards.extract import delimited, fenced_blocks
+from mathgym.rewards.extract import answer_after_thinking, delimited, fenced_blocks
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -270,7 +270,11 @@ def parse_reply(action: str) -> Reply:
         Reply(kind='query', sql='SELECT 1', error='')
         >>> parse_reply("Done.\\n```sql\\nSELECT 2\\n```").kind
         'answer'
+
+    A reasoning model's reply is read after its thinking (a query or answer tried out while
+    thinking is neither); a reply whose thinking never closed holds nothing.
     """
+    action = answer_after_thinking(action) or ""
     answers = [action[b:e] for _, b, e, _ in delimited(action, "<answer>", "</answer>")]
     if answers:
         return Reply("answer", _unfence(answers[-1]).strip())
