@@ -123,14 +123,14 @@ def select(
 
 def math_equal(verifier: object | None = None) -> Callable[[str, str], bool]:
     """``same(a, b)`` for two final answers by mathgym's math grading (memoised per pair)."""
-    from mathgym.rewards.math import MathVerifier, latex_gold
+    from mathgym.rewards.math import MathVerifier
 
     checker = verifier if verifier is not None else MathVerifier()
     seen: dict[tuple[str, str], bool] = {}
 
     def same(a: str, b: str) -> bool:
         if (a, b) not in seen:
-            seen[(a, b)] = checker.score(f"\\boxed{{{a}}}", latex_gold(b)).score >= 1.0  # type: ignore[attr-defined]
+            seen[(a, b)] = checker.score(f"\\boxed{{{a}}}", b).score >= 1.0  # type: ignore[attr-defined]
         return seen[(a, b)]
 
     return same

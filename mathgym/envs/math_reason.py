@@ -11,7 +11,7 @@ from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.data import MathRecord, load_dataset
 from mathgym.envs.problems import MAX_LEVEL, generate
 from mathgym.errors import ConfigError, require_option
-from mathgym.rewards.math import ANSWER_EXTRACTIONS, AnswerExtraction, MathVerifier, best_of_forms, latex_gold
+from mathgym.rewards.math import ANSWER_EXTRACTIONS, AnswerExtraction, MathVerifier, best_of_forms
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Solve the problem. Put the final answer in \\boxed{}."
@@ -120,8 +120,9 @@ class MathReasonEnv(TextEnv):
         return [(self.verifier, (action, gold)) for gold in self._golds()]
 
     def _golds(self) -> list[str]:
-        """The answer's forms as math-verify reads them: the answer, then the data set's other forms."""
-        return [latex_gold(form) for form in (self.task.answer, *self.task.metadata.get("alternatives", ()))]
+        """The answer's forms: the answer, then the data set's other forms (the verifier reads each
+        as every entry point does, :func:`~mathgym.rewards.math_gold.gold_forms`)."""
+        return [self.task.answer, *self.task.metadata.get("alternatives", ())]
 
     def _judge(self, action: str) -> Judgement:
         results = []

@@ -27,7 +27,7 @@ from mathgym.envs.math_reason import MathReasonEnv
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import extract_answer
-from mathgym.rewards.math import MathVerifier, latex_gold, parse_number
+from mathgym.rewards.math import MathVerifier, parse_number
 from mathgym.rewards.prm import process_reward_from_path
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
@@ -172,7 +172,7 @@ class MathStepEnv(MathReasonEnv):
         if extract_answer(action, self.verifier.formats) is None:
             breakdown = {"process": process, "outcome": 0.0}
             return Judgement(process, status or Status.IN_PROGRESS, False, self._observation(), breakdown, info=info)
-        request = (action, latex_gold(self.task.answer))
+        request = (action, self.task.answer)
         result = self._scored(self.verifier, request, lambda: self.verifier.score(*request))
         outcome = 0.0 if self.process_only else self.outcome_weight * result.score
         info["extracted_answer"] = result.details.get("extracted")
@@ -187,7 +187,7 @@ class MathStepEnv(MathReasonEnv):
         if callable(getattr(self.process_reward, "score_ahead", None)) and any(c.isalnum() for c in step):
             requests.append((self.process_reward, (self.task.metadata["question"], (*self._steps, step))))
         if extract_answer(action, self.verifier.formats) is not None:
-            requests.append((self.verifier, (action, latex_gold(self.task.answer))))
+            requests.append((self.verifier, (action, self.task.answer)))
         return requests
 
     def _process(self, info: dict[str, Any]) -> tuple[float, Status | None]:

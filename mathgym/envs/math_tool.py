@@ -22,7 +22,7 @@ from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
 from mathgym.rewards.code import PYTHON_FENCES
 from mathgym.rewards.extract import delimited, extract_answer, fenced_blocks
-from mathgym.rewards.math import MathVerifier, latex_gold
+from mathgym.rewards.math import MathVerifier
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -160,7 +160,7 @@ class MathToolEnv(MathReasonEnv):
         code, prose, call_error = parse_tool_call(action)
         info: dict[str, Any] = {"tool_calls": self._tool_calls}
         if extract_answer(prose, self.verifier.formats) is not None:
-            result = self.verifier.score(prose, latex_gold(self.task.answer))
+            result = self.verifier.score(prose, self.task.answer)
             info["extracted_answer"] = result.details.get("extracted")
             return Judgement(result.score, result.status, True, "", {"correctness": result.score}, result.score >= 1.0, info)
         left = self.max_turns - self.turn
