@@ -67,6 +67,17 @@ def test_a_symbolic_answer_after_a_long_chain_of_thought_reaches_math_verify(tmp
     assert (info["status"], reward) == (Status.CORRECT, 1.0), info.get("reason")
 
 
+@pytest.mark.parametrize("extraction", ["strict", "lenient"])
+def test_the_verifier_alone_grades_a_32k_token_answer(extraction):
+    """``MathVerifier`` outside an env (a TRL reward, a user's script) reads what an env accepts:
+    its own cap was 100,000 characters, and a symbolic answer past it was ``unparseable``."""
+    from mathgym.rewards import MathVerifier
+
+    completion = _chain_of_thought("so \\boxed{\\frac{\\sqrt{2}}{2} y x}", THIRTY_TWO_K_TOKENS)
+    result = MathVerifier(answer_extraction=extraction).score(completion, "x y \\sin(\\pi/4)")
+    assert (result.status, result.score) == (Status.CORRECT, 1.0), result.details.get("reason")
+
+
 def test_a_multi_task_mixture_names_each_envs_bound():
     env = gym.make("MultiTask-v0", envs=["MathReason-v0", "Wordle-v0"], env_kwargs={"Wordle-v0": {"max_length": 5000}})
     assert env.unwrapped.answer_bounds() == {

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mathgym.errors import ConfigError, require_option
+from mathgym.spaces import DEFAULT_MAX_LENGTH
 from mathgym.rewards._procpool import WorkerTimeout, pool_for
 from mathgym.rewards.base import RewardResult, Status
 from mathgym.rewards.extract import DEFAULT_FORMATS, AnswerFormat, boxed_contents, extract_answer
@@ -141,7 +142,9 @@ class MathVerifier:
             verdicts, much faster).
         max_answer_chars: In strict mode, a longer marked answer is ``unparseable``.
         max_completion_chars: Longer completions are ``unparseable`` unless the fast path
-            decides them (math-verify is not given a megabyte of text).
+            decides them (math-verify is not given a megabyte of text). The default is every
+            env's bound (:data:`~mathgym.spaces.DEFAULT_MAX_LENGTH`, a 32k-token answer), so a
+            reasoning model's long answer is graded, not refused.
         workers: Helper processes running math-verify (shared by every verifier of a
             process with the same setting); also the parallelism of :meth:`score_batch`.
         name: Component name in a reward breakdown.
@@ -162,7 +165,7 @@ class MathVerifier:
     workers: int = 2
     name: str = "correctness"
     answer_extraction: AnswerExtraction = "strict"
-    max_completion_chars: int = 100_000
+    max_completion_chars: int = DEFAULT_MAX_LENGTH
 
     def __post_init__(self) -> None:
         require_option("answer_extraction", self.answer_extraction, ANSWER_EXTRACTIONS)
