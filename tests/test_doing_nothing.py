@@ -63,8 +63,6 @@ REASONING_GYM_NO_OP = ("an empty box", {"size": 50}, "\\boxed{}")
 
 #: Cases that still pay for doing nothing, outside RepoRepair-v0's and SQLQuery-v0's code, with where the fix belongs.
 KNOWN_PAYING = {
-    ("CodeSandbox-v0", "a stub returning 0, partial credit"): "mathgym/envs/code.py grade(): partial credit pays the share of tests a stub passes",
-    ("CodeRepair-v0", "a stub returning 0, partial credit"): "mathgym/envs/code.py grade(): partial credit pays the share of tests a stub passes",
     ("InstructionFollow-v0", "a reply that ignores the request"): (
         "mathgym/envs/instruction_follow.py _judge(): prohibitions ('do not use the words ...', 'at most N capital words') are met by any reply"),
     **{(f"ReasoningGym/{task}-v0", REASONING_GYM_NO_OP[0]): (

@@ -211,8 +211,8 @@ def test_jsonl_of_standard_input_output_tasks(tmp_path, layout):
         assert env.unwrapped.expert_action() == f"```python\n{SUM_PROGRAM}```"
     else:
         assert env.unwrapped.expert_action() is None  # no reference in the record
-    _, reward, _, _, info = _answer(env, 0, "```python\nprint(3)\n```")
-    assert reward == pytest.approx(1 / len(task.io_tests)) if len(task.io_tests) > 1 else reward == 1.0
+    _, reward, _, _, info = _answer(env, 0, "```python\nprint(3)\n```")  # prints the same whatever its input
+    assert info["passed"] == 1 and reward == (0.0 if len(task.io_tests) > 1 else 1.0), info
 
 
 def test_codeforces_records_show_the_whole_statement_and_fall_back_on_the_examples(tmp_path):
@@ -275,7 +275,9 @@ def test_livecodebench_compressed_private_tests_are_read_without_running_the_pic
     assert [t[1:] for t in left.io_tests] == [("1 2\n", "3\n")] and not marker.exists()
     env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
     assert _answer(env, 0, f"```python\n{SUM_PROGRAM}```")[1] == 1.0
-    assert _answer(env, 0, "```python\nprint(3)\n```")[1] == pytest.approx(1 / 3)
+    # 2 of 3 tests passed, 1 more than a program printing the same whatever its input: half the way
+    assert _answer(env, 0, "```python\nprint(sum(abs(int(x)) for x in input().split()))\n```")[1] == pytest.approx(0.5)
+    assert _answer(env, 0, "```python\nprint(3)\n```")[1] == 0.0  # passes 1, as printing a fixed text does
 
 
 CALL_ROWS = [
@@ -314,17 +316,18 @@ def test_jsonl_of_function_call_tasks(tmp_path):
         env.reset(options={"task_index": index})
         _, reward, _, _, info = env.step(env.unwrapped.expert_action())
         assert reward == 1.0, info
-    answers = {
+    answers = {  # (tests passed, reward): a function returning 0 or [] passes 1 test of each task, so 1 pass earns 0
         # a tuple in what is returned compares as a list (JSON has none), as the data sets' graders do
-        (2, "class Solution:\n    def pairUp(self, nums, k):\n        return [(a, b) for a, b in zip(nums, nums[1:])]"): 1.0,
-        (2, "def pairUp(nums, k):\n    return [[1, 2], [2, 3]]"): 0.5,  # no Solution class: the function is called
-        (1, "def maxProfit(prices):\n    return 5"): 0.5,
-        (0, "def square_digits(num):\n    return [811181]"): 1 / 3,  # the stored output itself, or its one element
-        (0, "print(811181)"): 0.0,  # no such function: every call fails
+        (2, "class Solution:\n    def pairUp(self, nums, k):\n        return [(a, b) for a, b in zip(nums, nums[1:])]"): (2, 1.0),
+        (2, "def pairUp(nums, k):\n    return [[1, 2], [2, 3]]"): (1, 0.0),  # no Solution class: the function is called
+        (1, "def maxProfit(prices):\n    return 5"): (1, 0.0),
+        (0, "def square_digits(num):\n    return [811181]"): (1, 0.0),  # the stored output itself, or its one element
+        (0, "def square_digits(num):\n    return [811181] if num else 0"): (2, 0.5),
+        (0, "print(811181)"): (0, 0.0),  # no such function: every call fails
     }
     for (index, code), expected in answers.items():
         _, reward, _, _, info = _answer(env, index, f"```python\n{code}\n```")
-        assert reward == pytest.approx(expected), (code, info)
+        assert (info["passed"], reward) == pytest.approx(expected), (code, info)
     assert "NameError: name 'square_digits' is not defined" in info["tests"][0]["message"]
     box = CodeSandbox()
     try:
@@ -420,8 +423,9 @@ def test_code_repair_budget_truncates_and_scores_last_attempt():
     env = gym.make("CodeRepair-v0", max_turns=2, reward_mode="fraction")
     env.reset(options={"task_index": _index("builtin/second_largest")})
     env.step("no code here, sorry")
-    _, reward, terminated, truncated, info = env.step("def second_largest(nums):\n    return sorted(nums)[-2]\n")
-    assert truncated and not terminated and reward == pytest.approx(0.4) and info["status"] == "partial"
+    # 3 tests of 5 pass; 2 (``is None``) pass for a function returning None: 1 of the 3 others is a third of the way
+    _, reward, terminated, truncated, info = env.step("def second_largest(nums):\n    return sorted(set(nums))[-2]\n")
+    assert truncated and not terminated and reward == pytest.approx(1 / 3) and info["status"] == "partial"
     assert info["answer"].startswith("def second_largest")
 
 
@@ -1125,7 +1129,8 @@ def test_jsonl_of_other_input_output_layouts(tmp_path, layout):
     assert task.io_tests == (("io_0", "1 2\n", "3\n"), ("io_1", "10 -3\n", "7\n")) and "sum of the integers" in task.prompt
     env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
     assert _answer(env, 0, f"```python\n{SUM_PROGRAM}```")[1] == 1.0
-    assert _answer(env, 0, "```python\nprint(3)\n```")[1] == 0.5
+    _, reward, _, _, info = _answer(env, 0, "```python\nprint(3)\n```")
+    assert info["passed"] == 1 and reward == 0.0  # printing a fixed text passes 1 test whatever the program: no credit
     if layout != "verl":  # the record's reference, out of its Markdown fence where it has one
         assert env.unwrapped.expert_action() == f"```python\n{SUM_PROGRAM}```"
 
@@ -1146,7 +1151,7 @@ def test_jsonl_of_function_calls_and_asserts_in_other_layouts(tmp_path):
     tasks = load_code_jsonl(path)
     assert [(t.task_id, t.entry_point, len(t.tests)) for t in tasks] == [("pi_2", "square", 2), ("calls/1", "total", 2), ("oss_1", "double", 2)]
     answers = {(0, "def square(n):\n    return n * n"): 1.0, (0, "def square(n):\n    return 9"): 0.5,
-               (1, "def total(xs):\n    return sum(xs)"): 1.0, (1, "def total(xs):\n    return 6"): 0.5,
+               (1, "def total(xs):\n    return sum(xs)"): 1.0, (1, "def total(xs):\n    return 6"): 0.0,  # passes 1 test, as returning 0 does
                (2, "def double(x):\n    return 2 * x"): 1.0, (2, "def double(x):\n    return 4"): 0.5}
     env = gym.make("CodeSandbox-v0", dataset=str(path), reward_mode="fraction")
     for (index, code), expected in answers.items():

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.ahead import SideBySide, sandbox_width
+from mathgym.envs.code_stubs import StubRunError, credit_beyond, stub_passes, test_cases
 from mathgym.envs.code_tasks import CodeTask, load_tasks, syntax_error
 from mathgym.envs.data import data_files
 from mathgym.errors import ConfigError, DatasetError, require_option
@@ -50,12 +51,10 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
         tests = [{"name": name, "passed": False, "status": "wrong", "message": error} for name in task.test_names]
         info = {"tests": tests, "passed": 0, "total": len(tests), "stderr": error, "code": code}
         return Judgement(0.0, Status.WRONG, True, reward_breakdown={"tests": 0.0}, info=info)
-    from mathgym.rewards.sandbox import TestCase, default_sandbox  # noqa: PLC0415 - starts workers lazily
+    from mathgym.rewards.sandbox import default_sandbox  # noqa: PLC0415 - starts workers lazily
 
-    cases = [TestCase(name, "assert", source) for name, source in task.tests]
-    cases += [TestCase(name, "io", stdin=stdin, expected_stdout=wanted) for name, stdin, wanted in task.io_tests]
     # All-or-nothing: once the program fails a test, the rest cannot change the grade (not run).
-    result = default_sandbox().run_tests(program, cases, limits=limits, hidden_paths=hidden_paths, support=task.prefix,
+    result = default_sandbox().run_tests(program, test_cases(task), limits=limits, hidden_paths=hidden_paths, support=task.prefix,
                                          stop_at_failure=reward_mode == "all_pass" and not every_test)
     tests = [{"name": t.name, "passed": t.passed, "status": str(t.status), "message": t.message, "call": t.call} for t in result.tests]
     info = {
@@ -67,6 +66,14 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
         "sandbox": dict(result.details),
     }
     reward, status = tests_verdict(result, partial_credit=reward_mode == "fraction")
+    if 0.0 < reward < 1.0:  # partial credit: only the tests a program that does nothing fails count
+        try:
+            info["stub_passed"] = stub_passes(task, limits, tuple(hidden_paths))
+        except StubRunError as err:
+            info["stub_error"] = str(err)
+            return Judgement(0.0, Status.SANDBOX_ERROR, True, reward_breakdown={"tests": 0.0}, info=info)
+        reward = credit_beyond(result.passed, result.total, info["stub_passed"])
+        status = status if reward > 0.0 or status is Status.TIMEOUT else Status.WRONG
     correct = status is Status.CORRECT
     return Judgement(reward, status, True, reward_breakdown={"tests": reward}, correct=correct, info=info)
 
@@ -85,7 +92,9 @@ class CodeSandboxEnv(TextEnv):
     Args:
         dataset: ``"builtin"``, ``"humaneval"`` or a JSONL path.
         level: Built-in tasks only: keep tasks of this level (0 easy ... 3 hard); ``None`` for all.
-        reward_mode: ``"all_pass"`` (1 when every test passes, else 0) or ``"fraction"`` (share passed).
+        reward_mode: ``"all_pass"`` (1 when every test passes, else 0) or ``"fraction"`` (the share
+            of the tests that a program doing nothing fails that this one passes:
+            :mod:`mathgym.envs.code_stubs`).
         cpu_seconds: CPU-time limit of one run.
         wall_seconds: Wall-clock limit of one run.
         system_prompt: System message; ``""`` for none.
@@ -177,7 +186,7 @@ class CodeSandboxEnv(TextEnv):
 class CodeRepairEnv(CodeSandboxEnv):
     """Write a function, see how it fails, and fix it; up to ``max_turns`` attempts.
 
-    All tests pass → reward 1 (``"fraction"`` mode: the share passed), terminated. Otherwise
+    All tests pass → reward 1 (``"fraction"`` mode: partial credit, as in CodeSandbox-v0), terminated. Otherwise
     the observation reports the failing tests and the agent tries again; intermediate
     turns score 0 (``status="in_progress"``, the attempt's own status in
     ``info["attempt_status"]``). When the budget runs out the episode is truncated and
