@@ -390,8 +390,9 @@ class EnvServer:
         session = self.sessions.get(sid)
         if session is None:
             raise SessionNotFoundError(
-                f"no session {sid!r} on this server: it was closed, idle for more than {self.session_timeout:g} s "
-                "(--session-timeout), or the server restarted; make a new env."
+                f"no session {sid!r} on this server: it was closed, its client went silent for {self.client_timeout:g} s "
+                f"(--client-timeout), it was idle for more than {self.session_timeout:g} s (--session-timeout), "
+                "or the server restarted; make a new env."
             )
         return session
 

@@ -249,7 +249,7 @@ def test_a_client_that_disappears_mid_request_leaves_the_server_serving(url):
 
 
 def test_max_sessions_and_idle_timeout():
-    with ServerThread(EnvServer(["GuessNumber-v0"], max_sessions=2, session_timeout=0.6, client_timeout=0.6)) as address:
+    with ServerThread(EnvServer(["GuessNumber-v0"], max_sessions=2, session_timeout=0.6, client_timeout=2.0)) as address:
         first, second = remote(address, "GuessNumber-v0"), remote(address, None)
         with pytest.raises(ServerBusyError, match="maximum of 2 sessions"):
             remote(address, "GuessNumber-v0")
@@ -258,7 +258,7 @@ def test_max_sessions_and_idle_timeout():
         second.close()
         third = remote(address, "GuessNumber-v0")  # a closed session frees its place
         first.reset(seed=0)
-        time.sleep(1.5)  # idle past both timeouts, but this process beats its lease: kept
+        time.sleep(2.5)  # idle past both timeouts, but this process beats its lease: kept
         assert first.step("1")[4]["turn"] == 1
         first.close(), third.close()
         _, made = raw(address, "POST", "/sessions", {})  # a client without a lease (curl): the idle timeout
