@@ -65,10 +65,6 @@ REASONING_GYM_NO_OP = ("an empty box", {"size": 50}, "\\boxed{}")
 KNOWN_PAYING = {
     ("InstructionFollow-v0", "a reply that ignores the request"): (
         "mathgym/envs/instruction_follow.py _judge(): prohibitions ('do not use the words ...', 'at most N capital words') are met by any reply"),
-    **{(f"ReasoningGym/{task}-v0", REASONING_GYM_NO_OP[0]): (
-        "mathgym/envs/reasoning_gym_env.py: reasoning_gym's score_answer pays 0.01-0.05 for any answer given, an empty one included")
-       for task in ("advanced_geometry", "arc_agi", "color_cube_rotation", "countdown", "emoji_mystery", "fraction_simplification",
-                    "power_function", "prime_factorization", "puzzle24", "rearc", "rubiks_cube", "sentence_reordering")},
 }
 
 

@@ -42,6 +42,17 @@ def test_reasoning_gym_unparseable_seeding_and_bad_task():
         gym.make("ReasoningGym-v0", task="composite").reset(seed=0)  # needs a config: a clear error
 
 
+@pytest.mark.parametrize("task", ["countdown", "sentence_reordering", "rubiks_cube"])
+def test_an_empty_answer_is_no_answer_and_asks_no_scorer(task):
+    """reasoning-gym's own scorers of these pay 0.01-0.05 for an empty answer (issue 48); rubiks_cube's
+    items have no reference answer, which an empty one does not match either."""
+    env = gym.make("ReasoningGym-v0", task=task, size=20)
+    for action in ("\\boxed{}", "<answer>  \n</answer>", "<think>it is 3</think><answer></answer>"):
+        env.reset(options={"task_index": 0})
+        _, reward, _, _, info = env.step(action)
+        assert reward == 0.0 and info["status"] == "unparseable" and info["extracted_answer"] == "", action
+
+
 def test_reasoning_gym_tasks_are_listed_by_mathgym_envs(capsys):
     from mathgym.cli import main
 

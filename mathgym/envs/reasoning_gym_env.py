@@ -123,7 +123,8 @@ class ReasoningGymEnv(TextEnv):
     """A reasoning-gym task (``task=NAME``), scored by the task's own ``score_answer``.
 
     Reward is reasoning-gym's score in ``[0, 1]`` (``correct`` at 1, ``partial`` between,
-    ``wrong`` at 0); text without an ``<answer>`` tag or ``\\boxed{}`` is ``unparseable``; an
+    ``wrong`` at 0); text without an ``<answer>`` tag or ``\\boxed{}``, or with an empty one
+    (unless the item's own answer is the empty text), is ``unparseable``, never scored; an
     answer that keeps the scorer busy past ``score_timeout`` is ``timeout``. An answer the
     scorer raises on (``[[[[`` where it expects an int, ``1e999999``, 5,000 nines) is
     ``wrong``, the exception in ``info["scorer_error"]``; the status is the infrastructure
@@ -205,7 +206,10 @@ class ReasoningGymEnv(TextEnv):
     def _judge(self, action: str) -> Judgement:
         answer = extract_tagged_answer(action)
         info: dict[str, Any] = {"extracted_answer": answer, "task": self.task_name}
-        if answer is None:
+        # An empty answer is no answer, asked of no scorer: several of reasoning-gym's pay a format
+        # credit (0.01-0.05) for any answer given, so an empty box would earn for doing nothing.
+        # Only an item whose own answer is the empty text (not a missing one) is answered by nothing.
+        if answer is None or (not answer and self.task.metadata["entry"].get("answer") != ""):
             return Judgement(0.0, Status.UNPARSEABLE, True, reward_breakdown={"score": 0.0}, info=info)
         reply = self._score(answer)
         if "timeout" in reply:  # the answer kept the scorer busy past the deadline: the model's doing
