@@ -10,8 +10,9 @@ import pytest
 
 import mathgym  # noqa: F401 - registers the envs
 from mathgym.envs.code import grade
-from mathgym.envs.code_stubs import credit_beyond, printed_floor, stub_passes
+from mathgym.envs.code_stubs import printed_floor, stub_passes
 from mathgym.envs.code_tasks import CodeTask, load_tasks
+from mathgym.rewards.no_op import credit_beyond
 
 
 def test_credit_is_the_share_of_the_way_from_the_floor_to_every_test():

@@ -16,12 +16,13 @@ from typing import Any, Literal
 
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.envs.ahead import SideBySide, sandbox_width
-from mathgym.envs.code_stubs import StubRunError, credit_beyond, stub_passes, test_cases
+from mathgym.envs.code_stubs import StubRunError, stub_passes, test_cases
 from mathgym.envs.code_tasks import CodeTask, load_tasks, syntax_error
 from mathgym.envs.data import data_files
 from mathgym.errors import ConfigError, DatasetError, require_option
 from mathgym.rewards.base import Status
 from mathgym.rewards.code import extract_code, tests_verdict
+from mathgym.rewards.no_op import credit_beyond
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 from mathgym.untrusted import clean_text
 

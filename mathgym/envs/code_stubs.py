@@ -4,7 +4,7 @@ measured from (issue 48: doing nothing earns nothing).
 A test that a trivial program passes (``assert f([]) == 0`` passes for a function returning 0)
 says nothing about the program under test. Under ``reward_mode="fraction"`` the code envs pay
 the tests passed *beyond* the most that a trivial program passes, as a share of the rest
-(:func:`credit_beyond`), so every trivial program earns 0 and a full pass still earns 1.
+(:func:`~mathgym.rewards.no_op.credit_beyond`), so every trivial program earns 0 and a full pass still earns 1.
 
 The trivial programs:
 
@@ -37,23 +37,6 @@ CACHED_TASKS = 65536
 
 class StubRunError(RuntimeError):
     """The sandbox could not run a trivial program (infrastructure, not the model's doing)."""
-
-
-def credit_beyond(passed: int, total: int, floor: int) -> float:
-    """The share of the way from what doing nothing passes (``floor`` tests) to every test.
-
-    ``(passed - floor) / (total - floor)``, never below 0; 1.0 when every test passes, 0.0 when a
-    trivial program passes every test but the program under test does not.
-
-    Example:
-        >>> credit_beyond(3, 5, floor=1), credit_beyond(1, 5, floor=1), credit_beyond(5, 5, floor=5)
-        (0.5, 0.0, 1.0)
-    """
-    if passed >= total:
-        return 1.0
-    if total <= floor:
-        return 0.0
-    return max(0, passed - floor) / (total - floor)
 
 
 def stub_source(entry_point: str, returned: str) -> str:
