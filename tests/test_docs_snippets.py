@@ -141,7 +141,9 @@ def run_block(snippet: Snippet, cwd: Path, timeout: float) -> subprocess.Complet
 
 PAGES = {path: code_blocks(path) for path in documented_files()}
 SNIPPETS = [s for blocks in PAGES.values() for s in blocks]
-RUNNABLE = [pytest.param(s, id=s.where, marks=[pytest.mark.heavy] if s.heavy or any(b.heavy for b in chain(s, PAGES[s.path])) else [])
+#: A heavy block's chain may take its blocks' time each (a warm start, then training): past pytest's 600 s.
+HEAVY = [pytest.mark.heavy, pytest.mark.timeout(1500)]
+RUNNABLE = [pytest.param(s, id=s.where, marks=HEAVY if any(b.heavy for b in chain(s, PAGES[s.path])) else [])
             for s in SNIPPETS if s.notest is None]
 
 
