@@ -62,10 +62,7 @@ NO_OPS: dict[str, list[tuple[str, dict, object]]] = {
 REASONING_GYM_NO_OP = ("an empty box", {"size": 50}, "\\boxed{}")
 
 #: Cases that still pay for doing nothing, outside RepoRepair-v0's and SQLQuery-v0's code, with where the fix belongs.
-KNOWN_PAYING = {
-    ("InstructionFollow-v0", "a reply that ignores the request"): (
-        "mathgym/envs/instruction_follow.py _judge(): prohibitions ('do not use the words ...', 'at most N capital words') are met by any reply"),
-}
+KNOWN_PAYING: dict[tuple[str, str], str] = {}
 
 
 def _best_episode_reward(env_id: str, options: dict, action) -> float:

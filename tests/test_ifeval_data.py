@@ -78,8 +78,13 @@ def test_records_load_in_the_hubs_layout_and_grade_in_the_env(tmp_path):
     assert (reward, terminated, info["status"]) == (1.0, True, "correct"), info
     env.reset(options={"task_index": 0})
     _, reward, _, _, info = env.step("Rivers, lakes and *seas* are wet")
-    assert reward == pytest.approx(1 / 3) and info["status"] == "partial"
+    # "no comma" holds for a reply ignoring the request ("I don't know."): failing it takes back the words
+    assert reward == 0.0 and info["status"] == "wrong"
     assert [c["met"] for c in info["constraints"]] == [False, False, True]
+    env.reset(options={"task_index": 0})
+    _, reward, _, _, info = env.step("Rivers lakes and *seas* are wet")  # 1 of the 2 that "I don't know." fails
+    assert reward == pytest.approx(0.5) and info["status"] == "partial"
+    assert [c["met"] for c in info["constraints"]] == [True, False, True]
     env.reset(options={"task_index": 0})
     assert env.step("  ")[1] == 0.0  # no word: nothing is followed ("no comma" is not met for free)
     with pytest.raises(ConfigError, match="not an index"):

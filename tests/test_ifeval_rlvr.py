@@ -118,7 +118,7 @@ def test_rlvr_ifeval_and_instruction_id_rows_load_and_grade_in_the_env(tmp_path)
     replies = [
         (0, "the lake is still and cold.\n", 1.0), (0, "The lake is still.", 0.0),
         (1, "  the long nile  ", 1.0), (1, "it is the long nile river", 0.0),
-        (2, "<<Owls>> at night", 1.0), (2, "<<Owls>>, at night", 0.5),
+        (2, "<<Owls>> at night", 1.0), (2, "<<Owls>>, at night", 0.0),  # "no commas" holds for "I don't know.": failing it takes back the title
         (3, "An owl met an OWL.", 1.0), (3, "An owl met owls.", 0.0),
         # graded as open-instruct grades: the answer after a reasoning model's thinking, without <answer> tags
         (0, "<think>The Lake needs Care.</think>\n<answer>the lake is calm.</answer>", 1.0),

@@ -119,23 +119,45 @@ def test_the_expert_meets_every_constraint_at_every_level_and_rewards_are_shares
 
 
 def test_partial_credit_and_breakdown_per_constraint():
+    env = gym.make("InstructionFollow-v0", num_constraints=2, families=["include_keywords", "end_phrase"])
+    env.reset(seed=0)
+    end = next(c for c in env.unwrapped.task.metadata["constraints"] if c.kind == "end_phrase").options["phrase"]
+    _, reward, _, _, info = env.step(f"Mostly fine text. {end}")
+    assert reward == 0.5 and info["status"] == "partial"
+    assert info["reward_breakdown"] == {"include_keywords": 0.0, "end_phrase": 1.0}
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("Mostly fine text.")
+    assert reward == 0.0 and info["status"] == "wrong"
+
+
+def test_what_a_reply_ignoring_the_request_meets_earns_nothing():
+    """Lowercase only holds for "i don't know.": it must hold, but meeting it earns nothing, and
+    failing it takes back the end phrase met (issue 48)."""
     env = gym.make("InstructionFollow-v0", num_constraints=2, families=["lowercase", "end_phrase"])
     env.reset(seed=0)
-    phrase = env.unwrapped.task.metadata["constraints"]
-    end = next(k for k in phrase if k.kind == "end_phrase").options["phrase"]
-    _, reward, _, _, info = env.step(f"Mostly Fine text. {end}")
-    assert reward == 0.5 and info["status"] == "partial"
-    assert info["reward_breakdown"] == {"lowercase": 0.0, "end_phrase": 1.0} or info["reward_breakdown"] == {
-        "end_phrase": 1.0,
-        "lowercase": 0.0,
-    }
-    env.reset(seed=0)
-    _, reward, _, _, info = env.step("Mostly Fine text.")
-    assert reward == 0.0 and info["status"] == "wrong"
+    end = next(c for c in env.unwrapped.task.metadata["constraints"] if c.kind == "end_phrase").options["phrase"]
+    for reply, reward_wanted in [("mostly fine text.", 0.0), (f"Mostly Fine text. {end}", 0.0), (f"mostly fine text. {end.lower()}", 1.0)]:
+        env.reset(seed=0)
+        _, reward, _, _, info = env.step(reply)
+        assert reward == reward_wanted, (reply, info)
+    assert info["reward_breakdown"] == {"lowercase": 1.0, "end_phrase": 1.0}
     for empty in ("", "  ,,, ...\n\n"):  # meets "at most N words" and "lowercase"-free rules for nothing: earns nothing
         env.reset(seed=0)
         _, reward, _, _, info = env.step(empty)
         assert reward == 0.0 and info["status"] == "unparseable" and set(info["reward_breakdown"].values()) == {0.0}
+
+
+def test_no_prompt_is_met_by_a_reply_ignoring_the_request():
+    """A prompt of prohibitions only ("do not use the words ...", "at most 40 words") would pay
+    "I don't know." in full: such draws are left out, and families that hold nothing else are refused."""
+    env = gym.make("InstructionFollow-v0", families=["forbidden_words", "word_count", "capital_words", "lowercase"], num_constraints=1)
+    for seed in range(20):
+        env.reset(seed=seed)
+        assert env.step("I don't know.")[1] == 0.0 and env.unwrapped.task.metadata["constraints"][0].kind in ("word_count", "capital_words")
+        env.reset(seed=seed)
+        assert env.step(env.unwrapped.expert_action())[1] == 1.0
+    with pytest.raises(ConfigError, match="ignoring the request"):
+        gym.make("InstructionFollow-v0", families=["forbidden_words"], num_constraints=1).reset(seed=0)
 
 
 def test_word_pools_do_not_collide_and_bad_options_are_clear():

@@ -2,9 +2,11 @@
 
 Each prompt is a writing request ("Write a short story about a lighthouse.") with constraints
 drawn from :mod:`mathgym.envs.instruction_constraints` (length, keywords, format, case, start
-and end, punctuation...). The reward is the share of constraints met; ``reward_breakdown``
-has one entry per constraint family. Every prompt is kept only when the built-in writer
-(:func:`write_response`, the expert) meets all of its constraints, so each task is solvable.
+and end, punctuation...). The reward is the share of constraints met, counted from what a reply
+ignoring the request meets (:func:`verdict`); ``reward_breakdown`` has one entry per constraint
+family (1.0 met, 0.0 not). Every prompt is kept only when the built-in writer
+(:func:`write_response`, the expert) meets all of its constraints, so each task is solvable, and
+when a reply ignoring the request fails one, so none is solved by doing nothing.
 
 A reasoning model's constraints are checked on its answer, the text after its thinking
 (:func:`~mathgym.rewards.extract.answer_after_thinking`): a chain of thought is not the
@@ -18,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mathgym.core import Judgement, Task, TextEnv
@@ -28,6 +30,7 @@ from mathgym.envs.instruction_constraints import FAMILIES, Constraint, draw_cons
 from mathgym.errors import ConfigError, require_option
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import answer_after_thinking
+from mathgym.rewards.no_op import credit_beyond
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
 DEFAULT_SYSTEM_PROMPT = "Follow every instruction of the request exactly."
@@ -84,6 +87,21 @@ LETTER_WORDS = {
     "x": "xenon",
 }
 LEVELS = (1, 2, 3, 4, 5)
+#: Replies that ignore the request, in each case: what they meet ("do not use the words ...",
+#: "at most 50 words", "all lowercase") holds without doing anything, so it earns nothing.
+NO_OP_REPLIES = ("I don't know.", "i don't know.", "I DON'T KNOW.")
+
+
+def met_by_doing_nothing(check: Callable[[str], Mapping[str, bool]]) -> frozenset[str]:
+    """The constraints (by name) that one of :data:`NO_OP_REPLIES` meets, ``check`` giving each one's verdicts."""
+    return frozenset(name for reply in NO_OP_REPLIES for name, met in check(reply).items() if met)
+
+
+def verdict(met: Mapping[str, bool], free: frozenset[str]) -> tuple[float, Status]:
+    """Reward and status of the constraints ``met``: those a reply doing nothing meets (``free``) must
+    hold but earn nothing (:func:`~mathgym.rewards.no_op.credit_beyond`)."""
+    share = credit_beyond(sum(met.values()), len(met), len(free & met.keys()))
+    return share, Status.CORRECT if share == 1.0 else Status.PARTIAL if share > 0 else Status.WRONG
 
 
 def _sentences(constraints: Mapping[str, Constraint], topic: str, count: int, offset: int) -> list[str]:
@@ -196,11 +214,20 @@ def write_response(request: str, constraints: Sequence[Constraint], topic: str, 
     return None
 
 
+def _free(constraints: Sequence[Constraint], request: str) -> frozenset[str]:
+    """The kinds of ``constraints`` that a reply ignoring ``request`` meets."""
+    return met_by_doing_nothing(lambda reply: {c.kind: c.check(reply, request) for c in constraints})
+
+
 class InstructionFollowEnv(TextEnv):
     """Answer a writing request while meeting every listed constraint (IFEval-style, verifiable).
 
-    Reward: the share of constraints met (``reward_breakdown``: 1.0 or 0.0 per constraint
-    family); status ``correct`` when all are met, ``partial`` when some, ``wrong`` when none.
+    Reward: 1.0 when every constraint is met; otherwise the share of the constraints that a reply
+    ignoring the request (:data:`NO_OP_REPLIES`, "I don't know.") fails that this one meets, each
+    constraint the no-op meets ("do not use the words ...", "at most 50 words") and this one fails
+    taking one back (:func:`verdict`): a prohibition must hold but earns nothing
+    (``reward_breakdown``: 1.0 or 0.0 per constraint family, as met); status ``correct``,
+    ``partial`` (a positive share) or ``wrong``.
     A response without a single word is ``unparseable`` and earns 0 (it would otherwise meet
     "at most N words" or "no commas" for free). A reasoning model's reply is checked on its
     answer, after its thinking; a reply whose thinking never closed is ``unparseable`` too.
@@ -273,11 +300,13 @@ class InstructionFollowEnv(TextEnv):
             constraints = draw_constraints(self.np_random, self.num_constraints, self.families)
             offset = int(self.np_random.integers(len(SENTENCES)))
             gold = write_response(request, constraints, topic, offset)
-            if gold is not None and len(constraints) == self.num_constraints:
+            # Kept when solvable, and when a reply ignoring the request fails a constraint (else it would earn 1).
+            if gold is not None and len(constraints) == self.num_constraints and len(_free(constraints, request)) < len(constraints):
                 break
         else:
             raise ConfigError(
-                f"could not draw {self.num_constraints} compatible constraints from families {list(self.families)}."
+                f"could not draw {self.num_constraints} compatible constraints from families {list(self.families)} that a "
+                f"reply ignoring the request ({NO_OP_REPLIES[0]!r}) does not meet all of; add a family such as include_keywords."
             )
         if len(constraints) == 1:
             prompt = f"{request} {constraints[0].text}"
@@ -303,8 +332,7 @@ class InstructionFollowEnv(TextEnv):
                 info={"constraints": listing},
             )
         met = {c.kind: c.check(answer, request) for c in constraints}
-        share = sum(met.values()) / len(met)
-        status = Status.CORRECT if share == 1.0 else Status.PARTIAL if share > 0 else Status.WRONG
+        share, status = verdict(met, _free(constraints, request))
         listing = [{"kind": c.kind, "instruction": c.text, "met": met[c.kind]} for c in constraints]
         return Judgement(
             share,
@@ -317,11 +345,13 @@ class InstructionFollowEnv(TextEnv):
 
     def _judge_record(self, answer: str, record: IFEvalRecord) -> Judgement:
         """An IFEval prompt: the share of its instructions the answer follows (IFEval's strict
-        checks); an answer without a word follows none (it would otherwise meet "no comma" for free)."""
+        checks), counted from what a reply ignoring the request follows (:func:`verdict`); an
+        answer without a word follows none (it would otherwise meet "no comma" for free)."""
         empty = not has_word(answer_part(answer) if record.answer_only else answer)
-        met = {name: False for name, _ in record.instructions} if empty else record.check(answer, loose=self.ifeval_mode == "loose")
-        share = sum(met.values()) / len(met)
-        status = Status.UNPARSEABLE if empty else Status.CORRECT if share == 1.0 else Status.PARTIAL if share > 0 else Status.WRONG
+        loose = self.ifeval_mode == "loose"
+        met = {name: False for name, _ in record.instructions} if empty else record.check(answer, loose=loose)
+        share, status = verdict(met, met_by_doing_nothing(lambda reply: record.check(reply, loose=loose)))
+        status = Status.UNPARSEABLE if empty else status
         listing = [{"kind": name, "instruction": name, "met": ok} for name, ok in met.items()]
         return Judgement(share, status, True, reward_breakdown={k: float(v) for k, v in met.items()}, correct=share == 1.0,
                          info={"constraints": listing})
