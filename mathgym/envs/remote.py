@@ -166,38 +166,38 @@ class _Lease:
 
     def __init__(self) -> None:
         self.pid, self.client_id = os.getpid(), secrets.token_urlsafe(16)
-        self._servers: dict[tuple[str, str | None], dict[str, float]] = {}  # (url, token_env) → beat period, when tracked, missed
+        self._servers: dict[tuple[str, str | None], float] = {}  # (url, token_env) → when last tracked
         self._lock = threading.Lock()
-        self._beating = False
 
     def track(self, url: str, token_env: str | None, client_timeout: Any) -> None:
         """Beat for the sessions this process holds at ``url`` (a server that names no
         ``client_timeout`` holds no leases: nothing to beat)."""
         if not isinstance(client_timeout, (int, float)) or client_timeout <= 0:
             return
+        key = (url, token_env)
         with self._lock:
-            self._servers[(url, token_env)] = {"period": client_timeout / 3, "tracked": time.monotonic(), "missed": 0}
-            if not self._beating:
-                self._beating = True
-                threading.Thread(target=self._beat_while_held, daemon=True, name="mathgym-remote-lease").start()
+            beating = key in self._servers
+            self._servers[key] = time.monotonic()
+        if not beating:  # a thread per server, so that a slow one never starves another's lease
+            threading.Thread(target=self._beat_while_held, args=(key, client_timeout / 3), daemon=True,
+                             name="mathgym-remote-lease").start()
 
-    def _beat_while_held(self) -> None:
+    def _beat_while_held(self, key: tuple[str, str | None], period: float) -> None:
+        missed = 0
         while True:
             with self._lock:
-                if not self._servers:
-                    self._beating = False
+                tracked = self._servers.get(key)
+            if tracked is None:
+                return
+            time.sleep(period)
+            held = self._ask(key, "POST", "/lease", timeout=min(10.0, period))
+            missed = 0 if held is not None else missed + 1
+            with self._lock:
+                if self._servers.get(key) != tracked:
+                    continue  # a session made meanwhile: keep beating
+                if held == 0 or missed >= self.MAX_MISSED:
+                    del self._servers[key]
                     return
-                servers = {key: dict(state) for key, state in self._servers.items()}
-            time.sleep(min(state["period"] for state in servers.values()))
-            for key, state in servers.items():
-                held = self._ask(key, "POST", "/lease", timeout=min(10.0, state["period"]))
-                with self._lock:
-                    now = self._servers.get(key)
-                    if now is None or now["tracked"] != state["tracked"]:
-                        continue  # made a session meanwhile: keep beating
-                    now["missed"] = 0 if held is not None else now["missed"] + 1
-                    if held == 0 or now["missed"] >= self.MAX_MISSED:
-                        del self._servers[key]
 
     def _ask(self, key: tuple[str, str | None], method: str, tail: str, timeout: float) -> int | None:
         """One request about this client's sessions at a server; ``None`` where it failed."""
