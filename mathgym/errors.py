@@ -39,6 +39,10 @@ class ConfigError(MathgymError, ValueError):
     """An option has a value outside its allowed set or range."""
 
 
+class ToolServerError(MathgymError, RuntimeError):
+    """An MCP tool server could not be started or reached (an infrastructure failure, not the model's)."""
+
+
 class DatasetError(MathgymError, ValueError):
     """A data file or data set could not be read or lacks the expected fields."""
 

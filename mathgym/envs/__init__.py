@@ -32,6 +32,7 @@ BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (
     ("InstructionFollow-v0", "mathgym.envs.instruction_follow:InstructionFollowEnv", "Single-turn: a writing request with verifiable constraints (IFEval families); reward = share met."),
     ("MultiTask-v0", "mathgym.envs.multi_task:MultiTaskEnv", "Weighted mixture of env ids (envs={id: weight}); info['source_env'] names the source."),
     ("OpenQA-v0", "mathgym.envs.open_qa:OpenQAEnv", "Single-turn: open-ended questions graded against reference answers by an LLM judge (judge_url + judge_model, or judge=); 50 built-in questions."),
+    ("MCPTools-v0", "mathgym.envs.mcp_tools:MCPToolsEnv", "Multi-turn math with tools from any MCP server (server= a stdio command or an http URL); \\boxed{} answer ends it; needs mathgym[mcp]."),
 )
 
 
