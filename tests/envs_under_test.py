@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import mathgym
 
@@ -16,6 +18,8 @@ CONTRACT_KWARGS: dict[str, dict] = {
     "Game2048-v0": {"difficulty": 0, "max_turns": 10},
     "Hangman-v0": {"max_turns": 10},
     "Minesweeper-v0": {"difficulty": 0},
+    # tests/mcp_fixture_server.py, a third-party-style MCP server, started over stdio (one per process).
+    "MCPTools-v0": {"server": [sys.executable, str(Path(__file__).with_name("mcp_fixture_server.py"))], "call_timeout_s": 10.0},
 }
 
 #: The ReasoningGym/<task>-v0 ids whose whole contract runs in every test run (one per kind of task:
@@ -30,7 +34,7 @@ REASONING_GYM_PREFIX = "ReasoningGym/"
 
 #: Envs with an optional dependency. CI installs every one (the ``dev`` extra), so a missing one
 #: is an error there; a local run may set MATHGYM_ALLOW_MISSING_OPTIONAL=1 to leave those envs out.
-OPTIONAL_DEPENDENCY = {"ReasoningGym-v0": "reasoning_gym"}
+OPTIONAL_DEPENDENCY = {"ReasoningGym-v0": "reasoning_gym", "MCPTools-v0": "mcp"}
 
 
 #: Envs graded by an LLM judge: in a test run, the fixture judge served on 127.0.0.1 (tests/judge_server.py).
