@@ -61,3 +61,6 @@ def register_builtin_envs() -> None:
     from mathgym.envs.reasoning_gym_tasks import register_reasoning_gym_envs  # noqa: PLC0415 - ids only, no reasoning-gym import
 
     register_reasoning_gym_envs()
+    from mathgym.envs.multiagent import register_two_player_envs  # noqa: PLC0415 - ids only, no textarena import
+
+    register_two_player_envs()
