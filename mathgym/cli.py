@@ -264,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "(clients: token_env='VAR')")
     serve.set_defaults(func=cmd_serve)
 
+    mcp = sub.add_parser("mcp-serve", add_help=False,
+                         help="serve mathgym's tools (sandboxed Python, read-only SQL, the math verifier) over MCP (docs/mcp.md)")
+    mcp.add_argument("rest", nargs=argparse.REMAINDER)
+    mcp.set_defaults(func=lambda args: _run_mcp_serve(args.rest))
+
     for name, text in (
         ("train", "train a model on an env: grpo, ppo, dpo or sft (see `mathgym train --help`)"),
         ("eval", "evaluate a model on an env (see `mathgym eval --help`)"),
@@ -281,9 +286,17 @@ def _run_training_command(name: str, argv: list[str]) -> int:
     return int(train_cli.main(name, argv) or 0)
 
 
+def _run_mcp_serve(argv: list[str]) -> int:
+    from mathgym import mcp_server
+
+    return mcp_server.main(argv)
+
+
 def _run(argv: list[str]) -> int:
     if argv and argv[0] in ("train", "eval", "label-steps"):  # argparse.REMAINDER drops a leading --option
         return _run_training_command(argv[0], argv[1:])
+    if argv and argv[0] == "mcp-serve":
+        return _run_mcp_serve(argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 
