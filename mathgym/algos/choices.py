@@ -5,6 +5,11 @@ pure functions that implement a choice are rows of a table keyed by the same val
 (``AGGREGATIONS``, ``KL_ESTIMATORS``, ``POLICY_LOSSES``, ``ADVANTAGE_ESTIMATORS``...). A value
 is validated once, where a config is built (:func:`mathgym.options.build_config`); adding a
 variant is adding a value here and a row to its table.
+
+Where the rows of a table read different options, what each row reads is declared here too
+(``*_INPUTS``: ``{choice: names}``, the names of the config's fields): the dispatcher hands a row
+those alone (:func:`mathgym.options.select`), and a config that sets an option its chosen row
+does not read is told so (:func:`mathgym.options.warn_unused_options`), without torch.
 """
 
 from __future__ import annotations
@@ -39,6 +44,15 @@ PPOLossAggregation = Literal["token_mean", "sequence_mean"]
 #: The policy's surrogate loss (:data:`mathgym.algos.losses.POLICY_LOSSES`).
 PolicyLoss = Literal["clip", "dual_clip", "gspo", "cispo"]
 
+#: What each policy loss reads besides the token log-ratio and the advantages: its options and, for
+#: gspo, the loss ``mask`` (its ratio is a mean over each sequence's tokens).
+POLICY_LOSS_INPUTS: dict[str, tuple[str, ...]] = {
+    "clip": ("eps_low", "eps_high"),
+    "dual_clip": ("eps_low", "eps_high", "dual_clip_c"),
+    "gspo": ("mask", "eps_low", "eps_high"),
+    "cispo": ("eps_low", "eps_high"),
+}
+
 #: Per-token estimator of KL(policy || reference) (:data:`mathgym.algos.losses.KL_ESTIMATORS`).
 KLEstimator = Literal["k1", "k2", "k3"]
 
@@ -57,6 +71,17 @@ TurnAdvantageEstimator = Literal["gigpo", "step_reinforce"]
 #: Advantages without a value function: per episode or per turn.
 AdvantageEstimator = Literal[EpisodeAdvantageEstimator, TurnAdvantageEstimator]
 
+#: The options each advantage estimator reads besides the rewards, groups (and turns); the
+#: reinforce++ rows and step_reinforce normalise over the batch whatever ``scale_rewards`` says.
+ADVANTAGE_INPUTS: dict[str, tuple[str, ...]] = {
+    "grpo": ("scale_rewards",),
+    "rloo": ("scale_rewards",),
+    "reinforce++": (),
+    "reinforce++-baseline": (),
+    "gigpo": ("gamma", "omega", "scale_rewards"),
+    "step_reinforce": ("gamma",),
+}
+
 #: What divides GRPO's centred rewards (:data:`mathgym.algos.advantages.REWARD_SCALES`).
 ScaleRewards = Literal["group", "batch", "none"]
 
@@ -68,6 +93,11 @@ AdvantageLevel = Literal["token", "turn"]
 #: DPO-family loss of the implicit reward margin (:data:`mathgym.algos.dpo_losses.PREFERENCE_LOSSES`).
 DPOLossType = Literal["sigmoid", "ipo", "hinge", "robust"]
 
+#: The options each preference loss reads besides the margin and ``beta``.
+PREFERENCE_LOSS_INPUTS: dict[str, tuple[str, ...]] = {
+    "sigmoid": ("label_smoothing",), "ipo": (), "hinge": (), "robust": ("label_smoothing",),
+}
+
 #: A sequence's log-prob: sum over its completion tokens, or their mean.
 LogprobReduction = Literal["sum", "mean"]
 
@@ -78,6 +108,12 @@ DPOReference = Literal[ReferenceKind, "precomputed"]
 
 #: ``D(teacher || student)`` of knowledge distillation (:data:`mathgym.algos.distill_losses.DIVERGENCES`).
 Divergence = Literal["forward_kl", "reverse_kl", "jsd", "skew_forward_kl", "skew_reverse_kl"]
+
+#: The options each divergence reads besides the two distributions.
+DIVERGENCE_INPUTS: dict[str, tuple[str, ...]] = {
+    "forward_kl": (), "reverse_kl": (), "jsd": ("jsd_beta",), "skew_forward_kl": ("skew_lambda",),
+    "skew_reverse_kl": ("skew_lambda",),
+}
 
 #: Per-token estimator of the reverse KL ``KL(student || teacher)`` of on-policy distillation, at the sampled token:
 #: ``k1 = log p_s - log p_t``, ``k3 = r - 1 - log r`` with ``r = p_t / p_s`` (:data:`mathgym.algos.losses.KL_ESTIMATORS`).

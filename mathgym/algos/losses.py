@@ -3,7 +3,8 @@
 Shapes: ``B`` episodes, ``T`` tokens; ``mask`` is the ``(B, T)`` float loss mask. Every variant
 is a row of a table keyed by its option's choices (:mod:`mathgym.algos.choices`):
 :data:`AGGREGATIONS` (``loss_aggregation``), :data:`KL_ESTIMATORS` (``kl_estimator``),
-:data:`POLICY_LOSSES` (``policy_loss``). A new variant is a small function and a row.
+:data:`POLICY_LOSSES` (``policy_loss``: per-token objectives; :func:`policy_loss` does what they
+share, and hands each the options it reads). A new variant is a small function and a row.
 
 Example:
     >>> logp = torch.zeros(1, 2)
@@ -14,13 +15,14 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
-from mathgym.algos.choices import KLEstimator, LossAggregation, PolicyLoss
-from mathgym.options import pick
+from mathgym.algos.choices import POLICY_LOSS_INPUTS, KLEstimator, LossAggregation, PolicyLoss
+from mathgym.options import pick, select
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -148,6 +150,14 @@ class SurrogateOutput(NamedTuple):
     ratio: torch.Tensor  # (B, T)
 
 
+def ratio_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, eps_low: float, eps_high: float) -> SurrogateOutput:
+    """``-min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A)`` of a ``(B, T)`` ratio and ``(B, 1)``
+    or ``(B, T)`` advantages."""
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages
+    return SurrogateOutput(-torch.minimum(unclipped, clipped), clipped < unclipped, ratio)
+
+
 def clipped_surrogate(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -166,14 +176,85 @@ def clipped_surrogate(
         eps_low: Lower clip range (ratio floor ``1 - eps_low``).
         eps_high: Upper clip range (ratio ceiling ``1 + eps_high``; DAPO's clip-higher).
     """
-    if advantages.dim() == 1:
-        advantages = advantages[:, None]
-    ratio = torch.exp(logprobs - old_logprobs)
-    unclipped = ratio * advantages
-    clipped_ratio = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
-    clipped = clipped_ratio * advantages
-    loss = -torch.minimum(unclipped, clipped)
-    return SurrogateOutput(loss, clipped < unclipped, ratio)
+    return ratio_surrogate(torch.exp(logprobs - old_logprobs), per_token(advantages), eps_low, eps_high)
+
+
+def per_token(advantages: torch.Tensor) -> torch.Tensor:
+    """``(B, 1)`` per-episode advantages (from ``(B,)``), or ``(B, T)`` per-token ones as they are."""
+    return advantages[:, None] if advantages.dim() == 1 else advantages
+
+
+# Each row of POLICY_LOSSES is a per-token objective of the token log-ratio ``log pi - log pi_old``
+# (``(B, T)``, gradient through ``log pi``) and the advantages (``(B, 1)`` or ``(B, T)``), plus the
+# inputs its row of POLICY_LOSS_INPUTS names, as keyword arguments. What every row shares (the
+# ratio, the aggregation, the statistics) is :func:`policy_loss`'s.
+
+
+def clip_objective(log_ratio: torch.Tensor, advantages: torch.Tensor, *, eps_low: float, eps_high: float) -> SurrogateOutput:
+    """``clip``: PPO's clipped surrogate (:func:`ratio_surrogate`). The clip binds above
+    (``r > 1 + eps_high``) for positive advantages and below (``r < 1 - eps_low``) for negative ones."""
+    return ratio_surrogate(torch.exp(log_ratio), advantages, eps_low, eps_high)
+
+
+def dual_clip_objective(
+    log_ratio: torch.Tensor, advantages: torch.Tensor, *, eps_low: float, eps_high: float, dual_clip_c: float
+) -> SurrogateOutput:
+    """``dual_clip``: dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games with
+    Deep RL"): the ``clip`` loss, and for a negative advantage at most ``c * |A|``.
+
+    With ``A < 0`` a large ratio makes PPO's loss ``-r A`` grow without bound; the dual clip caps it:
+    ``loss = min(-min(r A, clip(r) A), -c A)`` with ``c = dual_clip_c > 1`` (no gradient where the
+    cap binds; those tokens count as clipped).
+    """
+    surrogate = ratio_surrogate(torch.exp(log_ratio), advantages, eps_low, eps_high)
+    cap = (-dual_clip_c * advantages).expand_as(surrogate.loss)
+    capped = (advantages < 0) & (surrogate.loss > cap)
+    return SurrogateOutput(torch.where(capped, cap, surrogate.loss), surrogate.clipped | capped, surrogate.ratio)
+
+
+def sequence_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` mean over each sequence's masked tokens of the ``(B, T)`` ``log_ratio`` (0 for an empty row)."""
+    return (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+
+
+def gspo_objective(
+    log_ratio: torch.Tensor, advantages: torch.Tensor, *, mask: torch.Tensor, eps_low: float, eps_high: float
+) -> SurrogateOutput:
+    """``gspo``: GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"): one ratio per
+    sequence, clipped at the sequence level.
+
+    ``s_i = exp(mean_t (logp_t - logp_old_t))`` over sequence ``i``'s tokens (``mask``). Each token
+    carries ``s_it = sg(s_i) * exp(logp_t - sg(logp_t))`` (GSPO-token: its value is ``s_i``, its
+    gradient ``s_i * grad logp_t``), in PPO's clipped surrogate with ``clip(s_it, 1 - eps_low, 1 + eps_high)``.
+    With one advantage per sequence this is GSPO's gradient under any aggregation;
+    ``sequence_mean`` is the paper's objective, whose clip ranges are much smaller than the
+    token-level ones (3e-4 / 4e-4).
+    """
+    sequence = sequence_log_ratio(log_ratio.detach(), mask)  # (B,)
+    token_log_ratio = sequence[:, None] + (log_ratio - log_ratio.detach())  # value: log s_i; gradient: grad logp_t
+    return ratio_surrogate(torch.exp(token_log_ratio), advantages, eps_low, eps_high)
+
+
+def cispo_objective(log_ratio: torch.Tensor, advantages: torch.Tensor, *, eps_low: float, eps_high: float) -> SurrogateOutput:
+    """``cispo``: CISPO (MiniMax-M1, 2025): the clipped importance weight, without gradient, times the
+    policy gradient, on every token.
+
+    ``loss_t = -sg(clip(r_t, 1 - eps_low, 1 + eps_high)) * A * exp(logp_t - sg(logp_t))``: the
+    gradient is the paper's ``-sg(clip(r)) A grad logp_t``, and the value ``-clip(r) A`` reads
+    like the ``clip`` loss. Unlike PPO's clip, no token loses its gradient; the clipped tokens are
+    those whose weight was clipped.
+    """
+    ratio = torch.exp(log_ratio.detach())
+    clipped_ratio = ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
+    loss = -clipped_ratio * advantages * torch.exp(log_ratio - log_ratio.detach())
+    return SurrogateOutput(loss, clipped_ratio != ratio, ratio)
+
+
+#: ``policy_loss`` choices -> ``(log_ratio, advantages, **inputs) -> SurrogateOutput`` (per token); the
+#: keyword inputs of each row are :data:`~mathgym.algos.choices.POLICY_LOSS_INPUTS`'s.
+POLICY_LOSSES: dict[str, Callable[..., SurrogateOutput]] = {
+    "clip": clip_objective, "dual_clip": dual_clip_objective, "gspo": gspo_objective, "cispo": cispo_objective,
+}
 
 
 class PolicyLossStats(NamedTuple):
@@ -206,8 +287,49 @@ def weighted(per_token: torch.Tensor, weights: torch.Tensor | None) -> torch.Ten
     return per_token if weights is None else per_token * weights.detach()
 
 
-# Every row of POLICY_LOSSES takes the same arguments (documented on clipped_policy_loss), so one
-# call serves them all; an option a row does not use (``dual_clip_c`` outside dual_clip) is ignored.
+def policy_loss(
+    name: PolicyLoss,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float = 0.2,
+    eps_high: float | None = None,
+    aggregation: LossAggregation = "token_mean",
+    norm: Normalizer | None = None,
+    weights: torch.Tensor | None = None,
+    *,
+    dual_clip_c: float = 3.0,
+) -> tuple[torch.Tensor, PolicyLossStats]:
+    """The policy loss ``name`` (a row of :data:`POLICY_LOSSES`), aggregated, with its statistics.
+
+    The ratio, the aggregation and the statistics are done here once; the row gets the token
+    log-ratio, the advantages and the inputs it reads (:data:`~mathgym.algos.choices.POLICY_LOSS_INPUTS`).
+
+    Args:
+        name: ``clip``, ``dual_clip``, ``gspo`` or ``cispo``.
+        logprobs: ``(B, T)`` log-probs of the sampled tokens under the current policy.
+        old_logprobs: ``(B, T)`` the same under the policy the ratio is taken against (no gradient).
+        advantages: ``(B,)`` per episode or ``(B, T)`` per token.
+        mask: ``(B, T)`` 1 on the tokens that train.
+        eps_low: Lower clip range.
+        eps_high: Upper clip range (default ``eps_low``; larger values are DAPO's clip-higher).
+        aggregation: How the per-token losses become a scalar (:func:`aggregate_loss`).
+        norm: Full-batch denominators, so micro-batches add up to the full-batch loss.
+        weights: ``(B, T)`` per-token importance weights multiplying the per-token loss (no
+            gradient through them), e.g. a correction for the sampler/learner mismatch.
+        dual_clip_c: The bound of ``dual_clip`` (:func:`dual_clip_objective`).
+
+    Returns:
+        ``(loss, stats)``.
+    """
+    objective = pick(POLICY_LOSSES, "policy_loss", name)
+    old_logprobs = old_logprobs.detach()
+    eps_high = eps_low if eps_high is None else eps_high
+    available = {"mask": mask, "eps_low": eps_low, "eps_high": eps_high, "dual_clip_c": dual_clip_c}
+    out = objective(logprobs - old_logprobs, per_token(advantages), **select(POLICY_LOSS_INPUTS, name, available))
+    loss = aggregate_loss(weighted(out.loss, weights), mask, aggregation, norm)
+    return loss, policy_loss_stats(out.ratio, out.clipped, logprobs, old_logprobs, mask)
 
 
 def clipped_policy_loss(
@@ -220,142 +342,13 @@ def clipped_policy_loss(
     aggregation: LossAggregation = "token_mean",
     norm: Normalizer | None = None,
     weights: torch.Tensor | None = None,
-    *,
-    dual_clip_c: float = 3.0,
 ) -> tuple[torch.Tensor, PolicyLossStats]:
-    """PPO's clipped surrogate (:func:`clipped_surrogate`), aggregated: the ``clip`` policy loss.
-
-    The clip binds above (``r > 1 + eps_high``) for positive advantages and below
-    (``r < 1 - eps_low``) for negative ones.
-
-    Args:
-        logprobs: ``(B, T)`` log-probs of the sampled tokens under the current policy.
-        old_logprobs: ``(B, T)`` the same under the policy the ratio is taken against.
-        advantages: ``(B,)`` per episode or ``(B, T)`` per token.
-        mask: ``(B, T)`` 1 on the tokens that train.
-        eps_low: Lower clip range.
-        eps_high: Upper clip range (default ``eps_low``; larger values are DAPO's clip-higher).
-        aggregation: How the per-token losses become a scalar (:func:`aggregate_loss`).
-        norm: Full-batch denominators, so micro-batches add up to the full-batch loss.
-        weights: ``(B, T)`` per-token importance weights multiplying the per-token loss (no
-            gradient through them), e.g. a correction for the sampler/learner mismatch.
-        dual_clip_c: The bound of :func:`dual_clip_policy_loss` (unused here).
-
-    Returns:
-        ``(loss, stats)``.
-    """
-    eps_high = eps_low if eps_high is None else eps_high
-    old_logprobs = old_logprobs.detach()
-    surrogate = clipped_surrogate(logprobs, old_logprobs, advantages, eps_low, eps_high)
-    loss = aggregate_loss(weighted(surrogate.loss, weights), mask, aggregation, norm)
-    return loss, policy_loss_stats(surrogate.ratio, surrogate.clipped, logprobs, old_logprobs, mask)
-
-
-def dual_clip_policy_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float | None = None,
-    aggregation: LossAggregation = "token_mean",
-    norm: Normalizer | None = None,
-    weights: torch.Tensor | None = None,
-    *,
-    dual_clip_c: float = 3.0,
-) -> tuple[torch.Tensor, PolicyLossStats]:
-    """Dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep RL"):
-    the ``clip`` loss, and for a negative advantage at most ``c * |A|``.
-
-    With ``A < 0`` a large ratio makes PPO's loss ``-r A`` grow without bound; the dual clip
-    caps it: ``loss = min(-min(r A, clip(r) A), -c A)`` (no gradient where the cap binds).
-    Arguments as :func:`clipped_policy_loss`, with ``dual_clip_c`` = ``c`` (> 1).
-    """
-    eps_high = eps_low if eps_high is None else eps_high
-    old_logprobs = old_logprobs.detach()
-    surrogate = clipped_surrogate(logprobs, old_logprobs, advantages, eps_low, eps_high)
-    adv = advantages[:, None] if advantages.dim() == 1 else advantages
-    cap = (-dual_clip_c * adv).expand_as(surrogate.loss)
-    capped = (adv < 0) & (surrogate.loss > cap)
-    per_token = torch.where(capped, cap, surrogate.loss)
-    loss = aggregate_loss(weighted(per_token, weights), mask, aggregation, norm)
-    return loss, policy_loss_stats(surrogate.ratio, surrogate.clipped | capped, logprobs, old_logprobs, mask)
-
-
-def sequence_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``(B,)`` mean over each sequence's masked tokens of ``logprobs - old_logprobs`` (0 for an empty row)."""
-    return ((logprobs - old_logprobs) * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-
-
-def gspo_policy_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float | None = None,
-    aggregation: LossAggregation = "token_mean",
-    norm: Normalizer | None = None,
-    weights: torch.Tensor | None = None,
-    *,
-    dual_clip_c: float = 3.0,
-) -> tuple[torch.Tensor, PolicyLossStats]:
-    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"): one ratio per sequence,
-    clipped at the sequence level.
-
-    ``s_i = exp(mean_t (logp_t - logp_old_t))`` over sequence ``i``'s tokens. Each token carries
-    ``s_it = sg(s_i) * exp(logp_t - sg(logp_t))`` (GSPO-token: its value is ``s_i``, its gradient
-    ``s_i * grad logp_t``), in PPO's clipped surrogate with ``clip(s_it, 1 - eps_low, 1 + eps_high)``.
-    With one advantage per sequence this is GSPO's gradient under any aggregation;
-    ``sequence_mean`` is the paper's objective, whose clip ranges are much smaller than the
-    token-level ones (3e-4 / 4e-4). Arguments as :func:`clipped_policy_loss`.
-    """
-    eps_high = eps_low if eps_high is None else eps_high
-    old_logprobs = old_logprobs.detach()
-    seq = sequence_log_ratio(logprobs.detach(), old_logprobs, mask)  # (B,)
-    token_log_ratio = seq[:, None] + logprobs - logprobs.detach()  # value: log s_i
-    surrogate = clipped_surrogate(token_log_ratio, torch.zeros_like(old_logprobs), advantages, eps_low, eps_high)
-    loss = aggregate_loss(weighted(surrogate.loss, weights), mask, aggregation, norm)
-    return loss, policy_loss_stats(surrogate.ratio, surrogate.clipped, logprobs, old_logprobs, mask)
-
-
-def cispo_policy_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float | None = None,
-    aggregation: LossAggregation = "token_mean",
-    norm: Normalizer | None = None,
-    weights: torch.Tensor | None = None,
-    *,
-    dual_clip_c: float = 3.0,
-) -> tuple[torch.Tensor, PolicyLossStats]:
-    """CISPO (MiniMax-M1, 2025): the clipped importance weight, without gradient, times the
-    policy gradient, on every token.
-
-    ``loss_t = -sg(clip(r_t, 1 - eps_low, 1 + eps_high)) * A * exp(logp_t - sg(logp_t))``: the
-    gradient is the paper's ``-sg(clip(r)) A grad logp_t``, and the value ``-clip(r) A`` reads
-    like the ``clip`` loss. Unlike PPO's clip, no token loses its gradient. Arguments as
-    :func:`clipped_policy_loss`.
-    """
-    eps_high = eps_low if eps_high is None else eps_high
-    old_logprobs = old_logprobs.detach()
-    adv = advantages[:, None] if advantages.dim() == 1 else advantages
-    ratio = torch.exp(logprobs.detach() - old_logprobs)
-    clipped_ratio = ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
-    per_token = -clipped_ratio * adv * torch.exp(logprobs - logprobs.detach())
-    loss = aggregate_loss(weighted(per_token, weights), mask, aggregation, norm)
-    return loss, policy_loss_stats(ratio, clipped_ratio != ratio, logprobs, old_logprobs, mask)
-
-
-#: ``policy_loss`` choices -> a function with :func:`clipped_policy_loss`'s signature.
-POLICY_LOSSES: dict[str, Callable[..., tuple[torch.Tensor, PolicyLossStats]]] = {
-    "clip": clipped_policy_loss, "dual_clip": dual_clip_policy_loss, "gspo": gspo_policy_loss, "cispo": cispo_policy_loss,
-}
+    """The ``clip`` policy loss: PPO's clipped surrogate (:func:`clipped_surrogate`), aggregated;
+    arguments as :func:`policy_loss`."""
+    return policy_loss("clip", logprobs, old_logprobs, advantages, mask, eps_low, eps_high, aggregation, norm, weights)
 
 
 def policy_loss_fn(name: PolicyLoss) -> Callable[..., tuple[torch.Tensor, PolicyLossStats]]:
-    """The :data:`POLICY_LOSSES` row ``name``."""
-    return pick(POLICY_LOSSES, "policy_loss", name)
+    """:func:`policy_loss` of the :data:`POLICY_LOSSES` row ``name`` (``name`` checked now)."""
+    pick(POLICY_LOSSES, "policy_loss", name)
+    return functools.partial(policy_loss, name)
