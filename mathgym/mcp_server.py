@@ -11,7 +11,7 @@ Agents outside mathgym get the tools mathgym's envs give, with the same containm
 * ``verify_math(answer, gold)``: mathgym's math verifier (MathVerifier): is ``answer`` equal to ``gold``?
 
 Over stdio (the default) or streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``).
-Needs the ``mcp`` package: ``pip install 'mathgym[mcp]'``.
+Needs the ``mcp`` package (the ``mcp`` extra).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import time
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("mcp", reason="MCP tools need the mcp package: pip install 'mathgym[mcp]'")
+pytest.importorskip("mcp", reason="MCP tools need the mcp package: pip install '.[mcp]'")
 
 import mathgym  # noqa: E402,F401 - registers the envs
 from mathgym.envs.mcp_client import MCPConnection  # noqa: E402
@@ -190,3 +190,18 @@ def test_the_connection_closes_its_server_and_its_thread():
     connection.close()
     assert not connection._thread.is_alive() and not connection.alive
     assert connection.call("add", {"a": 1, "b": 1}).unavailable
+
+
+def test_the_docs_server_gives_the_docs_env_its_tools(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.test_docs_snippets import REPO, python_blocks
+
+    blocks = [b for b in python_blocks(REPO / "docs" / "mcp.md") if b.notest and "test_the_docs_server_gives" in b.notest[1]]
+    server, env_block = blocks
+    assert server.code.startswith("# my_tools.py")
+    (tmp_path / "my_tools.py").write_text(server.code)
+    done = subprocess.run([sys.executable, "-c", env_block.code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -11,7 +11,7 @@ import sys
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("mcp", reason="MCP tools need the mcp package: pip install 'mathgym[mcp]'")
+pytest.importorskip("mcp", reason="MCP tools need the mcp package: pip install '.[mcp]'")
 
 import mathgym  # noqa: E402,F401 - registers the envs
 from mathgym.envs.mcp_client import MCPConnection  # noqa: E402

@@ -14,7 +14,7 @@ What a call gives back is a :class:`ToolReply`, with the failure told apart by w
 * the server is gone (the process died, the connection closed, it does not answer a listing) ->
   ``unavailable``: an infrastructure failure, never the model's.
 
-``mcp`` is optional (``pip install 'mathgym[mcp]'``) and imported only here, when a connection opens.
+``mcp`` is optional (the ``mcp`` extra) and imported only here, when a connection opens.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mathgym.errors import ConfigError, ToolServerError
+from mathgym.install import extra_hint
 
-INSTALL_HINT = "MCP tools need the mcp package: pip install 'mathgym[mcp]'"
+INSTALL_HINT = f"MCP tools need the mcp package: {extra_hint('mcp')}"
 #: Seconds a closing session may take to end its server before the connection stops waiting.
 CLOSE_TIMEOUT_S = 10.0
 #: Most seconds the listing that tells a slow tool from a dead server may take.
