@@ -5,6 +5,8 @@ groups (the samples of one task) to per-episode advantages; rows of
 :data:`TURN_ADVANTAGE_ESTIMATORS` (the same option) give each turn of a multi-turn episode its
 own advantage, from the turns' rewards and observations (:class:`Turns`);
 :data:`REWARD_SCALES` (the ``scale_rewards`` option) are the ways to divide the centred rewards.
+A row takes the options it reads (:data:`~mathgym.algos.choices.ADVANTAGE_INPUTS`) as keyword
+arguments; :func:`episode_advantages` and :func:`turn_advantages` hand each row those alone.
 """
 
 from __future__ import annotations
@@ -14,8 +16,13 @@ from typing import NamedTuple
 
 import torch
 
-from mathgym.algos.choices import EpisodeAdvantageEstimator, ScaleRewards
-from mathgym.options import pick
+from mathgym.algos.choices import (
+    ADVANTAGE_INPUTS,
+    EpisodeAdvantageEstimator,
+    ScaleRewards,
+    TurnAdvantageEstimator,
+)
+from mathgym.options import pick, select
 
 
 class Groups(NamedTuple):
@@ -114,14 +121,11 @@ def batch_whitened(values: torch.Tensor, eps: float) -> torch.Tensor:
     return (values - values.mean()) / (values.std() + eps)
 
 
-def reinforce_pp_advantages(
-    rewards: torch.Tensor, group_ids: torch.Tensor, scale_rewards: ScaleRewards = "group", eps: float = 1e-4
-) -> torch.Tensor:
+def reinforce_pp_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, *, eps: float = 1e-4) -> torch.Tensor:
     """REINFORCE++ (Hu 2025): the episode returns normalised over the whole batch,
-    ``A_i = (r_i - mean_batch) / (std_batch + eps)``; no group baseline, so a prompt needs one sample.
-
-    The batch normalisation is the method: ``scale_rewards`` does not apply (the argument is taken
-    for the table's one signature).
+    ``A_i = (r_i - mean_batch) / (std_batch + eps)``; no group baseline (``group_ids``, the table's
+    shared input, is not read), so a prompt needs one sample. The batch normalisation is the
+    method: ``scale_rewards`` does not apply.
 
     Example:
         >>> reinforce_pp_advantages(torch.tensor([2., 0.]), torch.tensor([0, 1]), eps=0.0)
@@ -130,9 +134,7 @@ def reinforce_pp_advantages(
     return batch_whitened(rewards.float(), eps)
 
 
-def reinforce_pp_baseline_advantages(
-    rewards: torch.Tensor, group_ids: torch.Tensor, scale_rewards: ScaleRewards = "group", eps: float = 1e-4
-) -> torch.Tensor:
+def reinforce_pp_baseline_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, *, eps: float = 1e-4) -> torch.Tensor:
     """REINFORCE++-baseline (Hu 2025): each reward minus its group's mean, then those values
     normalised over the whole batch (their mean and std, not the group's).
 
@@ -144,8 +146,9 @@ def reinforce_pp_baseline_advantages(
     return batch_whitened(centred, eps)
 
 
-#: ``advantage`` choices -> ``(rewards (B,), group_ids (B,), scale_rewards) -> (B,) advantages``.
-ADVANTAGE_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor, ScaleRewards], torch.Tensor]] = {
+#: ``advantage`` choices -> ``(rewards (B,), group_ids (B,), **inputs) -> (B,) advantages``; the keyword
+#: inputs of each row are :data:`~mathgym.algos.choices.ADVANTAGE_INPUTS`'s.
+ADVANTAGE_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
     "grpo": group_normalized_advantages,
     "rloo": rloo_advantages,
     "reinforce++": reinforce_pp_advantages,
@@ -159,8 +162,9 @@ def episode_advantages(
     group_ids: torch.Tensor,
     scale_rewards: ScaleRewards = "group",
 ) -> torch.Tensor:
-    """``(B,)`` advantages of the :data:`ADVANTAGE_ESTIMATORS` row ``estimator``."""
-    return pick(ADVANTAGE_ESTIMATORS, "advantage", estimator)(rewards, group_ids, scale_rewards)
+    """``(B,)`` advantages of the :data:`ADVANTAGE_ESTIMATORS` row ``estimator`` (given the options it reads)."""
+    row = pick(ADVANTAGE_ESTIMATORS, "advantage", estimator)
+    return row(rewards, group_ids, **select(ADVANTAGE_INPUTS, estimator, {"scale_rewards": scale_rewards}))
 
 
 class Turns(NamedTuple):
@@ -296,15 +300,14 @@ def shared_state_fraction(group_ids: torch.Tensor, turns: Turns) -> float:
 
 
 def step_reinforce_advantages(
-    rewards: torch.Tensor, group_ids: torch.Tensor, turns: Turns, *, gamma: float = 0.95, omega: float = 1.0,
-    scale_rewards: ScaleRewards = "group", eps: float = 1e-4,
+    rewards: torch.Tensor, group_ids: torch.Tensor, turns: Turns, *, gamma: float = 0.95, eps: float = 1e-4
 ) -> torch.Tensor:
     """Step-level REINFORCE (as ROLL's agentic pipeline): each turn's discounted return-to-go
     (:func:`discounted_returns`), whitened over every turn of the batch (minus their mean,
     divided by their unbiased std).
 
-    No group baseline; ``omega`` and ``scale_rewards`` do not apply (the arguments are taken for
-    the table's one signature).
+    No group baseline (``rewards`` and ``group_ids``, the table's shared inputs, are not read: the
+    turns' rewards are); ``omega`` and ``scale_rewards`` do not apply.
 
     Returns:
         ``(B, K)`` the advantage of each turn (0 on turns not played).
@@ -321,12 +324,28 @@ def step_reinforce_advantages(
     return advantages
 
 
-#: Per-turn ``advantage`` choices ->
-#: ``(rewards (B,), group_ids (B,), turns, *, gamma, omega, scale_rewards) -> (B, K)``.
+#: Per-turn ``advantage`` choices -> ``(rewards (B,), group_ids (B,), turns, **inputs) -> (B, K)``; the
+#: keyword inputs of each row are :data:`~mathgym.algos.choices.ADVANTAGE_INPUTS`'s.
 TURN_ADVANTAGE_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
     "gigpo": gigpo_advantages,
     "step_reinforce": step_reinforce_advantages,
 }
+
+
+def turn_advantages(
+    estimator: TurnAdvantageEstimator,
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    turns: Turns,
+    *,
+    gamma: float = 0.95,
+    omega: float = 1.0,
+    scale_rewards: ScaleRewards = "group",
+) -> torch.Tensor:
+    """``(B, K)`` per-turn advantages of the :data:`TURN_ADVANTAGE_ESTIMATORS` row ``estimator`` (given the options it reads)."""
+    row = pick(TURN_ADVANTAGE_ESTIMATORS, "advantage", estimator)
+    options = {"gamma": gamma, "omega": omega, "scale_rewards": scale_rewards}
+    return row(rewards, group_ids, turns, **select(ADVANTAGE_INPUTS, estimator, options))
 
 
 def overlong_penalty(lengths: torch.Tensor, max_length: int, buffer: int, penalty: float = 1.0) -> torch.Tensor:

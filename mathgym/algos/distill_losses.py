@@ -50,8 +50,8 @@ from typing import NamedTuple
 
 import torch
 
-from mathgym.algos.choices import Divergence
-from mathgym.options import pick
+from mathgym.algos.choices import DIVERGENCE_INPUTS, Divergence
+from mathgym.options import pick, select
 
 #: Log-probabilities below it are taken as it (``exp`` of it is 0 in fp32): a rest bucket that is
 #: empty (``log 0``) then adds exactly 0 to a divergence, with finite gradients everywhere.
@@ -135,35 +135,36 @@ def _mix(log_a: torch.Tensor, log_b: torch.Tensor, weight_a: float) -> torch.Ten
     return torch.logaddexp(log_a + math.log(weight_a), log_b + math.log1p(-weight_a))
 
 
-def forward_kl(teacher: torch.Tensor, student: torch.Tensor, beta: float = 0.5, skew: float = 0.0) -> torch.Tensor:
+def forward_kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
     """``KL(p || q)``: the student covers every token the teacher gives mass to."""
     return _kl(teacher, student)
 
 
-def reverse_kl(teacher: torch.Tensor, student: torch.Tensor, beta: float = 0.5, skew: float = 0.0) -> torch.Tensor:
+def reverse_kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
     """``KL(q || p)``: the student puts its mass where the teacher's is high."""
     return _kl(student, teacher)
 
 
-def generalized_jsd(teacher: torch.Tensor, student: torch.Tensor, beta: float = 0.5, skew: float = 0.0) -> torch.Tensor:
-    """``beta KL(p || m) + (1 - beta) KL(q || m)`` with ``m = beta p + (1 - beta) q``."""
-    mixture = _mix(teacher, student, beta)
-    return beta * _kl(teacher, mixture) + (1.0 - beta) * _kl(student, mixture)
+def generalized_jsd(teacher: torch.Tensor, student: torch.Tensor, *, jsd_beta: float = 0.5) -> torch.Tensor:
+    """``beta KL(p || m) + (1 - beta) KL(q || m)`` with ``m = beta p + (1 - beta) q``, ``beta = jsd_beta``."""
+    mixture = _mix(teacher, student, jsd_beta)
+    return jsd_beta * _kl(teacher, mixture) + (1.0 - jsd_beta) * _kl(student, mixture)
 
 
-def skew_forward_kl(teacher: torch.Tensor, student: torch.Tensor, beta: float = 0.5, skew: float = 0.0) -> torch.Tensor:
-    """``KL(p || skew p + (1 - skew) q)``."""
-    return _kl(teacher, _mix(teacher, student, skew))
+def skew_forward_kl(teacher: torch.Tensor, student: torch.Tensor, *, skew_lambda: float = 0.0) -> torch.Tensor:
+    """``KL(p || lam p + (1 - lam) q)``, ``lam = skew_lambda``."""
+    return _kl(teacher, _mix(teacher, student, skew_lambda))
 
 
-def skew_reverse_kl(teacher: torch.Tensor, student: torch.Tensor, beta: float = 0.5, skew: float = 0.0) -> torch.Tensor:
-    """``KL(q || skew q + (1 - skew) p)``."""
-    return _kl(student, _mix(student, teacher, skew))
+def skew_reverse_kl(teacher: torch.Tensor, student: torch.Tensor, *, skew_lambda: float = 0.0) -> torch.Tensor:
+    """``KL(q || lam q + (1 - lam) p)``, ``lam = skew_lambda``."""
+    return _kl(student, _mix(student, teacher, skew_lambda))
 
 
-#: ``divergence`` choices -> ``(teacher (..., K), student (..., K), beta, skew) -> (...)``, both sides
-#: log-probs over the same ``K`` outcomes.
-DIVERGENCES: dict[str, Callable[[torch.Tensor, torch.Tensor, float, float], torch.Tensor]] = {
+#: ``divergence`` choices -> ``(teacher (..., K), student (..., K), **inputs) -> (...)``, both sides
+#: log-probs over the same ``K`` outcomes; the keyword inputs of each row are
+#: :data:`~mathgym.algos.choices.DIVERGENCE_INPUTS`'s (``jsd_beta``, ``skew_lambda``).
+DIVERGENCES: dict[str, Callable[..., torch.Tensor]] = {
     "forward_kl": forward_kl,
     "reverse_kl": reverse_kl,
     "jsd": generalized_jsd,
@@ -192,7 +193,8 @@ def token_divergence(
     """
     fn = pick(DIVERGENCES, "divergence", divergence)
     student = student_buckets(student_logits, teacher.indices, student_temperature).clamp(min=LOG_FLOOR)
-    return fn(teacher.buckets().clamp(min=LOG_FLOOR), student, beta, skew)
+    inputs = select(DIVERGENCE_INPUTS, divergence, {"jsd_beta": beta, "skew_lambda": skew})
+    return fn(teacher.buckets().clamp(min=LOG_FLOOR), student, **inputs)
 
 
 class DistillStats(NamedTuple):

@@ -20,9 +20,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from mathgym.algos.choices import DPOLossType
+from mathgym.algos.choices import PREFERENCE_LOSS_INPUTS, DPOLossType
 from mathgym.algos.configs import check_preference_options
-from mathgym.options import pick
+from mathgym.options import pick, select
 
 
 class PreferenceStats(NamedTuple):
@@ -40,22 +40,22 @@ class PreferenceStats(NamedTuple):
     rejected_logp: torch.Tensor
 
 
-def sigmoid_loss(h: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torch.Tensor:
+def sigmoid_loss(h: torch.Tensor, beta: float, *, label_smoothing: float = 0.0) -> torch.Tensor:
     """DPO (Rafailov et al. 2023) with cDPO label smoothing ``eps``: ``-(1-eps) logsig(beta h) - eps logsig(-beta h)``."""
     return -(1.0 - label_smoothing) * F.logsigmoid(beta * h) - label_smoothing * F.logsigmoid(-beta * h)
 
 
-def ipo_loss(h: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torch.Tensor:
+def ipo_loss(h: torch.Tensor, beta: float) -> torch.Tensor:
     """IPO (Azar et al. 2023): ``(h - 1 / (2 beta))^2``; ``beta`` plays the role of the paper's ``tau``."""
     return (h - 1.0 / (2.0 * beta)) ** 2
 
 
-def hinge_loss(h: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torch.Tensor:
+def hinge_loss(h: torch.Tensor, beta: float) -> torch.Tensor:
     """SLiC-style hinge (Zhao et al. 2023): ``max(0, 1 - beta h)``."""
     return torch.relu(1.0 - beta * h)
 
 
-def robust_loss(h: torch.Tensor, beta: float, label_smoothing: float) -> torch.Tensor:
+def robust_loss(h: torch.Tensor, beta: float, *, label_smoothing: float) -> torch.Tensor:
     """Robust DPO (Chowdhury et al. 2024), unbiased under label-flip rate ``eps``.
 
     ``(-(1-eps) logsig(beta h) + eps logsig(-beta h)) / (1 - 2 eps)``.
@@ -65,8 +65,9 @@ def robust_loss(h: torch.Tensor, beta: float, label_smoothing: float) -> torch.T
     )
 
 
-#: ``loss_type`` choices -> ``(h, beta, label_smoothing) -> (N,)`` per-pair losses.
-PREFERENCE_LOSSES: dict[str, Callable[[torch.Tensor, float, float], torch.Tensor]] = {
+#: ``loss_type`` choices -> ``(h, beta, **inputs) -> (N,)`` per-pair losses; the keyword inputs of each
+#: row are :data:`~mathgym.algos.choices.PREFERENCE_LOSS_INPUTS`'s (``label_smoothing`` for sigmoid and robust).
+PREFERENCE_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "sigmoid": sigmoid_loss, "ipo": ipo_loss, "hinge": hinge_loss, "robust": robust_loss,
 }
 
@@ -99,7 +100,7 @@ def preference_loss(
     chosen_ratio = policy_chosen_logps - ref_chosen_logps.detach()
     rejected_ratio = policy_rejected_logps - ref_rejected_logps.detach()
     h = chosen_ratio - rejected_ratio  # (N,)
-    losses = per_pair(h, beta, label_smoothing)
+    losses = per_pair(h, beta, **select(PREFERENCE_LOSS_INPUTS, loss_type, {"label_smoothing": label_smoothing}))
     with torch.no_grad():
         chosen_reward, rejected_reward = beta * chosen_ratio, beta * rejected_ratio
         stats = PreferenceStats(

@@ -32,6 +32,7 @@ from mathgym.algos.advantages import (
     longest_turn_lengths,
     overlong_penalty,
     shared_state_fraction,
+    turn_advantages,
 )
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.choices import KLEstimator, LossAggregation, PolicyLoss
@@ -184,8 +185,7 @@ class GRPOTrainer(Trainer):
         logs ``loss/shared_state_turns`` (:func:`~mathgym.algos.advantages.shared_state_fraction`)."""
         cfg = self.config
         everyone, group_ids, own = self.dist.gather_groups(rewards, batch.group_ids)
-        per_turn = TURN_ADVANTAGE_ESTIMATORS.get(cfg.advantage)
-        if per_turn is None:
+        if cfg.advantage not in TURN_ADVANTAGE_ESTIMATORS:
             return episode_advantages(cfg.advantage, everyone, group_ids, cfg.scale_rewards)[own], {}
         observations = batch.observations if batch.observations is not None else [[] for _ in range(len(batch))]
         bonus = (rewards - batch.rewards.to(rewards.device)).tolist()
@@ -194,8 +194,8 @@ class GRPOTrainer(Trainer):
             [r for part in parts for r in part[0]], [o for part in parts for o in part[1]],
             torch.tensor([x for part in parts for x in part[2]]),
         )
-        values = per_turn(
-            everyone.cpu(), group_ids.cpu(), turns, gamma=cfg.gamma, omega=cfg.omega, scale_rewards=cfg.scale_rewards
+        values = turn_advantages(
+            cfg.advantage, everyone.cpu(), group_ids.cpu(), turns, gamma=cfg.gamma, omega=cfg.omega, scale_rewards=cfg.scale_rewards
         )[own]
         stats = {"loss/shared_state_turns": shared_state_fraction(group_ids.cpu(), turns)}
         return broadcast_steps(values.to(batch.step_index.device), batch.step_index), stats
