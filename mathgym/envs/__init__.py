@@ -64,3 +64,6 @@ def register_builtin_envs() -> None:
     from mathgym.envs.multiagent import register_two_player_envs  # noqa: PLC0415 - ids only, no textarena import
 
     register_two_player_envs()
+    from mathgym.envs.interop_ids import register_interop_envs  # noqa: PLC0415 - ids only, no openenv / verifiers import
+
+    register_interop_envs()

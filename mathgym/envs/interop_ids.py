@@ -1,0 +1,18 @@
+"""The ids of envs that come from other RL-env formats (OpenEnv, verifiers): ids only, no import
+of those packages, so ``import mathgym`` stays fast and works without them."""
+
+from __future__ import annotations
+
+from mathgym.registry import register_env
+
+#: (id, entry point, one-line description) of each format's env.
+INTEROP_ENVS: tuple[tuple[str, str, str], ...] = (
+    ("OpenEnv-v0", "mathgym.envs.openenv_env:OpenEnvEnv",
+     "Any OpenEnv environment (env= 'module:Class' in process, or a served env's URL) as a text env; needs mathgym[openenv]."),
+)
+
+
+def register_interop_envs() -> None:
+    """Register the ids of :data:`INTEROP_ENVS` (idempotent)."""
+    for env_id, entry_point, description in INTEROP_ENVS:
+        register_env(env_id, entry_point, description, order_enforce=False)
