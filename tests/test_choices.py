@@ -213,3 +213,13 @@ def test_an_algorithms_defaults_override_the_shared_declaration():
     for cls in (GRPOConfig, OnPolicyDistillConfig):
         for name in ("dynamic_sampling", "steps", "learning_rate"):
             assert dict(spec(cls, name).metadata) == dict(spec(TrainConfig, name).metadata)  # help and bounds: TrainConfig's
+
+
+def test_a_field_an_algorithm_redeclares_keeps_the_shared_bounds():
+    from mathgym.algos import configs
+
+    shared = {f.name: f.metadata.get("bounds") for f in dataclasses.fields(TrainConfig)}
+    for cls in (getattr(configs, n) for n in dir(configs) if n.endswith("Config") and n != "TrainConfig"):
+        for f in dataclasses.fields(cls):
+            if f.name in shared:
+                assert f.metadata.get("bounds") == shared[f.name], f"{cls.__name__}.{f.name}"
