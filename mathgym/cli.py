@@ -29,22 +29,27 @@ _ESCAPE_SEQUENCE = re.compile(r"\x1b(\[[0-9;]*[A-Za-z~]|O[A-Za-z])")
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    import mathgym
-    from mathgym.registry import env_sources
+    from mathgym.catalogue import FACT_COLUMNS, EnvFilter, catalogue_rows, fact_cells
 
-    envs, sources = mathgym.list_envs(), env_sources()
+    wanted = EnvFilter(domain=args.domain, multi_turn=args.multi_turn, tools=args.tools, extra=args.extra, levels=args.levels or None)
+    rows = catalogue_rows(wanted=wanted)
     if args.json:
-        rows = [{"id": k, "description": v, "source": sources[k]} for k, v in envs.items()]
         for row in rows:
             if (listing := _catalogue_listing(row["id"])) is not None:
                 row["listing"] = listing
         print(json.dumps(rows, indent=2))
         return 0
-    width = max(len(k) for k in envs)
-    for env_id, description in envs.items():
-        origin = "" if sources[env_id] == "mathgym" else f"  [plugin: {sources[env_id]}]"
-        print(f"{env_id:<{width}}  {description}{origin}")
-        listing = _catalogue_listing(env_id)
+    if not rows:
+        print("No env matches these filters (`mathgym envs` lists them all).")
+        return 0
+    width = max(len(row["id"]) for row in rows)
+    cells = [fact_cells(row) for row in rows]
+    widths = [max(len(name), *(len(c[i]) for c in cells)) for i, name in enumerate(FACT_COLUMNS)]
+    print(f"{'id':<{width}}  " + "  ".join(name.ljust(w) for name, w in zip(FACT_COLUMNS, widths)) + "  description")
+    for row, cell in zip(rows, cells):
+        origin = "" if row["source"] == "mathgym" else f"  [plugin: {row['source']}]"
+        print(f"{row['id']:<{width}}  " + "  ".join(c.ljust(w) for c, w in zip(cell, widths)) + f"  {row['description']}{origin}")
+        listing = _catalogue_listing(row["id"])
         if listing is not None:
             # Lines break between words only (never at the hyphen of an id or inside a long name); a
             # long plugin id leaves the listing at least 40 columns.
@@ -226,6 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     envs = sub.add_parser("envs", help="list every registered environment (plugins included)")
     envs.add_argument("--json", action="store_true", help="print as JSON")
+    envs.add_argument("--domain", help="only envs of this domain (math, code, swe, games, reasoning, instructions, sql, qa, mixture)")
+    turns = envs.add_mutually_exclusive_group()
+    turns.add_argument("--multi-turn", dest="multi_turn", action="store_const", const=True, help="only multi-turn envs")
+    turns.add_argument("--single-turn", dest="multi_turn", action="store_const", const=False, help="only single-turn envs")
+    envs.add_argument("--tools", action=argparse.BooleanOptionalAction, default=None, help="only envs with tools (--no-tools: without)")
+    envs.add_argument("--extra", metavar="NAME", help="only envs that need the extra mathgym[NAME]; 'none' for those needing none")
+    envs.add_argument("--levels", action="store_true", help="only envs with difficulty levels to choose")
     envs.set_defaults(func=cmd_envs)
 
     check = sub.add_parser("check", help="run the env contract checks on ENV_ID")

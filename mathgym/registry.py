@@ -11,30 +11,37 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
 from mathgym.errors import ConfigError, UnknownEnvError
 from mathgym.options import check_mapping_keys
 
+if TYPE_CHECKING:
+    from mathgym.catalogue import EnvFacts
+
 PLUGIN_GROUP = "mathgym.envs"
 
 
 @dataclass(frozen=True)
 class EnvInfo:
-    """A catalogue entry: the id, a one-line description and where it came from."""
+    """A catalogue entry: the id, a one-line description, where it came from and the facts its
+    registration declares (:class:`mathgym.catalogue.EnvFacts`; ``None``: its class's, if any)."""
 
     env_id: str
     description: str
     source: str  # "mathgym" or the plugin's distribution / entry-point name
+    facts: EnvFacts | None = None
 
 
 _CATALOGUE: dict[str, EnvInfo] = {}
 _plugins_loaded = False
 
 
-def register_env(env_id: str, entry_point: str, description: str | None = None, *, source: str = "mathgym", **kwargs: Any) -> None:
+def register_env(
+    env_id: str, entry_point: str, description: str | None = None, *, source: str = "mathgym", facts: EnvFacts | None = None, **kwargs: Any
+) -> None:
     """Register an env with gymnasium and list it in :func:`list_envs`.
 
     Plugins call this from the function their ``mathgym.envs`` entry point names.
@@ -44,11 +51,18 @@ def register_env(env_id: str, entry_point: str, description: str | None = None, 
         entry_point: ``"package.module:EnvClass"``.
         description: One line for ``mathgym envs`` (default: the class docstring's first line).
         source: Who provides it (set automatically for plugins).
+        facts: Its catalogue facts (domain, turns, levels, tools, licence, extra); default: the
+            class's ``catalogue_facts``, if it has one.
         **kwargs: Passed to :func:`gymnasium.register` (``kwargs``, ``max_episode_steps``...).
     """
     if env_id not in gym.registry:
         gym.register(id=env_id, entry_point=entry_point, disable_env_checker=True, **kwargs)
-    _CATALOGUE[env_id] = EnvInfo(env_id, description or "", source)
+    _CATALOGUE[env_id] = EnvInfo(env_id, description or "", source, facts)
+
+
+def catalogue_entry(env_id: str) -> EnvInfo | None:
+    """The catalogue entry of ``env_id`` (``None`` if it is not in the catalogue)."""
+    return _CATALOGUE.get(env_id)
 
 
 def register_alias(old_id: str, new_id: str) -> None:
@@ -116,7 +130,7 @@ def load_plugins() -> list[str]:
         source = ep.dist.name if ep.dist is not None else ep.name
         for env_id in sorted((set(gym.registry) | set(_CATALOGUE)) - before):
             info = _CATALOGUE.get(env_id)
-            _CATALOGUE[env_id] = EnvInfo(env_id, info.description if info else "", source)
+            _CATALOGUE[env_id] = EnvInfo(env_id, info.description if info else "", source, info.facts if info else None)
             added.append(env_id)
     return added
 

@@ -1,8 +1,7 @@
 """MkDocs hook: the pages that are generated from the code at build time, never by hand.
 
-- ``catalogue.md``: every env mathgym itself registers (``mathgym.list_envs()`` less the
-  plugins installed where the site is built), from the gymnasium registry, with its entry point
-  and the class's catalogue listing.
+- ``catalogue.md`` is no longer made here: it is a file of its own, written by
+  ``python -m mathgym.catalogue_page`` (and checked to be up to date by ``tests/test_catalogue.py``).
 - ``cli.md``: the ``mathgym`` commands and every ``mathgym train`` option of every registered
   algorithm, from the config dataclasses (``mathgym.options.config_help``): the same text
   as ``--help``.
@@ -26,34 +25,10 @@ def _cell(text: Any) -> str:
 
 
 def catalogue_page() -> str:
-    """The env catalogue: id, description, source package and entry point of each env."""
-    import gymnasium as gym
+    """The env catalogue (``docs/catalogue.md`` is this text, kept in step by ``tests/test_catalogue.py``)."""
+    from mathgym.catalogue_page import catalogue_page as page
 
-    import mathgym
-    from mathgym.cli import _catalogue_listing  # the same extra lines as `mathgym envs`
-    from mathgym.registry import env_sources
-
-    sources = env_sources()
-    # The site documents mathgym, not the builder's venv: a plugin installed there is not listed.
-    envs = {env_id: text for env_id, text in mathgym.list_envs().items() if sources[env_id] == "mathgym"}
-    lines = [
-        "# Environment catalogue\n", GENERATED_NOTE,
-        f"The {len(envs)} environments that come with mathgym. `mathgym envs` prints the same list on your "
-        "machine, with the envs of every installed plugin added. The contract every one keeps and each env's "
-        "options are in [Environments](envs.md); adding one is in [Writing an env](writing-an-env.md).\n",
-        "| id | description | entry point |", "|---|---|---|",
-    ]
-    for env_id, description in envs.items():
-        entry = gym.spec(env_id).entry_point
-        entry_text = entry if isinstance(entry, str) else f"{entry.__module__}:{entry.__qualname__}"
-        lines.append(f"| `{env_id}` | {_cell(description)} | `{_cell(entry_text)}` |")
-    listings = [(env_id, _catalogue_listing(env_id)) for env_id in envs]
-    listings = [(env_id, text) for env_id, text in listings if text]
-    if listings:
-        lines.append("\n## Task lists\n")
-        for env_id, text in listings:
-            lines.append(f"- **`{env_id}`**: {text}")
-    return "\n".join(lines) + "\n"
+    return page()
 
 
 def _options_table(cls: type, names: list[str]) -> list[str]:
@@ -97,6 +72,6 @@ def cli_page() -> str:
 
 def on_files(files: Files, config: Any) -> Files:
     """Add the generated pages to the site's files (before the nav is built)."""
-    for name, text in (("catalogue.md", catalogue_page()), ("cli.md", cli_page())):
+    for name, text in (("cli.md", cli_page()),):  # catalogue.md is a file: python -m mathgym.catalogue_page
         files.append(File.generated(config, name, content=text))
     return files

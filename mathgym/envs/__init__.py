@@ -4,35 +4,58 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from mathgym.catalogue import GENERATED, EnvFacts
 from mathgym.registry import register_alias, register_env
 
 #: The gymnasium id of the client of ``mathgym serve`` (:mod:`mathgym.envs.remote`).
 REMOTE_ENV_ID = "mathgym/Remote-v0"
 
-#: (id, entry point, one-line description) of every built-in env.
-BUILTIN_ENVS: tuple[tuple[str, str, str], ...] = (
-    ("MathReason-v0", "mathgym.envs.math_reason:MathReasonEnv", "Single-turn math: answer in \\boxed{}, verified (generator levels 0-4, GSM8K/MATH data)."),
-    ("Countdown-v0", "mathgym.envs.countdown:CountdownEnv", "Single-turn: reach a target with given numbers and + - * / (guaranteed solvable; 3-6 numbers)."),
-    ("GuessNumber-v0", "mathgym.envs.guess_number:GuessNumberEnv", "Multi-turn game: find a secret integer from higher/lower feedback."),
-    ("Sokoban-v0", "mathgym.envs.sokoban:SokobanEnv", "Multi-turn game: push boxes onto targets in a text grid (generated levels, BFS-verified solvable)."),
-    ("FrozenLakeText-v0", "mathgym.envs.frozen_lake:FrozenLakeEnv", "Multi-turn game: text front end over gymnasium's FrozenLake-v1 (random valid maps)."),
-    ("CodeSandbox-v0", "mathgym.envs.code:CodeSandboxEnv", "Single-turn: write a Python function graded by hidden tests in the sandbox (built-in 48 tasks, HumanEval, MBPP/HumanEval JSONL)."),
-    ("CodeRepair-v0", "mathgym.envs.code:CodeRepairEnv", "Multi-turn: submit code, read the failing tests' output, fix it within max_turns."),
-    ("RepoRepair-v0", "mathgym.envs.repo_repair:RepoRepairEnv", "Multi-turn agentic: fix injected bugs in a generated Python repo with run/read/write/patch/test commands in the sandbox; hidden tests grade."),
-    ("MathTool-v0", "mathgym.envs.math_tool:MathToolEnv", "Multi-turn math with a Python tool (<python>...</python> runs in the sandbox); \\boxed{} answer ends it."),
-    ("MathStep-v0", "mathgym.envs.math_step:MathStepEnv", "Multi-turn math, one reasoning step per turn; pluggable process reward (default: outcome on the last step)."),
-    ("ReasoningGym-v0", "mathgym.envs.reasoning_gym_env:ReasoningGymEnv", "Any reasoning-gym task (task=NAME), scored by its score_answer; needs mathgym[reasoning-gym]."),
-    ("Wordle-v0", "mathgym.envs.games.wordle:WordleEnv", "Multi-turn game: find a secret English word from G/Y/_ letter feedback (SCOWL words, 4-6 letters)."),
-    ("Mastermind-v0", "mathgym.envs.games.mastermind:MastermindEnv", "Multi-turn game: break a secret digit code from right-place / wrong-place counts."),
-    ("Minesweeper-v0", "mathgym.envs.games.minesweeper:MinesweeperEnv", "Multi-turn game: open every safe cell (boards solvable by logic from the given opening)."),
-    ("Game2048-v0", "mathgym.envs.games.game2048:Game2048Env", "Multi-turn game: slide and merge tiles to reach a target tile (seeded spawns)."),
-    ("Hanoi-v0", "mathgym.envs.games.hanoi:HanoiEnv", "Multi-turn game: Tower of Hanoi from a seeded position (optimal expert)."),
-    ("Hangman-v0", "mathgym.envs.games.hangman:HangmanEnv", "Multi-turn game: find a secret word letter by letter before the lives run out."),
-    ("SQLQuery-v0", "mathgym.envs.sql_query:SQLQueryEnv", "Multi-turn: answer a question about a SQLite database with one SQL query; read-only queries first (generated levels 0-3, or Spider / BIRD data with dataset= and db_dir=)."),
-    ("InstructionFollow-v0", "mathgym.envs.instruction_follow:InstructionFollowEnv", "Single-turn: a writing request with verifiable constraints (IFEval families); reward = share met."),
-    ("MultiTask-v0", "mathgym.envs.multi_task:MultiTaskEnv", "Weighted mixture of env ids (envs={id: weight}); info['source_env'] names the source."),
-    ("OpenQA-v0", "mathgym.envs.open_qa:OpenQAEnv", "Single-turn: open-ended questions graded against reference answers by an LLM judge (judge_url + judge_model, or judge=); 50 built-in questions."),
-    ("MCPTools-v0", "mathgym.envs.mcp_tools:MCPToolsEnv", "Multi-turn math with tools from any MCP server (server= a stdio command or an http URL); \\boxed{} answer ends it; needs mathgym[mcp]."),
+#: (id, entry point, one-line description, catalogue facts) of every built-in env.
+BUILTIN_ENVS: tuple[tuple[str, str, str, EnvFacts], ...] = (
+    ("MathReason-v0", "mathgym.envs.math_reason:MathReasonEnv", "Single-turn math: answer in \\boxed{}, verified (generator levels 0-4, GSM8K/MATH data).",
+     EnvFacts("math", "single", (0, 1, 2, 3, 4), "difficulty", licence=f"{GENERATED}; GSM8K, MATH data sets (MIT)")),
+    ("Countdown-v0", "mathgym.envs.countdown:CountdownEnv", "Single-turn: reach a target with given numbers and + - * / (guaranteed solvable; 3-6 numbers).",
+     EnvFacts("math", "single", (3, 4, 5, 6), "num_numbers")),
+    ("GuessNumber-v0", "mathgym.envs.guess_number:GuessNumberEnv", "Multi-turn game: find a secret integer from higher/lower feedback.",
+     EnvFacts("games", "multi")),
+    ("Sokoban-v0", "mathgym.envs.sokoban:SokobanEnv", "Multi-turn game: push boxes onto targets in a text grid (generated levels, BFS-verified solvable).",
+     EnvFacts("games", "multi", (5, 6, 7, 8, 9), "size")),
+    ("FrozenLakeText-v0", "mathgym.envs.frozen_lake:FrozenLakeEnv", "Multi-turn game: text front end over gymnasium's FrozenLake-v1 (random valid maps).",
+     EnvFacts("games", "multi")),
+    ("CodeSandbox-v0", "mathgym.envs.code:CodeSandboxEnv", "Single-turn: write a Python function graded by hidden tests in the sandbox (built-in 48 tasks, HumanEval, MBPP/HumanEval JSONL).",
+     EnvFacts("code", "single", (0, 1, 2, 3), "level", licence=f"{GENERATED}; HumanEval (MIT), MBPP (CC BY 4.0) from files")),
+    ("CodeRepair-v0", "mathgym.envs.code:CodeRepairEnv", "Multi-turn: submit code, read the failing tests' output, fix it within max_turns.",
+     EnvFacts("code", "multi", (0, 1, 2, 3), "level", licence=f"{GENERATED}; HumanEval (MIT), MBPP (CC BY 4.0) from files")),
+    ("RepoRepair-v0", "mathgym.envs.repo_repair:RepoRepairEnv", "Multi-turn agentic: fix injected bugs in a generated Python repo with run/read/write/patch/test commands in the sandbox; hidden tests grade.",
+     EnvFacts("swe", "multi", (0, 1, 2), "level", ("shell", "read", "write", "patch", "test"))),
+    ("MathTool-v0", "mathgym.envs.math_tool:MathToolEnv", "Multi-turn math with a Python tool (<python>...</python> runs in the sandbox); \\boxed{} answer ends it.",
+     EnvFacts("math", "multi", (0, 1, 2, 3, 4), "difficulty", ("python",), f"{GENERATED}; GSM8K, MATH data sets (MIT)")),
+    ("MathStep-v0", "mathgym.envs.math_step:MathStepEnv", "Multi-turn math, one reasoning step per turn; pluggable process reward (default: outcome on the last step).",
+     EnvFacts("math", "multi", (0, 1, 2, 3, 4), "difficulty", licence=f"{GENERATED}; GSM8K, MATH data sets (MIT)")),
+    ("ReasoningGym-v0", "mathgym.envs.reasoning_gym_env:ReasoningGymEnv", "Any reasoning-gym task (task=NAME), scored by its score_answer; needs mathgym[reasoning-gym].",
+     EnvFacts("reasoning", "single", licence="reasoning-gym's generators (Apache-2.0)", extra="reasoning-gym")),
+    ("Wordle-v0", "mathgym.envs.games.wordle:WordleEnv", "Multi-turn game: find a secret English word from G/Y/_ letter feedback (SCOWL words, 4-6 letters).",
+     EnvFacts("games", "multi", (0, 1, 2, 3, 4), "difficulty", licence="SCOWL word lists (permissive; samples/LICENSE-scowl.txt)")),
+    ("Mastermind-v0", "mathgym.envs.games.mastermind:MastermindEnv", "Multi-turn game: break a secret digit code from right-place / wrong-place counts.",
+     EnvFacts("games", "multi", (0, 1, 2, 3, 4), "difficulty")),
+    ("Minesweeper-v0", "mathgym.envs.games.minesweeper:MinesweeperEnv", "Multi-turn game: open every safe cell (boards solvable by logic from the given opening).",
+     EnvFacts("games", "multi", (0, 1, 2, 3, 4), "difficulty")),
+    ("Game2048-v0", "mathgym.envs.games.game2048:Game2048Env", "Multi-turn game: slide and merge tiles to reach a target tile (seeded spawns).",
+     EnvFacts("games", "multi", (0, 1, 2, 3, 4), "difficulty")),
+    ("Hanoi-v0", "mathgym.envs.games.hanoi:HanoiEnv", "Multi-turn game: Tower of Hanoi from a seeded position (optimal expert).",
+     EnvFacts("games", "multi", (0, 1, 2, 3, 4), "difficulty")),
+    ("Hangman-v0", "mathgym.envs.games.hangman:HangmanEnv", "Multi-turn game: find a secret word letter by letter before the lives run out.",
+     EnvFacts("games", "multi", (0, 1, 2, 3, 4), "difficulty", licence="SCOWL word lists (permissive; samples/LICENSE-scowl.txt)")),
+    ("SQLQuery-v0", "mathgym.envs.sql_query:SQLQueryEnv", "Multi-turn: answer a question about a SQLite database with one SQL query; read-only queries first (generated levels 0-3, or Spider / BIRD data with dataset= and db_dir=).",
+     EnvFacts("sql", "multi", (0, 1, 2, 3), "difficulty", ("sql",), f"{GENERATED}; Spider, BIRD data sets (CC BY-SA 4.0)")),
+    ("InstructionFollow-v0", "mathgym.envs.instruction_follow:InstructionFollowEnv", "Single-turn: a writing request with verifiable constraints (IFEval families); reward = share met.",
+     EnvFacts("instructions", "single", (1, 2, 3, 4, 5), "difficulty", licence=f"{GENERATED}; IFEval data set (Apache-2.0)")),
+    ("MultiTask-v0", "mathgym.envs.multi_task:MultiTaskEnv", "Weighted mixture of env ids (envs={id: weight}); info['source_env'] names the source.",
+     EnvFacts("mixture", "multi", licence="those of its envs")),
+    ("OpenQA-v0", "mathgym.envs.open_qa:OpenQAEnv", "Single-turn: open-ended questions graded against reference answers by an LLM judge (judge_url + judge_model, or judge=); 50 built-in questions.",
+     EnvFacts("qa", "single", licence="50 questions written for mathgym (Apache-2.0)")),
+    ("MCPTools-v0", "mathgym.envs.mcp_tools:MCPToolsEnv", "Multi-turn math with tools from any MCP server (server= a stdio command or an http URL); \\boxed{} answer ends it; needs mathgym[mcp].",
+     EnvFacts("math", "multi", (0, 1, 2, 3, 4), "difficulty", ("mcp",), f"{GENERATED}; GSM8K, MATH data sets (MIT)", "mcp")),
 )
 
 
@@ -50,8 +73,8 @@ def register_builtin_envs() -> None:
     :class:`~mathgym.errors.ResetNeededError`, which is also gymnasium's ``ResetNeeded``), so
     gymnasium's ``OrderEnforcing`` wrapper is left off.
     """
-    for env_id, entry_point, description in BUILTIN_ENVS:
-        register_env(env_id, entry_point, description, order_enforce=False)
+    for env_id, entry_point, description, *facts in BUILTIN_ENVS:
+        register_env(env_id, entry_point, description, order_enforce=False, facts=facts[0] if facts else None)
     for old, new in DEPRECATED_ALIASES.items():
         register_alias(old, new)
     # A client of an env served by `mathgym serve`: a gymnasium id only (not in the catalogue, whose

@@ -18,6 +18,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from mathgym.catalogue import EnvFacts
 from mathgym.envs.reasoning_gym_env import DEFAULT_SYSTEM_PROMPT, ReasoningGymEnv, _reasoning_gym
 from mathgym.errors import ConfigError
 from mathgym.registry import register_env
@@ -282,7 +283,19 @@ def register_reasoning_gym_envs() -> None:
             f"reasoning-gym {category} task {task} (single turn, difficulty = curriculum level; needs mathgym[reasoning-gym]).",
             order_enforce=False,
             kwargs={"task": task},
+            facts=task_facts(category),
         )
+
+
+#: reasoning-gym categories whose tasks the catalogue files under another domain than "reasoning".
+CATEGORY_DOMAINS = {"arithmetic": "math", "algebra": "math", "geometry": "math", "probability": "math", "code": "code", "games": "games"}
+
+
+def task_facts(category: str) -> EnvFacts:
+    """The catalogue facts of a ``ReasoningGym/<task>-v0`` id of reasoning-gym category ``category``
+    (its levels are the task's own curriculum's, found only with reasoning-gym installed)."""
+    domain = CATEGORY_DOMAINS.get(category, "reasoning")
+    return EnvFacts(domain, "single", licence="reasoning-gym's generators (Apache-2.0)", extra="reasoning-gym")
 
 
 if __name__ == "__main__":  # print the list of the installed reasoning-gym, to paste above

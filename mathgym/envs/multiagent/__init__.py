@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from mathgym.envs.multiagent.base import GameStart, Move, MoveStatus, MultiAgentTextEnv, MultiStep, Outcome
 from mathgym.envs.multiagent.registry import list_multiagent_envs, make_multiagent, register_multiagent
+from mathgym.catalogue import EnvFacts
 from mathgym.registry import register_env
 
 #: (id, multi-agent entry point, one-line description) of every built-in two-player game.
@@ -35,7 +36,7 @@ def register_two_player_envs() -> None:
 
     for env_id, entry_point, description in TWO_PLAYER_GAMES:
         register_multiagent(env_id, entry_point, description)
-        register_env(env_id, VERSUS_ENTRY_POINT, description, order_enforce=False, kwargs={"game": env_id})
+        register_env(env_id, VERSUS_ENTRY_POINT, description, order_enforce=False, kwargs={"game": env_id}, facts=EnvFacts("games", "multi"))
     register_textarena_envs()
 
 

@@ -182,10 +182,12 @@ def register_textarena_envs() -> None:
     """Register ``TextArena/<id>`` for every game of :data:`TEXTARENA_TWO_PLAYER_GAMES` (no import of textarena)."""
     from mathgym.envs.multiagent.registry import register_multiagent  # noqa: PLC0415
     from mathgym.registry import register_env  # noqa: PLC0415
+    from mathgym.catalogue import EnvFacts  # noqa: PLC0415
 
     for game in TEXTARENA_TWO_PLAYER_GAMES:
         env_id = PREFIX + game
         description = f"TextArena's two-player {game.removesuffix('-v0')} (vs a random legal mover; needs mathgym[textarena])."
         register_multiagent(env_id, "mathgym.envs.multiagent.textarena_games:TextArenaGame", description, game=game)
         register_env(env_id, "mathgym.envs.multiagent.versus:VersusEnv", description, order_enforce=False,
-                     kwargs={"game": env_id, "opponent": "random"})
+                     kwargs={"game": env_id, "opponent": "random"},
+                     facts=EnvFacts("games", "multi", licence="TextArena's games (MIT)", extra="textarena"))
