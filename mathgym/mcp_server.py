@@ -117,13 +117,17 @@ def build_server(args: argparse.Namespace) -> Any:
         from mcp.server.mcpserver import MCPServer  # noqa: PLC0415 - optional dependency
     except ImportError as err:
         raise ConfigError(f"{INSTALL_HINT} ({err})") from None
-    names = [n.strip() for n in args.tools.split(",") if n.strip()] if args.tools else [n for n in TOOL_NAMES if n != "sql_query" or args.sql_db]
+    if args.tools:
+        names = [name.strip() for name in args.tools.split(",") if name.strip()]
+    else:  # every tool that can run: sql_query only with a database
+        names = [name for name in TOOL_NAMES if name != "sql_query" or args.sql_db]
     unknown = [n for n in names if n not in TOOL_NAMES]
     if unknown or not names:
         raise ConfigError(f"--tools {args.tools!r}: choose among {', '.join(TOOL_NAMES)}.")
     if "sql_query" in names and not args.sql_db:
         raise ConfigError("the sql_query tool needs --sql-db PATH (a SQLite file).")
-    server = MCPServer("mathgym", instructions="mathgym's tools: sandboxed Python, read-only SQL, a math verifier.", log_level="WARNING")
+    instructions = "mathgym's tools: sandboxed Python, read-only SQL, a math verifier."
+    server = MCPServer("mathgym", instructions=instructions, log_level="WARNING")
     if "run_python" in names:
         server.add_tool(python_tool(args.cpu_seconds, args.wall_seconds, args.output_chars))
     if "sql_query" in names:
