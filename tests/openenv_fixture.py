@@ -99,6 +99,13 @@ def secret_of(seed: int, high: int = 20) -> int:
     return random.Random(seed).randint(1, high)
 
 
+class BrokenEnvironment(GuessEnvironment):
+    """GuessEnvironment whose ``step`` fails (an env bug, not the model's doing)."""
+
+    def step(self, action: GuessAction, timeout_s: float | None = None, **kwargs) -> GuessObservation:
+        raise RuntimeError("the env's own bug")
+
+
 if __name__ == "__main__":
     import uvicorn
     from openenv.core.env_server.http_server import create_app
