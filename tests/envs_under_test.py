@@ -20,6 +20,8 @@ CONTRACT_KWARGS: dict[str, dict] = {
     "Minesweeper-v0": {"difficulty": 0},
     # tests/mcp_fixture_server.py, a third-party-style MCP server, started over stdio (one per process).
     "MCPTools-v0": {"server": [sys.executable, str(Path(__file__).with_name("mcp_fixture_server.py"))], "call_timeout_s": 10.0},
+    # tests/openenv_fixture.py: a small OpenEnv environment on OpenEnv's own base classes, in process.
+    "OpenEnv-v0": {"env": "tests.openenv_fixture:GuessEnvironment"},
 }
 
 #: The ReasoningGym/<task>-v0 ids whose whole contract runs in every test run (one per kind of task:
@@ -34,7 +36,7 @@ REASONING_GYM_PREFIX = "ReasoningGym/"
 
 #: Envs with an optional dependency. CI installs every one (the ``dev`` extra), so a missing one
 #: is an error there; a local run may set MATHGYM_ALLOW_MISSING_OPTIONAL=1 to leave those envs out.
-OPTIONAL_DEPENDENCY = {"ReasoningGym-v0": "reasoning_gym", "MCPTools-v0": "mcp"}
+OPTIONAL_DEPENDENCY = {"ReasoningGym-v0": "reasoning_gym", "MCPTools-v0": "mcp", "OpenEnv-v0": "openenv"}
 
 
 #: Envs graded by an LLM judge: in a test run, the fixture judge served on 127.0.0.1 (tests/judge_server.py).
