@@ -89,7 +89,7 @@ def main() -> None:
                 policy = LLMPolicy.from_pretrained(str(path), device=args.device, dtype=dtype)
                 if lean_step(policy.model) is None:
                     raise SystemExit(f"{shape} {dtype}: the lean step refused the model")
-                prompts = [policy.encode_text(t) for t in TEXTS for _ in range(args.samples)]
+                prompts = [policy.chat.encode(t) for t in TEXTS for _ in range(args.samples)]
                 times: dict[str, list[float]] = {way: [] for way in WAYS}
                 outs = {}
                 for _ in range(args.repeat):

@@ -50,20 +50,20 @@ def test_tiny_model_is_built_once_in_the_cache_and_loads_with_auto_classes(tmp_p
 
 
 def test_generate_returns_tokens_logprobs_text_and_respects_limits(policy):
-    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    prompt = policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
     gen = torch.Generator().manual_seed(0)
     outs = policy.generate([prompt, prompt[:5]], SamplingParams(max_new_tokens=7), gen)
     for out in outs:
         assert 1 <= len(out.token_ids) <= 7 and len(out.logprobs) == len(out.token_ids)
-        assert out.finish_reason == ("stop" if out.token_ids[-1] == policy.eos_token_id else "length")
-        assert out.text == policy.decode(out.token_ids)
+        assert out.finish_reason == ("stop" if out.token_ids[-1] == policy.chat.eos_token_id else "length")
+        assert out.text == policy.chat.decode(out.token_ids)
     again = policy.generate([prompt, prompt[:5]], SamplingParams(max_new_tokens=7), torch.Generator().manual_seed(0))
     assert [o.token_ids for o in again] == [o.token_ids for o in outs]  # seeded → reproducible
 
 
 def test_greedy_is_the_argmax_and_matches_batch_of_one(policy):
-    p1 = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
-    p2 = policy.encode_chat([{"role": "user", "content": "hello there, a longer prompt"}])
+    p1 = policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
+    p2 = policy.chat.prompt_ids([{"role": "user", "content": "hello there, a longer prompt"}])
     both = policy.generate([p1, p2], SamplingParams(temperature=0, max_new_tokens=6))
     alone = policy.generate([p1], SamplingParams(temperature=0, max_new_tokens=6))
     assert both[0].token_ids == alone[0].token_ids  # left padding does not change the result
@@ -74,7 +74,7 @@ def test_a_policy_built_directly_generates_with_its_backend(policy, backend):
     """``LLMPolicy(model=..., tokenizer=...)``, as a user wraps a model already loaded, generates
     (and reuses turns) through the backend it names without a ``set_backend`` call first."""
     direct = LLMPolicy(model=policy.model, tokenizer=policy.tokenizer, device=policy.device, backend=backend)
-    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    prompt = policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
     with direct.reusing_turns():
         out = direct.generate([prompt], SamplingParams(temperature=0, max_new_tokens=6))
     assert out[0].token_ids == policy.generate([prompt], SamplingParams(temperature=0, max_new_tokens=6))[0].token_ids
@@ -82,7 +82,7 @@ def test_a_policy_built_directly_generates_with_its_backend(policy, backend):
 
 
 def test_stop_strings_cut_the_completion(policy):
-    prompt = policy.encode_chat([{"role": "user", "content": "x"}])
+    prompt = policy.chat.prompt_ids([{"role": "user", "content": "x"}])
     params = SamplingParams(max_new_tokens=12)
     free = policy.generate([prompt], params, torch.Generator().manual_seed(5))[0]
     assert len(free.text) >= 4, free
@@ -94,7 +94,7 @@ def test_stop_strings_cut_the_completion(policy):
 
 
 def test_hf_generate_backend_agrees_with_native_greedy(policy):
-    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    prompt = policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
     native = policy.generate([prompt], SamplingParams(temperature=0, max_new_tokens=6))[0]
     policy.set_backend("hf")
     try:
@@ -112,7 +112,7 @@ def test_vllm_backend_is_import_guarded_or_agrees_with_native_greedy(policy):
         return
     if not torch.cuda.is_available():
         pytest.skip("vllm is installed but there is no GPU for its engine")
-    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    prompt = policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
     native = policy.generate([prompt], SamplingParams(temperature=0, max_new_tokens=6))[0]
     policy.set_backend("vllm")
     try:
@@ -146,8 +146,8 @@ def test_sample_token_inverts_each_rows_distribution_at_its_draw():
 
 
 def test_a_prompts_sample_depends_on_its_seed_not_on_the_batch(policy):
-    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
-    other = policy.encode_chat([{"role": "user", "content": "a different, longer question"}])
+    prompt = policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
+    other = policy.chat.prompt_ids([{"role": "user", "content": "a different, longer question"}])
     params = SamplingParams(max_new_tokens=12)
     batch = policy.generate([other, prompt, prompt, other], params, seeds=[1, 2, 3, 4])
     alone = policy.generate([prompt], params, seeds=[3])[0]

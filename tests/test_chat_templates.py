@@ -58,8 +58,8 @@ def test_end_of_turn_comes_from_the_template(policies, style):
     policy = policies(style)
     tok = policy.tokenizer
     assert tok.convert_ids_to_tokens(end_of_turn_id(tok)) == END_OF_TURN[style]
-    assert policy.end_of_turn_id == tok.convert_tokens_to_ids(END_OF_TURN[style])
-    assert {policy.eos_token_id, policy.end_of_turn_id} <= set(policy.stop_token_ids)
+    assert policy.chat.end_of_turn_id == tok.convert_tokens_to_ids(END_OF_TURN[style])
+    assert {policy.chat.eos_token_id, policy.chat.end_of_turn_id} <= set(policy.chat.stop_token_ids)
 
 
 @pytest.mark.parametrize("backend", ["native", "hf"])
@@ -70,9 +70,9 @@ def test_generation_stops_at_end_of_turn_that_is_not_eos(policies, backend):
     model = __import__("copy").deepcopy(base.model)
     policy = LLMPolicy(model=model, tokenizer=base.tokenizer, device=base.device, name_or_path=base.name_or_path)
     policy.set_backend(backend)
-    eot, eos = policy.end_of_turn_id, policy.eos_token_id
+    eot, eos = policy.chat.end_of_turn_id, policy.chat.eos_token_id
     assert eot != eos
-    prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    prompt = policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
     with torch.no_grad():
         hidden = model(input_ids=torch.tensor([prompt]), output_hidden_states=True).hidden_states[-1][0, -1]
         head = torch.nn.Parameter(model.lm_head.weight.detach().clone())
@@ -80,31 +80,29 @@ def test_generation_stops_at_end_of_turn_that_is_not_eos(policies, backend):
         model.lm_head.weight = head
     out = policy.generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=6))[0]
     assert out.token_ids == [eot] and out.finish_reason == "stop"
-    assert policy.action_text(out.token_ids) == ""
+    assert policy.chat.action_text(out.token_ids) == ""
 
 
 @pytest.mark.parametrize("ended_with", ["end_of_turn", "length"])
 def test_reply_tokens_add_no_extra_eos_before_the_end_of_turn(policies, ended_with):
     """The reported bug: `5<eos><|end|>` where the template renders `5<|end|>`."""
     policy = policies("chatml-base")
-    collector = RolloutCollector.__new__(RolloutCollector)
-    collector.policy = policy
     chat = [{"role": "system", "content": "S"}, {"role": "user", "content": "Guess."}]
-    action = policy.encode_text("5") + ([policy.end_of_turn_id] if ended_with == "end_of_turn" else [])
-    reply = collector.env_reply_tokens(chat, "higher", action[-1])
-    tokens = policy.encode_chat(chat) + action + reply
-    rendered = policy.render_chat(chat + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "higher"}])
+    action = policy.chat.encode("5") + ([policy.chat.end_of_turn_id] if ended_with == "end_of_turn" else [])
+    reply = policy.chat.env_turn_ids(chat, "higher", action[-1])
+    tokens = policy.chat.prompt_ids(chat) + action + reply
+    rendered = policy.chat.render(chat + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "higher"}])
     assert policy.tokenizer.decode(tokens, skip_special_tokens=False) == rendered
-    assert policy.eos_token_id not in tokens
+    assert policy.chat.eos_token_id not in tokens
 
 
 def test_reply_tokens_never_inject_a_second_system_prompt(policies):
     """A ChatML template that adds a default system prompt to a chat without one must not add it mid-episode."""
     policy = policies("chatml")
     chat = [{"role": "user", "content": "Guess my number."}]
-    suffix = turn_suffix(policy.render_chat, chat, "higher")
+    suffix = turn_suffix(policy.chat.render, chat, "higher")
     assert suffix == "<|im_end|>\n<|im_start|>user\nhigher<|im_end|>\n<|im_start|>assistant\n"
-    assert policy.render_chat(chat).count(DEFAULT_SYSTEM) == 1 and "system" not in suffix
+    assert policy.chat.render(chat).count(DEFAULT_SYSTEM) == 1 and "system" not in suffix
 
 
 def test_qwen3_style_keeps_the_sampled_reasoning_in_the_token_sequence(policies):
@@ -114,15 +112,13 @@ def test_qwen3_style_keeps_the_sampled_reasoning_in_the_token_sequence(policies)
     policy = policies("qwen3")
     chat = [{"role": "user", "content": "Guess my number."}]
     action_text = "<think>try 5</think>\n5"
-    action = policy.encode_text(action_text) + [policy.end_of_turn_id]
-    collector = RolloutCollector.__new__(RolloutCollector)
-    collector.policy = policy
-    reply = collector.env_reply_tokens(chat, "higher", action[-1])
-    tokens = policy.encode_chat(chat) + action + reply
+    action = policy.chat.encode(action_text) + [policy.chat.end_of_turn_id]
+    reply = policy.chat.env_turn_ids(chat, "higher", action[-1])
+    tokens = policy.chat.prompt_ids(chat) + action + reply
     decoded = policy.tokenizer.decode(tokens, skip_special_tokens=False)
     final = chat + [{"role": "assistant", "content": action_text}, {"role": "user", "content": "higher"}]
-    rendered = policy.render_chat(final)
-    assert decoded == policy.render_chat(chat) + action_text + "<|im_end|>\n<|im_start|>user\nhigher<|im_end|>\n<|im_start|>assistant\n"
+    rendered = policy.chat.render(final)
+    assert decoded == policy.chat.render(chat) + action_text + "<|im_end|>\n<|im_start|>user\nhigher<|im_end|>\n<|im_start|>assistant\n"
     assert rendered == decoded.replace("<think>try 5</think>\n", "")  # what re-rendering would have trained on
     assert decoded.count("<|im_start|>") == 4  # no second system prompt, no re-rendered turn
 
@@ -173,7 +169,7 @@ def test_rollouts_are_token_faithful(policies, style, turns):
         if style == "harmony":
             assert_harmony_episode_text(policy, ep, [gen for _, gen in seen])
         else:
-            assert_episode_text(policy.tokenizer, ep.token_ids, ep.messages, policy.stop_token_ids)
+            assert_episode_text(policy.tokenizer, ep.token_ids, ep.messages, policy.chat.stop_token_ids)
     batch = RolloutBatch.from_episodes(episodes, policy.pad_token_id)
     with torch.no_grad():
         logprobs, _ = policy.token_logprobs(batch.input_ids, batch.attention_mask)
@@ -294,7 +290,7 @@ def test_a_broken_chat_template_is_one_clear_error(tmp_path):
     policy = LLMPolicy.from_pretrained(str(build_small_model(tmp_path / "model")), device="cpu")
     policy.tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }"  # unclosed: a syntax error
     with pytest.raises(ConfigError, match="cannot render the env's messages"):
-        policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+        policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
 
 
 def test_a_template_without_a_system_role_gets_the_system_text_in_the_first_user_turn(policies):
@@ -303,12 +299,12 @@ def test_a_template_without_a_system_role_gets_the_system_text_in_the_first_user
     of the template is still the user's to fix."""
     policy = policies("mistral")
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
-    assert policy.render_chat(chat) == "<s>[INST] Be brief.\n\n2+2? [/INST]"
-    assert turn_suffix(policy.render_chat, chat, "higher") == "</s>[INST] higher [/INST]"
+    assert policy.chat.render(chat) == "<s>[INST] Be brief.\n\n2+2? [/INST]"
+    assert turn_suffix(policy.chat.render, chat, "higher") == "</s>[INST] higher [/INST]"
     with pytest.raises(ConfigError, match="cannot render the env's messages"):
-        policy.render_chat([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+        policy.chat.render([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
     with pytest.raises(ConfigError, match="cannot render the env's messages"):
-        policy.render_chat([{"role": "system", "content": "alone"}])
+        policy.chat.render([{"role": "system", "content": "alone"}])
 
 
 def test_a_generation_prompt_that_opens_the_answer_is_kept_where_the_model_saw_it(tmp_path_factory):
@@ -318,10 +314,10 @@ def test_a_generation_prompt_that_opens_the_answer_is_kept_where_the_model_saw_i
     policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "think-prompt", "llama")), device="cpu")
     policy.set_backend("native")
     chat = [{"role": "system", "content": "S"}, {"role": "user", "content": "Guess."}]
-    assert turn_suffix(policy.render_chat, chat, "higher") == "<|end|><|User|>higher<|Assistant|><think>\n"
+    assert turn_suffix(policy.chat.render, chat, "higher") == "<|end|><|User|>higher<|Assistant|><think>\n"
     demo = chat + [{"role": "assistant", "content": "r</think>5"}, {"role": "user", "content": "higher"},
                    {"role": "assistant", "content": "7"}]
-    ep = encode_demonstration(policy, demo)
+    ep = encode_demonstration(policy.chat, demo)
     text = policy.tokenizer.decode(ep.token_ids, skip_special_tokens=False)
     assert text == "S<|User|>Guess.<|Assistant|><think>\nr</think>5<|end|><|User|>higher<|Assistant|><think>\n7<|end|>"
     settings = RolloutSettings(group_size=2, sampling=SamplingParams(max_new_tokens=4), max_turns=3)
@@ -345,13 +341,13 @@ def assert_harmony_episode_text(policy, ep, gens):
     unless the model closed it with ``<|return|>``), and the message the env got: the action's text."""
     tok = policy.tokenizer
     first = next(i for i, m in enumerate(ep.messages) if m["role"] == "assistant")
-    expected = policy.render_chat(ep.messages[:first])
+    expected = policy.chat.render(ep.messages[:first])
     replies = [m["content"] for m in ep.messages[first:] if m["role"] == "user"]
     for step, gen in enumerate(gens):
         expected += tok.decode(gen.token_ids, skip_special_tokens=False)
-        assert ep.completions[step] == policy.action_text(gen.token_ids)
+        assert ep.completions[step] == policy.chat.action_text(gen.token_ids)
         if step + 1 < len(gens):
-            closed = gen.token_ids[-1:] == [policy.end_of_turn_id]
+            closed = gen.token_ids[-1:] == [policy.chat.end_of_turn_id]
             expected += ("" if closed else "<|end|>") + f"<|start|>user<|message|>{replies[step]}<|end|><|start|>assistant"
     assert tok.decode(ep.token_ids, skip_special_tokens=False) == expected
 
@@ -364,28 +360,26 @@ def test_a_gpt_oss_style_template_closes_turns_and_answers_as_its_history_does(p
     the final channel's text; demonstrations and preference pairs train the header and ``<|return|>``."""
     policy = policies("harmony")
     tok = policy.tokenizer
-    assert tok.convert_ids_to_tokens([policy.end_of_turn_id, policy.message_close_id]) == ["<|return|>", "<|end|>"]
-    assert policy.answer_opening == "<|channel|>final<|message|>"
-    assert policy.end_of_turn_id in policy.stop_token_ids and policy.message_close_id not in policy.stop_token_ids
+    assert tok.convert_ids_to_tokens([policy.chat.end_of_turn_id, policy.chat.message_close_id]) == ["<|return|>", "<|end|>"]
+    assert policy.chat.answer_opening == "<|channel|>final<|message|>"
+    assert policy.chat.end_of_turn_id in policy.chat.stop_token_ids and policy.chat.message_close_id not in policy.chat.stop_token_ids
     chat = [{"role": "user", "content": "Guess."}]
-    assert turn_suffix(policy.render_chat, chat, "higher") == "<|end|><|start|>user<|message|>higher<|end|><|start|>assistant"
-    collector = RolloutCollector.__new__(RolloutCollector)
-    collector.policy = policy
-    sampled = policy.encode_text("<|channel|>analysis<|message|>say 3<|end|><|start|>assistant<|channel|>final<|message|>5<|return|>")
-    assert policy.action_text(sampled) == "5"
-    reply = collector.env_reply_tokens(chat, "higher", sampled[-1])
+    assert turn_suffix(policy.chat.render, chat, "higher") == "<|end|><|start|>user<|message|>higher<|end|><|start|>assistant"
+    sampled = policy.chat.encode("<|channel|>analysis<|message|>say 3<|end|><|start|>assistant<|channel|>final<|message|>5<|return|>")
+    assert policy.chat.action_text(sampled) == "5"
+    reply = policy.chat.env_turn_ids(chat, "higher", sampled[-1])
     assert tok.decode(reply, skip_special_tokens=False) == "<|start|>user<|message|>higher<|end|><|start|>assistant"
-    cut = collector.env_reply_tokens(chat, "higher", sampled[-2])  # cut by the length cap: the template closes it
+    cut = policy.chat.env_turn_ids(chat, "higher", sampled[-2])  # cut by the length cap: the template closes it
     assert tok.decode(cut, skip_special_tokens=False) == "<|end|><|start|>user<|message|>higher<|end|><|start|>assistant"
     demo = chat + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "higher"}, {"role": "assistant", "content": "7"}]
-    ep = encode_demonstration(policy, demo)
+    ep = encode_demonstration(policy.chat, demo)
     head = "<|start|>system<|message|>Reasoning: low<|end|><|start|>user<|message|>Guess.<|end|><|start|>assistant"
     assert tok.decode(ep.token_ids, skip_special_tokens=False) == (
         head + "<|channel|>final<|message|>5<|return|><|start|>user<|message|>higher<|end|><|start|>assistant<|channel|>final<|message|>7<|return|>"
     )
     learned = [t for t, m in zip(ep.token_ids, ep.action_mask) if m]
     assert tok.decode(learned, skip_special_tokens=False) == "<|channel|>final<|message|>5<|return|><|channel|>final<|message|>7<|return|>"
-    chosen, rejected = pair_episodes(policy, PreferencePair(prompt=tuple(chat), chosen="5", rejected="9"), 0)
+    chosen, rejected = pair_episodes(policy.chat, PreferencePair(prompt=tuple(chat), chosen="5", rejected="9"), 0)
     assert tok.decode(chosen.token_ids, skip_special_tokens=False) == head + "<|channel|>final<|message|>5<|return|>"
     assert tok.decode([t for t, m in zip(rejected.token_ids, rejected.action_mask) if m], skip_special_tokens=False) == (
         "<|channel|>final<|message|>9<|return|>"
@@ -413,12 +407,12 @@ def test_demonstrations_are_written_as_the_template_writes_a_last_turn(tmp_path_
     policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "qwen3", "qwen2")), device="cpu", dtype="float32")
     policy.tokenizer.chat_template = THINK_BLOCK_TEMPLATE
     chat = [{"role": "user", "content": "Guess."}]
-    ep = encode_demonstration(policy, [*chat, {"role": "assistant", "content": content}])
+    ep = encode_demonstration(policy.chat, [*chat, {"role": "assistant", "content": content}])
     learned = [t for t, m in zip(ep.token_ids, ep.action_mask) if m]
     assert policy.tokenizer.decode(learned, skip_special_tokens=False) == written + "<|im_end|>"
     assert policy.tokenizer.decode(ep.token_ids, skip_special_tokens=False) == "<|im_start|>user\nGuess.<|im_end|>\n<|im_start|>assistant\n" + written + "<|im_end|>"
-    assert policy.answer_opening == "<think>\n\n</think>\n\n" and policy.message_close_id is None
-    assert policy.action_text(policy.encode_text("<think>\n\n</think>\n\n5") + [policy.end_of_turn_id]) == "5"
+    assert policy.chat.answer_opening == "<think>\n\n</think>\n\n" and policy.chat.message_close_id is None
+    assert policy.chat.action_text(policy.chat.encode("<think>\n\n</think>\n\n5") + [policy.chat.end_of_turn_id]) == "5"
 
 
 #: Qwen3's way with ``reasoning_content``: written in the think block of a chat's last answer.
@@ -445,7 +439,7 @@ def test_a_demonstrated_turns_reasoning_is_trained_as_the_template_writes_it(tmp
         policy = LLMPolicy.from_pretrained(str(cached_chat_model(tmp_path_factory, "qwen3", "qwen2")), device="cpu", dtype="float32")
         policy.tokenizer.chat_template = template
     chat = [{"role": "user", "content": "1 + 1?"}, {"role": "assistant", "content": "2", "reasoning_content": "one and one"}]
-    ep = encode_demonstration(policy, chat)
+    ep = encode_demonstration(policy.chat, chat)
     assert policy.tokenizer.decode([t for t, m in zip(ep.token_ids, ep.action_mask) if m], skip_special_tokens=False) == learned
 
 
@@ -456,7 +450,7 @@ def test_a_demonstrated_tool_call_is_trained_as_the_template_renders_it(policies
     chat = [{"role": "user", "content": "1 + 1?"}, {"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "content": "2"}, {"role": "assistant", "content": "2"}]
     policy = policies("chatml")
-    ep = encode_demonstration(policy, chat)
+    ep = encode_demonstration(policy.chat, chat)
     tok = policy.tokenizer
     assert tok.decode([t for t, m in zip(ep.token_ids, ep.action_mask) if m], skip_special_tokens=False) == (
         '<tool_call>{"name": "python", "arguments": {"code": "print(1 + 1)"}}</tool_call><|im_end|>2<|im_end|>'
@@ -467,7 +461,7 @@ def test_a_demonstrated_tool_call_is_trained_as_the_template_renders_it(policies
     from mathgym.errors import DatasetError
 
     with pytest.raises(DatasetError, match="makes tool calls, which the chat template of .* does not write"):
-        encode_demonstration(policies("llama3"), chat)
+        encode_demonstration(policies("llama3").chat, chat)
 
 
 def test_a_llama2_style_template_s_spaces_neither_double_the_close_nor_cut_the_answer(policies):
@@ -477,19 +471,17 @@ def test_a_llama2_style_template_s_spaces_neither_double_the_close_nor_cut_the_a
     policy = policies("llama2")
     tok = policy.tokenizer
     chat = [{"role": "system", "content": "S"}, {"role": "user", "content": "Guess."}]
-    assert turn_suffix(policy.render_chat, chat, "higher") == " </s><s>[INST] higher [/INST]"
-    assert policy.answer_opening == ""
-    collector = RolloutCollector.__new__(RolloutCollector)
-    collector.policy = policy
-    action = policy.encode_text(" I say 5") + [policy.end_of_turn_id]
-    assert policy.action_text(action) == " I say 5"
-    tokens = policy.encode_chat(chat) + action + collector.env_reply_tokens(chat, "higher", action[-1])
+    assert turn_suffix(policy.chat.render, chat, "higher") == " </s><s>[INST] higher [/INST]"
+    assert policy.chat.answer_opening == ""
+    action = policy.chat.encode(" I say 5") + [policy.chat.end_of_turn_id]
+    assert policy.chat.action_text(action) == " I say 5"
+    tokens = policy.chat.prompt_ids(chat) + action + policy.chat.env_turn_ids(chat, "higher", action[-1])
     head = "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nGuess. [/INST]"
     assert tok.decode(tokens, skip_special_tokens=False) == head + " I say 5</s><s>[INST] higher [/INST]"
-    cut = policy.encode_text(" I say")  # cut by the length cap: the template's close follows, space and all
-    assert tok.decode(collector.env_reply_tokens(chat, "higher", cut[-1]), skip_special_tokens=False) == " </s><s>[INST] higher [/INST]"
+    cut = policy.chat.encode(" I say")  # cut by the length cap: the template's close follows, space and all
+    assert tok.decode(policy.chat.env_turn_ids(chat, "higher", cut[-1]), skip_special_tokens=False) == " </s><s>[INST] higher [/INST]"
     demo = chat + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "higher"}, {"role": "assistant", "content": "7"}]
-    ep = encode_demonstration(policy, demo)
+    ep = encode_demonstration(policy.chat, demo)
     assert tok.decode(ep.token_ids, skip_special_tokens=False) == head + " 5</s><s>[INST] higher [/INST] 7</s>"
 
 
@@ -515,19 +507,19 @@ def test_chat_template_kwargs_reach_every_rendering_and_stay_with_the_trained_mo
     source.save_pretrained(tmp_path / "model")
     chat = [{"role": "user", "content": "Guess."}]
     plain = LLMPolicy.from_pretrained(str(tmp_path / "model"), device="cpu")
-    assert plain.render_chat(chat).endswith("<|im_start|>assistant\n")
+    assert plain.chat.render(chat).endswith("<|im_start|>assistant\n")
     config = GRPOConfig(model=str(tmp_path / "model"), chat_template_kwargs={"enable_thinking": False}, eval_tasks=0, progress=False,
                         device="cpu")
     trainer = GRPOTrainer(config, tmp_path / "run")
     policy = trainer.policy
-    assert policy.render_chat(chat).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
-    ep = encode_demonstration(policy, [*chat, {"role": "assistant", "content": "5"}])
+    assert policy.chat.render(chat).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    ep = encode_demonstration(policy.chat, [*chat, {"role": "assistant", "content": "5"}])
     assert policy.tokenizer.decode([t for t, m in zip(ep.token_ids, ep.action_mask) if m], skip_special_tokens=False) == "5<|im_end|>"
     trainer.save_model(tmp_path / "trained")
     assert read_model_settings(tmp_path / "trained")["chat_template_kwargs"] == {"enable_thinking": False}
     reloaded = LLMPolicy.from_pretrained(str(tmp_path / "trained"), device="cpu")
-    assert reloaded.chat_template_kwargs == {"enable_thinking": False}
-    assert reloaded.render_chat(chat) == policy.render_chat(chat)
+    assert reloaded.chat.template_kwargs == {"enable_thinking": False}
+    assert reloaded.chat.render(chat) == policy.chat.render(chat)
     with pytest.raises(ConfigError, match="'add_generation_prompt' is set by mathgym itself"):
         template_options({"add_generation_prompt": False})
 
@@ -541,5 +533,5 @@ def test_a_template_that_will_not_end_with_an_answer_still_gives_demonstrations(
         "{{ raise_exception('a chat must not end with the answer') }}{% endif %}" + QWEN3_TEMPLATE
     )
     chat = [{"role": "user", "content": "Guess."}, {"role": "assistant", "content": "5"}]
-    ep = encode_demonstration(policy, chat)
+    ep = encode_demonstration(policy.chat, chat)
     assert policy.tokenizer.decode([t for t, m in zip(ep.token_ids, ep.action_mask) if m], skip_special_tokens=False) == "5<|im_end|>"

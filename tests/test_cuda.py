@@ -36,7 +36,7 @@ def model_path(tmp_path_factory):
 
 
 def _prompts(policy):
-    return [policy.encode_chat([{"role": "user", "content": text}]) for text in PROMPTS]
+    return [policy.chat.prompt_ids([{"role": "user", "content": text}]) for text in PROMPTS]
 
 
 def _weights(module):

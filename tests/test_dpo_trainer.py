@@ -107,12 +107,12 @@ def test_precomputed_reference_matches_the_model_reference(model_path, pref_file
 def test_pairs_batch_groups_and_best_worst_recover_the_pairs(model_path, pref_file):
     policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
     pairs = load_preference_jsonl(pref_file)
-    batch = pairs_batch(policy, pairs, [2, 0, 5])
+    batch = pairs_batch(policy.chat, pairs, [2, 0, 5])
     chosen, rejected = best_worst_indices(batch.rewards, batch.group_ids)
     assert chosen.tolist() == [2, 0, 4] and rejected.tolist() == [3, 1, 5]  # groups in sorted order: 0, 2, 5
     assert batch.completions[0] == [pairs[2].chosen] and batch.completions[1] == [pairs[2].rejected]
     # The action mask covers exactly the completion and its EOS.
-    assert int(batch.action_mask[0].sum()) == len(policy.encode_text(pairs[2].chosen)) + 1
+    assert int(batch.action_mask[0].sum()) == len(policy.chat.encode(pairs[2].chosen)) + 1
 
 
 def test_best_worst_indices_skip_ties_and_infra_failures():

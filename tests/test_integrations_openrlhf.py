@@ -84,13 +84,13 @@ def test_agent_func_path_plays_episodes_in_openrlhfs_executor(model_dir, env_id,
     multi_turn_seen = False
     for row in mg.openrlhf_rows(rec_id, 4, tokenizer=str(model_dir), env_kwargs=env_kwargs):
         STEP_REWARDS.clear()
-        prompt = policy.render_chat(row["prompt"])  # OpenRLHF's --apply_chat_template
+        prompt = policy.chat.render(row["prompt"])  # OpenRLHF's --apply_chat_template
         params = SimpleNamespace(max_tokens=None, logprobs=0)
         out = asyncio.run(executor.execute(prompt, row["label"], params, 400, policy.tokenizer, LocalEngine(policy)))
         assert out["reward"] == pytest.approx(sum(STEP_REWARDS)) and float(out["scores"]) == pytest.approx(sum(STEP_REWARDS))
         tokens = out["observation_tokens"]
         assert len(out["rollout_log_probs"]) == len(tokens)
-        assert tokens[: len(policy.encode_text(prompt))] == policy.encode_text(prompt)
+        assert tokens[: len(policy.chat.encode(prompt))] == policy.chat.encode(prompt)
         assert len(out["action_ranges"]) == len(STEP_REWARDS)
         if len(out["action_ranges"]) > 1:
             multi_turn_seen = True
@@ -149,7 +149,7 @@ def test_won_episode_rewards_scores_and_feedback(model_dir):
         game = gym.make("GuessNumber-v0", **kwargs).unwrapped
         game.reset(seed=json.loads(row["label"])["seed"])
         secret = game.task.metadata["secret"]
-        prompt = policy.render_chat(row["prompt"])
+        prompt = policy.chat.render(row["prompt"])
         params = SimpleNamespace(max_tokens=None, logprobs=0)
         out = asyncio.run(executor.execute(prompt, row["label"], params, 600, policy.tokenizer, ScriptedEngine(policy.tokenizer)))
         assert out["reward"] == 1.0 and float(out["scores"]) == 1.0 and len(out["action_ranges"]) == secret
@@ -161,6 +161,6 @@ def test_won_episode_rewards_scores_and_feedback(model_dir):
                 f"<|user|>{game_reply}<|end|><|assistant|>"
             )
             chat += [{"role": "assistant", "content": str(turn)}, {"role": "user", "content": game_reply}]
-        assert policy.encode_text(policy.render_chat(chat)) == out["observation_tokens"][: out["action_ranges"][-1][0]], (
+        assert policy.chat.encode(policy.chat.render(chat)) == out["observation_tokens"][: out["action_ranges"][-1][0]], (
             "token-faithful: the episode's tokens are what the chat template renders for the whole conversation"
         )

@@ -91,7 +91,7 @@ def test_agent_loop_plays_an_episode_with_verls_token_builder(policy, env_id, en
         turns = out.extra_fields["env_turns"]
         assert out.num_turns == 2 * turns and turns == len(STEP_REWARDS)
         assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs)
-        assert out.prompt_ids == policy.encode_chat(row["prompt"])
+        assert out.prompt_ids == policy.chat.prompt_ids(row["prompt"])
         assert (0 in out.response_mask) == (turns > 1), "env replies are masked out, actions are not"
         if turns > 1:
             env_text = policy.tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask) if m == 0])

@@ -21,7 +21,7 @@ def llama_path(tmp_path_factory):
 
 def _prompts(policy):
     questions = ("What is 2 + 3?", "Name a prime.", "Count to four.")
-    return [policy.encode_chat([{"role": "user", "content": q}]) for q in questions for _ in range(4)]
+    return [policy.chat.prompt_ids([{"role": "user", "content": q}]) for q in questions for _ in range(4)]
 
 
 def _generate(policy, monkeypatch, lean: bool):

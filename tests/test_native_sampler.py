@@ -34,7 +34,7 @@ def generate_recording(policy: LLMPolicy, prompts, params, seeds, read=lambda id
 
 def test_finished_samples_leave_the_batch_and_each_sample_is_its_seeds(policy):
     questions = ("What is 2 + 3?", "Name a prime.")
-    prompts = [policy.encode_chat([{"role": "user", "content": q}]) for q in questions for _ in range(8)]
+    prompts = [policy.chat.prompt_ids([{"role": "user", "content": q}]) for q in questions for _ in range(8)]
     params = SamplingParams(max_new_tokens=40)
     gens, rows = generate_recording(policy, prompts, params, seeds=list(range(16)))
     lengths = [len(g.token_ids) for g in gens]
@@ -53,15 +53,15 @@ def test_finished_samples_leave_the_batch_and_each_sample_is_its_seeds(policy):
 
 def test_a_next_turn_runs_only_its_new_tokens_and_samples_what_the_whole_prompt_would(policy):
     questions = ("What is 2 + 3?", "Name a prime.")
-    prompts = [policy.encode_chat([{"role": "user", "content": q}]) for q in questions for _ in range(4)]
+    prompts = [policy.chat.prompt_ids([{"role": "user", "content": q}]) for q in questions for _ in range(4)]
     params = SamplingParams(max_new_tokens=24)
-    reply = policy.encode_text("<|user|>go on<|end|><|assistant|>")
+    reply = policy.chat.encode("<|user|>go on<|end|><|assistant|>")
     with policy.reusing_turns() as turns:
         first = policy.generate(prompts, params, seeds=list(range(8)))
         assert turns.reused_tokens == 0 and turns.run_tokens == sum(len(p) for p in {tuple(p) for p in prompts})
         assert {g.finish_reason for g in first} == {"stop", "length"}  # both ways a turn ends are kept
         # the next turn of each episode, and one prompt that extends none of them (it runs whole)
-        following = [p + g.token_ids + reply for p, g in zip(prompts, first)] + [policy.encode_chat([{"role": "user", "content": "Hi"}])]
+        following = [p + g.token_ids + reply for p, g in zip(prompts, first)] + [policy.chat.prompt_ids([{"role": "user", "content": "Hi"}])]
         kept, widths = generate_recording(policy, following, params, list(range(100, 109)), lambda ids: ids.shape[1])
         assert turns.reused_tokens > 0
     fresh, fresh_widths = generate_recording(policy, following, params, list(range(100, 109)), lambda ids: ids.shape[1])

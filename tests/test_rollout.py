@@ -45,7 +45,7 @@ def test_single_turn_groups_masks_and_logprobs(policy):
         prompt = policy.tokenizer.decode(runs[0][2], skip_special_tokens=False)
         assert prompt.startswith("<|user|>What is ") and prompt.endswith("<|end|><|assistant|>")
         assert len(ep.step_rewards) == 1 and ep.status in {"correct", "wrong", "unparseable"}
-        assert ep.truncated_tokens == (ep.num_action_tokens == 12 and ep.token_ids[-1] != policy.eos_token_id)
+        assert ep.truncated_tokens == (ep.num_action_tokens == 12 and ep.token_ids[-1] != policy.chat.eos_token_id)
         assert all(lp <= 0 for lp, m in zip(ep.logprobs, ep.action_mask) if m)
     batch = RolloutBatch.from_episodes(episodes, policy.pad_token_id)
     assert batch.input_ids.shape[0] == 6 and batch.action_mask.shape == batch.input_ids.shape
@@ -74,7 +74,7 @@ def test_multi_turn_is_token_faithful_and_flags_turn_budget(policy):
         for k in range(1, len(runs) - 1, 2):  # env segments between actions
             env_text = decode(runs[k + 1][2])
             prev_action = runs[k][2]
-            expected_prefix = "" if prev_action[-1] == policy.eos_token_id else "<|end|>"
+            expected_prefix = "" if prev_action[-1] == policy.chat.eos_token_id else "<|end|>"
             assert env_text.startswith(expected_prefix + "<|user|>")
             assert env_text.endswith("<|end|><|assistant|>")
             assert env_text[len(expected_prefix) + len("<|user|>") : -len("<|end|><|assistant|>")] in {"higher", "lower", "Say a number."}

@@ -86,9 +86,9 @@ def test_demonstrations_in_the_layouts_sft_sets_ship(tmp_path):
 def test_demonstration_tokens_only_assistant_turns_are_actions(policy):
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ab"},
             {"role": "user", "content": "x"}, {"role": "assistant", "content": "c"}]
-    ep = encode_demonstration(policy, chat)
+    ep = encode_demonstration(policy.chat, chat)
     decode = lambda ids: policy.tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
-    assert decode(ep.token_ids) == policy.render_chat(chat, add_generation_prompt=False)
+    assert decode(ep.token_ids) == policy.chat.render(chat, add_generation_prompt=False)
     actions = [t for t, m in zip(ep.token_ids, ep.action_mask) if m]
     assert decode(actions) == "ab<|end|>c<|end|>"
     assert sorted(set(s for s, m in zip(ep.step_index, ep.action_mask) if m)) == [0, 1]
@@ -107,7 +107,7 @@ def test_sft_trainer_lowers_the_loss(model_path, tmp_path):
         learning_rate=5e-3, eval_tasks=0, save_every=0, progress=False, run_dir=str(tmp_path / "run"),
     )
     trainer = SFTTrainer(config)
-    batch = demonstrations_batch(trainer.policy, env_demonstrations("MathReason-v0", {"system_prompt": ""}, 8, seed=0))
+    batch = demonstrations_batch(trainer.policy.chat, env_demonstrations("MathReason-v0", {"system_prompt": ""}, 8, seed=0))
     before = sft_loss(trainer.policy.token_logprobs(batch.input_ids, batch.attention_mask)[0], batch.action_mask).item()
     trainer.train()
     after = sft_loss(trainer.policy.token_logprobs(batch.input_ids, batch.attention_mask)[0], batch.action_mask).item()

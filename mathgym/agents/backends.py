@@ -109,7 +109,7 @@ def sample_token(
 
 def _finish(policy: SamplingPolicy, rows: list[list[int]], lps: list[list[float]], params: SamplingParams) -> list[Generation]:
     """Cut each row at its first stop token (EOS, end of turn) or stop string and decode it."""
-    stops = set(policy.stop_token_ids)
+    stops = set(policy.chat.stop_token_ids)
     out = []
     for tokens, logprobs in zip(rows, lps):
         reason = "length"
@@ -118,11 +118,11 @@ def _finish(policy: SamplingPolicy, rows: list[list[int]], lps: list[list[float]
             tokens, logprobs, reason = tokens[:cut], logprobs[:cut], "stop"
         if params.stop:
             for n in range(1, len(tokens) + 1):
-                text = policy.decode(tokens[:n])
+                text = policy.chat.decode(tokens[:n])
                 if any(s in text for s in params.stop):
                     tokens, logprobs, reason = tokens[:n], logprobs[:n], "stop"
                     break
-        out.append(Generation(list(tokens), [float(x) for x in logprobs], policy.decode(tokens), reason))
+        out.append(Generation(list(tokens), [float(x) for x in logprobs], policy.chat.decode(tokens), reason))
     return out
 
 
@@ -193,7 +193,7 @@ class NativeBackend:
         tokens_out = torch.full((batch, params.max_new_tokens), policy.pad_token_id, dtype=torch.long, device=device)
         logps_out = torch.zeros((batch, params.max_new_tokens), device=device)
         active = torch.arange(batch, device=device)  # the samples still generating; row_of holds their cache rows
-        stops = torch.tensor(policy.stop_token_ids, dtype=torch.long, device=device)
+        stops = torch.tensor(policy.chat.stop_token_ids, dtype=torch.long, device=device)
         vocab = logits.shape[-1]
         steps = 0
         for step in range(params.max_new_tokens):
@@ -265,7 +265,7 @@ class HFGenerateBackend:
             torch.manual_seed(int(mixed))
         out = policy.model.generate(
             input_ids=ids, attention_mask=mask, output_logits=True, return_dict_in_generate=True,
-            pad_token_id=policy.pad_token_id, eos_token_id=list(policy.stop_token_ids), **kwargs,
+            pad_token_id=policy.pad_token_id, eos_token_id=list(policy.chat.stop_token_ids), **kwargs,
         )
         new = out.sequences[:, ids.shape[1] :]
         logits = torch.stack(out.logits, dim=1).float()  # (B, N, V)
@@ -394,7 +394,7 @@ class VLLMBackend:
         sampling = [  # a seeded request samples from its own generator in vLLM
             VSampling(
                 temperature=max(params.temperature, 0.0), top_p=params.top_p, max_tokens=params.max_new_tokens,
-                stop=list(params.stop) or None, stop_token_ids=list(self.policy.stop_token_ids), logprobs=0,
+                stop=list(params.stop) or None, stop_token_ids=list(self.policy.chat.stop_token_ids), logprobs=0,
                 seed=None if seed is None else seed % 2**31,
             )
             for seed in per_row

@@ -15,6 +15,9 @@ Both are read from the template itself (rendering a probe chat), never from a mo
   (Qwen3 drops their ``<think>`` reasoning) still give the text they would insert, and
   templates that inject a default system prompt into a chat without one do not inject it
   mid-episode.
+
+These are functions of a tokenizer and a renderer; :class:`~mathgym.agents.chat_format.ChatFormat`
+puts them together for one model (probed once each) and is what callers use.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ def end_of_turn_id(tokenizer: Any, **template_kwargs: Any) -> int | None:
 def stop_token_ids(tokenizer: Any, generation_config: Any = None, **template_kwargs: Any) -> tuple[int, ...]:
     """Tokens that end a completion: the tokenizer's EOS, the generation config's EOS ids and
     the template's end-of-turn token (in that order, without repeats; ``template_kwargs`` go to
-    the template, as :attr:`LLMPolicy.chat_template_kwargs` do)."""
+    the template, as :attr:`ChatFormat.template_kwargs <mathgym.agents.chat_format.ChatFormat.template_kwargs>` do)."""
     ids: list[int] = []
     if tokenizer.eos_token_id is not None:
         ids.append(int(tokenizer.eos_token_id))
@@ -123,7 +126,7 @@ def turn_suffix(
     """Text the template inserts after an assistant turn's content when the env replies ``reply``.
 
     Args:
-        render: ``render(messages, add_generation_prompt) -> str`` (the policy's chat renderer).
+        render: ``render(messages, add_generation_prompt) -> str`` (:meth:`ChatFormat.render <mathgym.agents.chat_format.ChatFormat.render>`).
         chat: The messages so far (ending with a generation prompt's turn: system/user/...).
         reply: The env's reply, sent as a user message.
         template_name: Named in the error message.
@@ -169,7 +172,7 @@ def answer_opening(render: Render, tokenizer: Any = None) -> str:
     opens the answer (DeepSeek-R1's ``<think>\\n``). Given the ``tokenizer``, a head holding none
     of its added tokens is empty too: plain text (Llama 2's space before the answer) can be part
     of any answer, and cutting at it would lose text. An action holding it is answered from
-    the text after its last occurrence (:meth:`LLMPolicy.action_text`): gpt-oss's analysis
+    the text after its last occurrence (:meth:`ChatFormat.action_text <mathgym.agents.chat_format.ChatFormat.action_text>`): gpt-oss's analysis
     channel before it is the model's reasoning, which the template leaves out of the history.
 
     Example:

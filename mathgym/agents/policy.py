@@ -4,12 +4,13 @@ The policy is the only object in mathgym that touches the model: rollouts ask it
 completions (token ids and per-token log-probs), trainers ask it for log-probs of given
 sequences. Generation goes through a backend (:mod:`mathgym.agents.backends`); what it takes and
 gives, :class:`SamplingParams` and :class:`Generation`, are defined in :mod:`mathgym.agents.sampling`
-(and importable from here).
+(and importable from here). Chats become token ids through the chat format the policy was loaded
+with, ``policy.chat`` (:class:`~mathgym.agents.chat_format.ChatFormat`), not through the policy.
 
 Example:
     >>> from mathgym.agents.tiny import tiny_model_path
     >>> policy = LLMPolicy.from_pretrained(str(tiny_model_path()), device="cpu")
-    >>> prompt = policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    >>> prompt = policy.chat.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
     >>> out = policy.generate([prompt], SamplingParams(max_new_tokens=16))
     >>> len(out[0].token_ids) == len(out[0].logprobs) <= 16, type(out[0].text)
     (True, <class 'str'>)
@@ -26,12 +27,13 @@ from typing import Any, NamedTuple
 import torch
 
 from mathgym.agents.backends import make_backend
+from mathgym.agents.chat_format import ChatFormat, load_tokenizer, template_options  # noqa: F401 - importable from here
 from mathgym.agents.choices import Backend, DType
 from mathgym.agents.dropout import has_dropout
 from mathgym.agents.fast.turn_cache import TurnCache
 from mathgym.agents.forward import ForwardOutput, forward_pass
 from mathgym.agents.sampling import Generation, SamplingParams
-from mathgym.errors import ConfigError, DatasetError
+from mathgym.errors import ConfigError
 from mathgym.options import pick
 
 
@@ -118,54 +120,22 @@ def pick_dtype(dtype: DType, device: torch.device, bf16_supported: bool | None =
     return precision.autocast or precision.weights
 
 
-#: Arguments of ``apply_chat_template`` that mathgym sets itself: not chat template options.
-_OWN_TEMPLATE_ARGUMENTS = frozenset({"conversation", "messages", "add_generation_prompt", "tokenize", "continue_final_message", "return_dict"})
-
-
-def template_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` checked as chat template keyword arguments (names of variables the template reads).
-
-    Example:
-        >>> template_options({"enable_thinking": False})
-        {'enable_thinking': False}
-
-    Raises:
-        ConfigError: A name is not text, or is an argument mathgym sets itself (``add_generation_prompt``...).
-    """
-    if not isinstance(options, Mapping):
-        raise ConfigError(f"chat_template_kwargs must be a mapping of template variables, not {type(options).__name__}")
-    for name in options:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigError(f"chat_template_kwargs: {name!r} is not a template variable name")
-        if name in _OWN_TEMPLATE_ARGUMENTS:
-            raise ConfigError(f"chat_template_kwargs: {name!r} is set by mathgym itself; leave it out")
-    return dict(options)
-
-
-def load_tokenizer(name_or_path: str):
-    """Load a tokenizer; left padding, and a pad token (EOS) when the model has none."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    return tokenizer
-
-
 @dataclass
 class LLMPolicy:
-    """A causal LM policy: chat encoding, batched sampling, log-probs of given tokens.
+    """A causal LM policy: batched sampling of token ids, log-probs of given tokens.
 
     Attributes:
         model: The (possibly peft-wrapped) ``PreTrainedModel``.
-        tokenizer: Its tokenizer (with a chat template, or a plain-text fallback).
+        tokenizer: Its tokenizer (saved beside the weights).
         device: Where the model lives.
         backend: Generation backend name (``"native"``, ``"hf"``, ``"vllm"``).
         name_or_path: Where the model was loaded from.
         autocast_dtype: Compute dtype of :meth:`autocast` (``None``: the weights' own dtype).
         weights_version: Bumped by :meth:`mark_weights_updated` after each change of the
             weights, so that a backend holding its own copy (vLLM) knows to re-sync.
+        chat: The chat format the model was loaded with (its tokenizer and chat template:
+            :class:`~mathgym.agents.chat_format.ChatFormat`); it says which tokens stop a
+            completion and how one decodes. Default: ``tokenizer``'s, with no template variables.
     """
 
     model: Any
@@ -175,12 +145,13 @@ class LLMPolicy:
     name_or_path: str = ""
     autocast_dtype: torch.dtype | None = None
     weights_version: int = 0
+    chat: ChatFormat = field(default=None, repr=False)  # type: ignore[assignment] - built in __post_init__
     _backend_impl: Any = field(default=None, repr=False)
-    _stop_ids: tuple[int, ...] | None = field(default=None, repr=False)
-    _end_of_turn: int | None = field(default=None, repr=False)
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    _template_marks: tuple[str, int | None] | None = field(default=None, repr=False)
-    _template_fields: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.chat is None:  # a model wrapped as it is (a trainer's): its tokenizer's format
+            generation_config = getattr(self.model, "generation_config", None)
+            self.chat = ChatFormat(self.tokenizer, generation_config=generation_config, name=self.name_or_path)
 
     @classmethod
     def from_pretrained(
@@ -200,7 +171,8 @@ class LLMPolicy:
         ``gradient_checkpointing`` recomputes activations in the backward pass (less memory);
         ``chat_template_kwargs`` are passed to the chat template at every rendering (Qwen3's
         ``enable_thinking``, gpt-oss's ``reasoning_effort``), over those saved with the model
-        in its ``mathgym.json`` (a model trained with them is prompted the same way after).
+        in its ``mathgym.json`` (a model trained with them is prompted the same way after):
+        the policy's :attr:`chat` is :meth:`ChatFormat.from_pretrained <mathgym.agents.chat_format.ChatFormat.from_pretrained>`.
         """
         from transformers import AutoModelForCausalLM
 
@@ -217,13 +189,10 @@ class LLMPolicy:
             if lora is not None and lora.r > 0:
                 model = apply_lora(model, lora)
         model.to(dev)
-        from mathgym.agents.settings import read_model_settings
-
+        chat = ChatFormat.from_pretrained(name_or_path, chat_template_kwargs, getattr(model, "generation_config", None))
         policy = cls(
-            model=model, tokenizer=load_tokenizer(name_or_path), device=dev, name_or_path=str(name_or_path),
-            autocast_dtype=precision.autocast,
-            chat_template_kwargs=template_options({**read_model_settings(name_or_path).get("chat_template_kwargs", {}),
-                                                   **dict(chat_template_kwargs or {})}),
+            model=model, tokenizer=chat.tokenizer, device=dev, name_or_path=str(name_or_path),
+            autocast_dtype=precision.autocast, chat=chat,
         )
         if gradient_checkpointing:
             policy.enable_gradient_checkpointing()
@@ -259,172 +228,10 @@ class LLMPolicy:
         """Record that the weights changed (an optimizer step, a loaded checkpoint)."""
         self.weights_version += 1
 
-    # -- text <-> tokens ---------------------------------------------------------
-
-    @property
-    def eos_token_id(self) -> int:
-        return int(self.tokenizer.eos_token_id)
-
     @property
     def pad_token_id(self) -> int:
+        """The id prompts are padded with (the tokenizer's)."""
         return int(self.tokenizer.pad_token_id)
-
-    @property
-    def stop_token_ids(self) -> tuple[int, ...]:
-        """Tokens that end a turn: EOS, the generation config's EOS ids and the chat template's
-        end-of-turn token (read from the template, see :mod:`mathgym.agents.chat`)."""
-        if self._stop_ids is None:
-            from mathgym.agents.chat import stop_token_ids
-
-            self._stop_ids = stop_token_ids(self.tokenizer, getattr(self.model, "generation_config", None), **self.chat_template_kwargs)
-        return self._stop_ids
-
-    @property
-    def end_of_turn_id(self) -> int:
-        """The token the chat template closes an assistant turn with (EOS when it names none)."""
-        if self._end_of_turn is None:
-            from mathgym.agents.chat import end_of_turn_id
-
-            eot = end_of_turn_id(self.tokenizer, **self.chat_template_kwargs)
-            self._end_of_turn = self.eos_token_id if eot is None else eot
-        return self._end_of_turn
-
-    def _marks(self) -> tuple[str, int | None]:
-        if self._template_marks is None:
-            from mathgym.agents.chat import answer_opening, message_close_id
-
-            if getattr(self.tokenizer, "chat_template", None):
-                self._template_marks = (answer_opening(self.render_chat, self.tokenizer), message_close_id(self.tokenizer, self.render_chat))
-            else:
-                self._template_marks = ("", None)
-        return self._template_marks
-
-    @property
-    def answer_opening(self) -> str:
-        """The head the template gives an assistant turn that its generation prompt leaves to the
-        model (gpt-oss's ``<|channel|>final<|message|>``; usually empty), see :func:`~mathgym.agents.chat.answer_opening`;
-        empty too when it holds none of the tokenizer's added tokens (Llama 2's plain space)."""
-        return self._marks()[0]
-
-    @property
-    def message_close_id(self) -> int | None:
-        """The token closing earlier messages when it is not :attr:`end_of_turn_id` (gpt-oss's
-        ``<|end|>``), see :func:`~mathgym.agents.chat.message_close_id`."""
-        return self._marks()[1]
-
-    def after_action(self, ids: list[int], last_token: int | None) -> list[int]:
-        """``ids`` (the template's text after an assistant turn) less the turn's close when the
-        action's ``last_token`` closed it (:func:`~mathgym.agents.chat.drop_turn_close`), with the
-        whitespace a template writes before the close (Llama 2's ``" </s>"``)."""
-        from mathgym.agents.chat import drop_turn_close
-
-        def blank(token: int) -> bool:
-            return not self.tokenizer.decode([token]).strip()
-
-        return drop_turn_close(ids, last_token, self.stop_token_ids, self.end_of_turn_id, self.message_close_id, blank)
-
-    def answer_ids(self, chat: Sequence[dict[str, Any]], content: str | dict[str, Any], render: Any = None) -> list[int]:
-        """Tokens of a demonstrated answer to ``chat``, as the model would write them: the
-        template's head of the turn (gpt-oss's channel header, Qwen3's think block) with the
-        content (:func:`~mathgym.agents.chat.answer_text`), then :attr:`end_of_turn_id`.
-
-        ``content`` is the answer's text, or the whole assistant message: its ``tool_calls`` are
-        rendered by the template (a template that does not write them is an error: the calls
-        would be lost), and its ``reasoning_content`` too, under the name the template reads
-        (Qwen3's ``reasoning_content``, gpt-oss's ``thinking``); a template that reads none gets
-        it as a ``<think>`` block at the head of the content. ``render`` replaces
-        :meth:`render_chat` (a caching wrapper of it).
-
-        Raises:
-            DatasetError: The message has tool calls the chat template does not write.
-        """
-        message = {"role": "assistant", "content": content} if isinstance(content, str) else dict(content)
-        reasoning = message.pop("reasoning_content", None)
-
-        def thought() -> str:  # the reasoning as a think block at the head of the content
-            return f"<think>\n{reasoning}\n</think>\n\n{message.get('content') or ''}"
-
-        if not getattr(self.tokenizer, "chat_template", None):
-            return self.encode_text(thought() if reasoning else str(message.get("content") or "")) + [self.end_of_turn_id]
-        from mathgym.agents.chat import REASONING_FIELDS, answer_text
-
-        if message.get("tool_calls") and not self._renders("tool_calls"):
-            raise DatasetError(
-                f"a demonstration's assistant turn makes tool calls, which {self.template_name} does not write: "
-                "they would be lost (use a model whose template renders tool_calls, or leave those rows out)"
-            )
-        if reasoning:
-            if self._renders("reasoning"):
-                message.update(dict.fromkeys(REASONING_FIELDS, reasoning))
-            else:
-                message["content"] = thought()
-        return self.encode_text(answer_text(render or self.render_chat, chat, message)) + [self.end_of_turn_id]
-
-    def _renders(self, what: str) -> bool:
-        """Whether the chat template writes an assistant message's reasoning or tool calls (probed once)."""
-        if what not in self._template_fields:
-            from mathgym.agents.chat import REASONING_FIELDS, renders_field
-
-            probe = "MATHGYMFIELD"
-            if what == "reasoning":
-                fields = dict.fromkeys(REASONING_FIELDS, probe)
-            else:
-                fields = {"tool_calls": [{"type": "function", "function": {"name": probe, "arguments": {}}}]}
-            self._template_fields[what] = renders_field(self.render_chat, **fields)
-        return self._template_fields[what]
-
-    @property
-    def template_name(self) -> str:
-        """How error messages name this model's chat template."""
-        return f"the chat template of {self.name_or_path or 'the model'}"
-
-    def render_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """The chat as text (chat template, or ``role: content`` lines without one)."""
-        if getattr(self.tokenizer, "chat_template", None):
-            from jinja2 import TemplateError
-
-            from mathgym.agents.chat import apply_template
-
-            try:  # a template that refuses a system role gets the system text in the first user turn
-                return apply_template(
-                    self.tokenizer, messages, add_generation_prompt=add_generation_prompt, tokenize=False, **self.chat_template_kwargs
-                )
-            except TemplateError as err:  # a broken template, or one that refuses these roles
-                raise ConfigError(
-                    f"{self.template_name} cannot render the env's messages "
-                    f"(roles {[m['role'] for m in messages]}): {type(err).__name__}: {err}. Fix the template "
-                    "(tokenizer_config.json's chat_template or chat_template.jinja)."
-                ) from None
-        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
-        return text + ("assistant: " if add_generation_prompt else "")
-
-    def encode_text(self, text: str) -> list[int]:
-        """Token ids of ``text`` (special-token markup in the text is honoured, none added)."""
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def encode_chat(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        """Prompt tokens for a chat, ending with the generation prompt."""
-        return self.encode_text(self.render_chat(messages))
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
-
-    def action_text(self, token_ids: Sequence[int]) -> str:
-        """The text of an action: its tokens without the stop token that ended it, special
-        tokens inside it kept, so that the chat template's rendering of the env's messages is
-        the decoded token sequence. When the action holds the head the template gives an
-        answer (:attr:`answer_opening`, gpt-oss's ``<|channel|>final<|message|>``), the answer is
-        the text after its last occurrence: what the template writes as the message's content
-        (gpt-oss's analysis channel before it is reasoning the history leaves out, as Qwen3's
-        earlier think blocks are; the episode's tokens keep it)."""
-        ids = list(token_ids)
-        if ids and ids[-1] in self.stop_token_ids:
-            ids = ids[:-1]
-        text = self.tokenizer.decode(ids, skip_special_tokens=False)
-        opening = self.answer_opening
-        if opening and opening in text:
-            text = text[text.rindex(opening) + len(opening) :]
-        return text
 
     # -- generation ----------------------------------------------------------------
 

@@ -49,6 +49,16 @@ class Generation:
     finish_reason: Literal["stop", "length"] = "stop"
 
 
+class SamplingChat(Protocol):
+    """What a generation backend reads of the policy's chat format
+    (:class:`~mathgym.agents.chat_format.ChatFormat` is one): where a completion stops, how it reads."""
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]: ...
+
+    def decode(self, token_ids: Sequence[int]) -> str: ...
+
+
 class SamplingPolicy(Protocol):
     """What a generation backend reads of the policy it samples for
     (:class:`~mathgym.agents.policy.LLMPolicy` is one)."""
@@ -72,9 +82,7 @@ class SamplingPolicy(Protocol):
     def pad_token_id(self) -> int: ...
 
     @property
-    def stop_token_ids(self) -> tuple[int, ...]: ...
-
-    def decode(self, token_ids: Sequence[int]) -> str: ...
+    def chat(self) -> SamplingChat: ...
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

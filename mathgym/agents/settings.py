@@ -32,7 +32,8 @@ def read_model_settings(model: str | Path) -> dict[str, Any]:
     Keys: ``env_kwargs`` (the env options the model was trained with), and optionally ``env``
     (the env it was trained on), ``eval_env_kwargs``, ``generation`` (``max_new_tokens``,
     ``max_episode_tokens``, ``max_turns`` of its evaluation) and ``chat_template_kwargs`` (the
-    variables its chat template was rendered with, read by :meth:`LLMPolicy.from_pretrained`).
+    variables its chat template was rendered with, read by :meth:`ChatFormat.from_pretrained
+    <mathgym.agents.chat_format.ChatFormat.from_pretrained>`, so by ``LLMPolicy.from_pretrained`` too).
     """
     if not str(model):
         return {}

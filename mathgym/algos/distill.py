@@ -161,18 +161,18 @@ class DistillTrainer(Trainer):
         for group, i in enumerate(picks):
             chat = self.rows[i]
             if chat[-1]["role"] == "assistant":
-                ep = encode_demonstration(self.policy, chat, "jsonl", group)
+                ep = encode_demonstration(self.policy.chat, chat, "jsonl", group)
                 ep.task_id, ep.status = f"row-{i}", "given"
                 episodes.append(ep)
                 continue
-            prompt = self.policy.encode_chat(chat)
+            prompt = self.policy.chat.prompt_ids(chat)
             room = max(1, min(self.config.max_new_tokens, self.config.max_episode_tokens - len(prompt)))
             params = SamplingParams(self.config.temperature, self.config.top_p, room)
             for gen in self.teacher.generate([prompt] * self.config.group_size, params, self.generator):
                 ep = Episode("jsonl", f"row-{i}", group, messages=list(chat), status="teacher_sample")
                 ep.extend(prompt)
                 ep.extend(gen.token_ids, action_step=0, logprobs=gen.logprobs)
-                ep.completions.append(self.policy.action_text(gen.token_ids))
+                ep.completions.append(self.policy.chat.action_text(gen.token_ids))
                 ep.truncated_tokens = gen.finish_reason == "length"
                 episodes.append(ep)
         return episodes

@@ -89,7 +89,7 @@ class DPOTrainer(Trainer):
 
     def make_batch(self, step: int) -> RolloutBatch:
         if self.offline:
-            return pairs_batch(self.policy, self.pairs, self.pair_indices(step), self.config.max_length)
+            return pairs_batch(self.policy.chat, self.pairs, self.pair_indices(step), self.config.max_length)
         return super().make_batch(step)
 
     # -- the update -------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ class DPOTrainer(Trainer):
         try:
             for start in range(0, len(pairs), batch_size):
                 indices = list(range(start, min(start + batch_size, len(pairs))))
-                batch = pairs_batch(self.policy, pairs, indices, cfg.max_length).to(self.policy.device)
+                batch = pairs_batch(self.policy.chat, pairs, indices, cfg.max_length).to(self.policy.device)
                 chosen, rejected = torch.arange(0, len(batch), 2), torch.arange(1, len(batch), 2)
                 logps = self.sequence_logps(batch, torch.cat([chosen, rejected]))
                 ref = self.reference_logps(batch, torch.cat([chosen, rejected]), pairs)

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from mathgym.agents.chat_format import ChatFormat
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.choices import LogprobReduction
 from mathgym.envs.data import jsonl_rows, message_text
@@ -189,23 +190,24 @@ def best_worst_pair(
     )
 
 
-def encode_prompt(policy: Any, prompt: str | tuple[Message, ...]) -> list[int]:
-    """Prompt tokens: chat prompts through the chat template, plain text as is."""
-    return policy.encode_chat(list(prompt)) if isinstance(prompt, tuple) else policy.encode_text(prompt)
+def encode_prompt(chat: ChatFormat, prompt: str | tuple[Message, ...]) -> list[int]:
+    """Prompt tokens in the chat format ``chat``: chat prompts through the chat template, plain text as is."""
+    return chat.prompt_ids(list(prompt)) if isinstance(prompt, tuple) else chat.encode(prompt)
 
 
-def pair_episodes(policy: Any, pair: PreferencePair, index: int, max_length: int = 512) -> tuple[Episode, Episode]:
-    """The pair as two one-step episodes of group ``index``: chosen (reward 1) and rejected (reward 0).
+def pair_episodes(chat: ChatFormat, pair: PreferencePair, index: int, max_length: int = 512) -> tuple[Episode, Episode]:
+    """The pair, in the chat format ``chat`` (a policy's ``policy.chat``), as two one-step episodes of
+    group ``index``: chosen (reward 1) and rejected (reward 0).
 
     Completions of chat prompts are written as the model writes an answer (the head the template
-    gives it, gpt-oss's channel header; :meth:`LLMPolicy.answer_ids`); all end with the chat
-    template's end-of-turn token (EOS without a template). Sequences longer than ``max_length`` lose prompt tokens from
-    the left first, then completion tokens from the right.
+    gives it, gpt-oss's channel header; :meth:`ChatFormat.answer_ids <mathgym.agents.chat_format.ChatFormat.answer_ids>`);
+    all end with the chat template's end-of-turn token (EOS without a template). Sequences longer
+    than ``max_length`` lose prompt tokens from the left first, then completion tokens from the right.
     """
-    prompt = encode_prompt(policy, pair.prompt)
+    prompt = encode_prompt(chat, pair.prompt)
     out = []
     for text, reward in ((pair.chosen, 1.0), (pair.rejected, 0.0)):
-        answer = policy.answer_ids(list(pair.prompt), text) if isinstance(pair.prompt, tuple) else policy.encode_text(text) + [policy.end_of_turn_id]
+        answer = chat.answer_ids(list(pair.prompt), text) if isinstance(pair.prompt, tuple) else chat.encode(text) + [chat.end_of_turn_id]
         completion = answer[: max_length - 1]
         kept = prompt[max(0, len(prompt) + len(completion) - max_length) :]
         episode = Episode("preferences", f"pair-{index}", group_id=index, step_rewards=[reward], status="done")
@@ -216,11 +218,11 @@ def pair_episodes(policy: Any, pair: PreferencePair, index: int, max_length: int
     return out[0], out[1]
 
 
-def pairs_batch(policy: Any, pairs: Sequence[PreferencePair], indices: Sequence[int], max_length: int = 512) -> RolloutBatch:
-    """A :class:`RolloutBatch` of ``pairs[i]`` for ``i`` in ``indices``: chosen and rejected of each pair
-    share a group, so the best-vs-worst pairing of online DPO recovers exactly these pairs."""
-    episodes = [e for i in indices for e in pair_episodes(policy, pairs[i], int(i), max_length)]
-    return RolloutBatch.from_episodes(episodes, policy.pad_token_id)
+def pairs_batch(chat: ChatFormat, pairs: Sequence[PreferencePair], indices: Sequence[int], max_length: int = 512) -> RolloutBatch:
+    """A :class:`RolloutBatch` of ``pairs[i]`` for ``i`` in ``indices``, in the chat format ``chat``: chosen and
+    rejected of each pair share a group, so the best-vs-worst pairing of online DPO recovers exactly these pairs."""
+    episodes = [e for i in indices for e in pair_episodes(chat, pairs[i], int(i), max_length)]
+    return RolloutBatch.from_episodes(episodes, chat.pad_token_id)
 
 
 def best_worst_indices(
@@ -280,7 +282,7 @@ def annotate_reference_logprobs(
     try:
         for start in range(0, len(pairs), batch_size):
             indices = range(start, min(start + batch_size, len(pairs)))
-            batch = pairs_batch(policy, pairs, indices, max_length).to(policy.device)
+            batch = pairs_batch(policy.chat, pairs, indices, max_length).to(policy.device)
             token_logps = policy.forward(batch.input_ids, batch.attention_mask, positions=batch.action_mask).logprobs  # as training reads them
             logps = sequence_logprobs(token_logps, batch.action_mask, reduction)
             logps = logps.tolist()
@@ -366,7 +368,7 @@ def expert_vs_sampled_pairs(
                 if expert:
                     tasks.append((seed * 1_000_003 + task, tuple(dict(m) for m in info["messages"]), expert))
                 task += 1
-            samples = policy.generate([policy.encode_chat(list(t[1])) for t in tasks], params, generator)
+            samples = policy.generate([policy.chat.prompt_ids(list(t[1])) for t in tasks], params, generator)
             for (task_seed, messages, expert), sample in zip(tasks, samples):
                 rewards = []
                 for text in (expert, sample.text):

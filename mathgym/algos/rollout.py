@@ -9,10 +9,13 @@ else the batch holds: any split of a batch's tasks over collectors (data-paralle
 gives the episodes of one collector with them all. Without it, the streams are drawn from
 ``generator`` in batch order.
 
-Multi-turn episodes stay token-faithful: the policy's next prompt is the episode's
-token sequence so far, the single source of truth (the history is never re-rendered or
+The policy samples; the chat format (``policy.chat`` unless given,
+:class:`~mathgym.agents.chat_format.ChatFormat`) writes the prompts, reads the actions and
+writes the env's turns. Multi-turn episodes stay token-faithful: the policy's next prompt is the
+episode's token sequence so far, the single source of truth (the history is never re-rendered or
 re-tokenised); the env's reply is appended as the tokens of the text the chat template
-inserts after an assistant turn (:func:`mathgym.agents.chat.turn_suffix`). A completion
+inserts after an assistant turn (:meth:`ChatFormat.env_turn_ids
+<mathgym.agents.chat_format.ChatFormat.env_turn_ids>`). A completion
 ends at EOS or at the template's end-of-turn token; when the model sampled the token the
 template would insert next, it is not inserted a second time. Only action tokens enter the loss.
 
@@ -32,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from mathgym.agents.chat import turn_suffix
+from mathgym.agents.chat_format import ChatFormat
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.choices import VectorizationMode
@@ -123,6 +126,7 @@ class RolloutCollector:
         settings: Group size, sampling and budgets.
         make_envs: Where the vector env comes from (default: ``gym.make_vec`` in
             ``settings.vectorization_mode``).
+        chat: The chat format episodes are written in (default: the policy's, ``policy.chat``).
     """
 
     def __init__(
@@ -133,9 +137,11 @@ class RolloutCollector:
         num_tasks: int,
         settings: RolloutSettings,
         make_envs: VectorEnvFactory | None = None,
+        chat: ChatFormat | None = None,
     ):
         self.env_id = env_id
         self.policy = policy
+        self.chat = policy.chat if chat is None else chat
         self.settings = settings
         self.num_tasks = int(num_tasks)
         self.scored_ahead = 0  # scoring requests answered in batches (mathgym.envs.ahead)
@@ -186,7 +192,7 @@ class RolloutCollector:
             ep.observations.append(str(observations[i]))
             key = repr(messages)
             if key not in encoded:
-                encoded[key] = self.policy.encode_chat(messages)
+                encoded[key] = self.chat.prompt_ids(messages)
             ep.extend(list(encoded[key]))
             episodes.append(ep)
             chats.append(messages)
@@ -217,7 +223,7 @@ class RolloutCollector:
         actions = [""] * len(episodes)
         for i, gen, room in zip(idx, gens, budget):
             tokens, logprobs = gen.token_ids[: max(room, 0)], gen.logprobs[: max(room, 0)]
-            text = policy.action_text(tokens)
+            text = self.chat.action_text(tokens)
             episodes[i].extend(tokens, action_step=turn, logprobs=logprobs)
             episodes[i].completions.append(text)
             episodes[i].truncated_tokens |= gen.finish_reason == "length" or len(tokens) < len(gen.token_ids)
@@ -240,7 +246,7 @@ class RolloutCollector:
                 ep.truncated_turns = True
                 active[i] = False
                 continue
-            reply = self.env_reply_tokens(chats[i], str(obs[i]), ep.token_ids[-1] if ep.token_ids else None)
+            reply = self.chat.env_turn_ids(chats[i], str(obs[i]), ep.token_ids[-1] if ep.token_ids else None)
             if len(ep.token_ids) + len(reply) >= settings.max_episode_tokens:  # no room left to act
                 ep.truncated_tokens = True
                 active[i] = False
@@ -248,18 +254,3 @@ class RolloutCollector:
             chats[i] += [{"role": "assistant", "content": ep.completions[-1]}, {"role": "user", "content": str(obs[i])}]
             ep.extend(reply)
             ep.observations.append(str(obs[i]))
-
-    def env_reply_tokens(self, chat: list[dict[str, str]], reply: str, last_token: int | None) -> list[int]:
-        """Tokens that follow an action: the end of the assistant turn, the env's reply as a
-        user turn, and the next generation prompt (what the chat template inserts there).
-
-        Args:
-            chat: The messages before the action.
-            reply: The env's reply.
-            last_token: The action's last token: when it closed the turn (the end-of-turn marker
-                the template's text starts with, or the one it ends a chat's last turn with,
-                gpt-oss's ``<|return|>`` for the history's ``<|end|>``), no close is added.
-        """
-        policy = self.policy
-        suffix = turn_suffix(policy.render_chat, chat, reply, policy.template_name)
-        return policy.after_action(policy.encode_text(suffix), last_token)

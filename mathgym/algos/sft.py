@@ -25,7 +25,7 @@ import gymnasium as gym
 import torch
 
 from mathgym.agents.chat import REASONING_FIELDS, turn_suffix
-from mathgym.agents.policy import LLMPolicy
+from mathgym.agents.chat_format import ChatFormat
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.configs import SFTConfig
 from mathgym.algos.trainer import Trainer
@@ -55,39 +55,40 @@ def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return -(logprobs * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def encode_demonstration(policy: LLMPolicy, messages: Chat, env_id: str = "", group_id: int = 0) -> Episode:
-    """Tokens of a chat, built as a rollout builds an episode: the prompt up to the first assistant
-    turn; each assistant content as the model writes it (with the head the template gives a
-    closing turn, gpt-oss's channel header, Qwen3's think block; :meth:`LLMPolicy.answer_ids`)
+def encode_demonstration(chat: ChatFormat, messages: Chat, env_id: str = "", group_id: int = 0) -> Episode:
+    """Tokens of a chat in the chat format ``chat`` (a policy's ``policy.chat``), built as a rollout
+    builds an episode: the prompt up to the first assistant turn; each assistant content as the
+    model writes it (with the head the template gives a closing turn, gpt-oss's channel header,
+    Qwen3's think block; :meth:`ChatFormat.answer_ids <mathgym.agents.chat_format.ChatFormat.answer_ids>`)
     and the template's end-of-turn token as action tokens; between them the text the template
     inserts after a turn (:func:`~mathgym.agents.chat.turn_suffix`)."""
     ep = Episode(env_id, "", group_id)
-    eot_id = policy.end_of_turn_id
-    closes = bool(policy.tokenizer.eos_token)  # a tokenizer without EOS: turns end with no token of their own
+    eot_id = chat.end_of_turn_id
+    closes = bool(chat.tokenizer.eos_token)  # a tokenizer without EOS: turns end with no token of their own
     rendered: dict[tuple[str, bool], str] = {}
 
-    def render(chat: Sequence[dict[str, str]], add_generation_prompt: bool) -> str:
-        """The policy's rendering, once per chat: a turn's longer chat is the next turn's history."""
-        key = (json.dumps(list(chat), sort_keys=True), add_generation_prompt)
+    def render(history: Sequence[dict[str, str]], add_generation_prompt: bool) -> str:
+        """The template's rendering, once per chat: a turn's longer chat is the next turn's history."""
+        key = (json.dumps(list(history), sort_keys=True), add_generation_prompt)
         if key not in rendered:
-            rendered[key] = policy.render_chat(chat, add_generation_prompt)
+            rendered[key] = chat.render(history, add_generation_prompt)
         return rendered[key]
 
     turns = [j for j, message in enumerate(messages) if message["role"] == "assistant"]
     if not turns:
         raise DatasetError("A demonstration has no assistant message to learn.")
-    ep.extend(policy.encode_text(policy.render_chat(messages[: turns[0]], add_generation_prompt=True)))
+    ep.extend(chat.encode(chat.render(messages[: turns[0]], add_generation_prompt=True)))
     for n, j in enumerate(turns):
         if n:
             last = turns[n - 1]
             try:
-                between = turn_suffix(render, messages[:last], "", policy.template_name, following=messages[last + 1 : j])
+                between = turn_suffix(render, messages[:last], "", chat.template_name, following=messages[last + 1 : j])
             except ConfigError as err:
                 raise DatasetError(f"cannot build token-faithful demonstrations: {err}") from None
-            ids = policy.encode_text(between)
-            ep.extend(policy.after_action(ids, eot_id) if closes else ids)  # the action's last token closed the turn
+            ids = chat.encode(between)
+            ep.extend(chat.after_action(ids, eot_id) if closes else ids)  # the action's last token closed the turn
         content = messages[j]["content"]
-        action = policy.answer_ids(messages[:j], messages[j], render)
+        action = chat.answer_ids(messages[:j], messages[j], render)
         if not closes:  # a tokenizer without EOS: turns end with no token of their own
             action = action[:-1]
         ep.extend(action, action_step=n, logprobs=[0.0] * len(action))
@@ -265,7 +266,7 @@ class SFTTrainer(Trainer):
     def setup(self) -> None:
         cfg = self.config
         chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, self.env_kwargs, cfg.num_demonstrations, cfg.seed)
-        demos = [encode_demonstration(self.policy, c, cfg.env, i) for i, c in enumerate(chats)]
+        demos = [encode_demonstration(self.policy.chat, c, cfg.env, i) for i, c in enumerate(chats)]
         self.use_demonstrations(keep_last_tokens(demos, cfg.max_length) if cfg.max_length else demos)
 
     def use_demonstrations(self, demos: Sequence[Episode]) -> None:
@@ -323,6 +324,6 @@ def keep_last_tokens(demos: Sequence[Episode], max_length: int) -> list[Episode]
     return kept
 
 
-def demonstrations_batch(policy: LLMPolicy, chats: Sequence[Chat]) -> RolloutBatch:
-    """Collate chats into a batch whose action mask covers the assistant tokens."""
-    return RolloutBatch.from_episodes([encode_demonstration(policy, c, group_id=i) for i, c in enumerate(chats)], policy.pad_token_id)
+def demonstrations_batch(chat: ChatFormat, chats: Sequence[Chat]) -> RolloutBatch:
+    """Collate chats, in the chat format ``chat``, into a batch whose action mask covers the assistant tokens."""
+    return RolloutBatch.from_episodes([encode_demonstration(chat, c, group_id=i) for i, c in enumerate(chats)], chat.pad_token_id)

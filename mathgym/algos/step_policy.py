@@ -135,10 +135,10 @@ class PolicyStepWriter:
         prompts = []
         for task, prefix in zip(tasks, prefixes):
             chat, opening = self.steps.chat(task, prefix)
-            ids = self.policy.encode_chat(chat) + (self.policy.encode_text(opening) if opening else [])
+            ids = self.policy.chat.prompt_ids(chat) + (self.policy.chat.encode(opening) if opening else [])
             prompts += [ids] * n
         params = SamplingParams(self.temperature, 1.0, self.max_new_tokens, stop)
-        texts = [self.policy.action_text(g.token_ids) for g in self.policy.generate(prompts, params, self.generator)]
+        texts = [self.policy.chat.action_text(g.token_ids) for g in self.policy.generate(prompts, params, self.generator)]
         return [texts[i * n : (i + 1) * n] for i in range(len(tasks))]
 
     def propose_steps(self, tasks: Sequence[StepTask], prefixes: Sequence[Sequence[str]], n: int) -> list[list[str]]:

@@ -667,7 +667,7 @@ class Trainer(UpdateLoop):
         self.policy.save_pretrained(path)
         eval_only = {k: v for k, v in self.eval_env_kwargs.items() if self.env_kwargs.get(k, object()) != v}
         write_model_settings(path, {
-            "env": cfg.env, "env_kwargs": self.env_kwargs, "eval_env_kwargs": eval_only, "chat_template_kwargs": self.policy.chat_template_kwargs,
+            "env": cfg.env, "env_kwargs": self.env_kwargs, "eval_env_kwargs": eval_only, "chat_template_kwargs": self.policy.chat.template_kwargs,
             "generation": {"max_new_tokens": cfg.max_new_tokens, "max_episode_tokens": cfg.max_episode_tokens, "max_turns": cfg.max_turns},
         })
         return Path(path)

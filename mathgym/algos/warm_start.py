@@ -29,7 +29,6 @@ from typing import Any
 
 import gymnasium as gym
 
-from mathgym.agents.chat import apply_template
 from mathgym.agents.settings import MODEL_SETTINGS_FILE, write_model_settings
 from mathgym.agents.tiny import TINY_MODEL, TINY_MODEL_VERSION, cache_dir, tiny_model_path
 from mathgym.algos.configs import SFTConfig, TrainConfig, resolved_env_kwargs
@@ -263,11 +262,11 @@ _OWNER_FILE = "owner"
 
 
 def chat_token_counter(model_path: str | Path) -> Callable[[Chat], int]:
-    """Tokens of a chat rendered with the chat template of the model at ``model_path``."""
-    from transformers import AutoTokenizer
+    """Tokens of a chat rendered whole by the chat format of the model at ``model_path``."""
+    from mathgym.agents.chat_format import ChatFormat
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    return lambda chat: len(tokenizer(apply_template(tokenizer, chat, tokenize=False), add_special_tokens=False).input_ids)
+    chat_format = ChatFormat.from_pretrained(model_path)
+    return lambda chat: len(chat_format.encode(chat_format.render(chat, add_generation_prompt=False)))
 
 
 def tiny_warm_start(

@@ -1,6 +1,6 @@
 """The env's reply as the chat-template text that follows an action, for OpenRLHF's agent (its
 ``environment_feedback``): shared by :mod:`mathgym.integrations.openrlhf`, which names it, and the
-agent classes of :mod:`mathgym.integrations._openrlhf_agent`. Imports torch only when called.
+agent classes of :mod:`mathgym.integrations._openrlhf_agent`. Needs transformers (a tokenizer), no model.
 """
 
 from __future__ import annotations
@@ -10,26 +10,21 @@ from typing import Any
 
 
 @lru_cache(maxsize=4)
-def _reply_policy(tokenizer_path: str) -> Any:
-    """A model-less :class:`LLMPolicy` (tokenizer and chat template only) for rendering env replies."""
-    import torch
+def _chat_format(tokenizer_path: str) -> Any:
+    """The :class:`~mathgym.agents.chat_format.ChatFormat` of the tokenizer at ``tokenizer_path``
+    (its chat template as it is: OpenRLHF renders the prompt with no template variables)."""
+    from mathgym.agents.chat_format import ChatFormat, load_tokenizer
 
-    from mathgym.agents.policy import LLMPolicy, load_tokenizer
-
-    return LLMPolicy(model=None, tokenizer=load_tokenizer(tokenizer_path), device=torch.device("cpu"))
+    return ChatFormat(load_tokenizer(tokenizer_path), name=tokenizer_path)
 
 
 def env_reply_text(tokenizer_path: str, chat: list[dict[str, str]], action: str, reply: str) -> str:
-    """The chat-template text that follows ``action``: mathgym's ``env_reply_tokens``, as text.
+    """The chat-template text that follows ``action``: the env turn mathgym's rollout collector
+    appends (:meth:`~mathgym.agents.chat_format.ChatFormat.env_turn_ids`), as text.
 
     The action is taken to end with the template's end-of-turn token: OpenRLHF generates
     again only after an action that stopped (one cut by the length budget ends the episode).
     """
-    from types import SimpleNamespace
-
-    from mathgym.algos.rollout import RolloutCollector
-
-    policy = _reply_policy(tokenizer_path)
-    collector = SimpleNamespace(policy=policy)  # env_reply_tokens reads only self.policy
-    tokens = RolloutCollector.env_reply_tokens(collector, chat, reply, last_token=policy.end_of_turn_id)  # type: ignore[arg-type]
-    return policy.tokenizer.decode(tokens, skip_special_tokens=False)
+    chat_format = _chat_format(tokenizer_path)
+    tokens = chat_format.env_turn_ids(chat, reply, last_token=chat_format.end_of_turn_id)
+    return chat_format.decode(tokens, skip_special_tokens=False)

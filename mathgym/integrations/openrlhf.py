@@ -10,7 +10,8 @@ and ``tokenizer``: the model path, whose chat template renders the env's replies
 :func:`openrlhf_rows` writes such rows. ``step`` returns the env's reward, the episode's
 return as ``scores``, and ``environment_feedback``: the env's reply as the chat-template
 text that follows the action (end of the assistant turn, a user turn, the next generation
-prompt), computed by mathgym's rollout collector.
+prompt), written by the chat format of the row's tokenizer as mathgym's rollout collector writes it
+(:class:`~mathgym.agents.chat_format.ChatFormat`; no model is loaded).
 
 Single-turn math (``--reward.remote_url`` pointing at this file): :func:`reward_func`.
 """
