@@ -33,6 +33,10 @@ REASONING_GYM_SAMPLE = (
     "ReasoningGym/family_relationships-v0", "ReasoningGym/syllogism-v0", "ReasoningGym/coin_flip-v0",
 )
 REASONING_GYM_PREFIX = "ReasoningGym/"
+#: The TextArena/<game>-v0 ids in every contract run (the rest share their class): a board game and an
+#: imperfect-information one; tests/test_two_player.py builds every listed id.
+TEXTARENA_SAMPLE = ("TextArena/TicTacToe-v0", "TextArena/KuhnPoker-v0")
+TEXTARENA_PREFIX = "TextArena/"
 
 #: Envs with an optional dependency. CI installs every one (the ``dev`` extra), so a missing one
 #: is an error there; a local run may set MATHGYM_ALLOW_MISSING_OPTIONAL=1 to leave those envs out.
@@ -55,14 +59,17 @@ def contract_kwargs(env_id: str) -> dict:
 
 
 def contract_env_ids() -> list[str]:
-    """Every registered env (of the ReasoningGym/<task>-v0 ids, the sample); raises when an env's optional dependency is missing (unless allowed)."""
+    """Every registered env (of the ReasoningGym/<task>-v0 and TextArena/<game>-v0 ids, the samples); raises when an env's optional dependency is missing (unless allowed)."""
     ids = []
     allow_missing = os.environ.get("MATHGYM_ALLOW_MISSING_OPTIONAL", "") == "1"
     every_task = os.environ.get("MATHGYM_CONTRACT_ALL_REASONING_GYM", "") == "1"
     for env_id in mathgym.list_envs():
         if env_id.startswith(REASONING_GYM_PREFIX) and env_id not in REASONING_GYM_SAMPLE and not every_task:
             continue
+        if env_id.startswith(TEXTARENA_PREFIX) and env_id not in TEXTARENA_SAMPLE:
+            continue
         module = "reasoning_gym" if env_id.startswith(REASONING_GYM_PREFIX) else OPTIONAL_DEPENDENCY.get(env_id)
+        module = "textarena" if env_id.startswith(TEXTARENA_PREFIX) else module
         if module is not None and importlib.util.find_spec(module) is None:
             if allow_missing:
                 continue

@@ -39,6 +39,9 @@ class ChatOpponent(Protocol):
 
 
 Seat = int | Literal["alternate"]
+#: Deals tried before ``reset`` gives up when the opponent ends the game before the agent's first
+#: move (a random mover forfeiting a TextArena game); each redeal draws from ``np_random``.
+REDEALS = 10
 
 
 class VersusEnv(TextEnv):
@@ -97,10 +100,13 @@ class VersusEnv(TextEnv):
     def _sample_task(self, options: Mapping[str, Any]) -> Task:
         self.seat = self._next_seat()
         self._episodes += 1
-        self.game.reset(seed=int(self.np_random.integers(2**31)), options=dict(options))
-        last = self._opponent_moves()
-        if last is not None and self.game.finished:  # the opponent ended the game before the agent's first move
-            raise ConfigError(f"{self.game_id} ended before seat {self.seat} moved: {last.info['outcome'].reason}")
+        for _ in range(REDEALS):
+            self.game.reset(seed=int(self.np_random.integers(2**31)), options=dict(options))
+            last = self._opponent_moves()
+            if not self.game.finished:
+                break
+        else:  # the opponent ended every deal before the agent's first move (a random mover's forfeits)
+            raise ConfigError(f"{self.game_id} ended {REDEALS} times before seat {self.seat} moved: {last.info['outcome'].reason}")
         prompt = self.game.observe(self.seat)
         return Task(f"{self.game.task_id}-seat{self.seat}", prompt, "", {})
 
