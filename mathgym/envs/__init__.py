@@ -56,6 +56,8 @@ BUILTIN_ENVS: tuple[tuple[str, str, str, EnvFacts], ...] = (
      EnvFacts("qa", "single", licence="50 questions written for mathgym (Apache-2.0)")),
     ("MCPTools-v0", "mathgym.envs.mcp_tools:MCPToolsEnv", "Multi-turn math with tools from any MCP server (server= a stdio command or an http URL); \\boxed{} answer ends it; needs mathgym[mcp].",
      EnvFacts("math", "multi", (0, 1, 2, 3, 4), "difficulty", ("mcp",), f"{GENERATED}; GSM8K, MATH data sets (MIT)", "mcp")),
+    ("Terminal-v0", "mathgym.envs.terminal:TerminalEnv", "Multi-turn agentic: a terminal-bench or Harbor task directory in a container (podman or docker, no network), RepoRepair's commands; the task's tests grade.",
+     EnvFacts("swe", "multi", tools=("shell", "read", "write", "patch"), licence="sample tasks written for mathgym (Apache-2.0); tasks=DIR: theirs")),
 )
 
 

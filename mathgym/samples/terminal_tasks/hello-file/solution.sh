@@ -1,0 +1,2 @@
+#!/bin/bash
+printf 'Hello, terminal!\n' > /app/greeting.txt
