@@ -75,9 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rootfs", type=Path, help="import this root file system instead of making one")
     parser.add_argument("--suite", default="bookworm", help="Debian suite for debootstrap")
     parser.add_argument("--mirror", default=DEFAULT_MIRROR, help="Debian package mirror")
+    parser.add_argument("--force", action="store_true", help="build it again when it is there already")
     args = parser.parse_args(argv)
     try:
         runtime = runtime_for_building()
+        if runtime.has_image(args.tag) and not args.force:
+            print(f"{args.tag} is there already (--force builds it again)")
+            return 0
         if args.rootfs is not None:
             import_rootfs(runtime, args.rootfs, args.tag)
         else:
