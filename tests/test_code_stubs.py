@@ -61,3 +61,20 @@ def test_a_program_printing_the_most_common_answer_earns_nothing(tmp_path):
         assert info["passed"] == 3 and reward == pytest.approx(0.5) and info["status"] == "partial"
     finally:
         env.close()
+
+
+def test_the_code_reward_worker_pays_nothing_for_a_stub_either():
+    """``CodeTestsReward(partial_credit=True)`` (a TRL / verl reward) reads the floor from the
+    functions the program defines: a constant earns 0, real work its share beyond the floor."""
+    from mathgym.rewards import CodeTestsReward
+    from mathgym.rewards.sandbox import TestCase
+
+    tests = [TestCase(f"t{n}", "assert", f"assert is_even({n}) == {n % 2 == 0}") for n in (1, 3, 2, 4, 6)]
+    worker = CodeTestsReward(partial_credit=True)
+    for returned in ("True", "False"):  # True passes 3 (2, 4, 6): the floor
+        stub = worker.score(f"```python\ndef is_even(n):\n    return {returned}\n```", tests)
+        assert (stub.score, stub.status, stub.details["stub_passed"]) == (0.0, "wrong", 3), returned
+    partial = worker.score("```python\ndef is_even(n):\n    return n in (2, 4)\n```", tests)  # 4 of 5: 1 beyond the floor of 2
+    assert (partial.details["passed"], partial.score, partial.status) == (4, 0.5, "partial")
+    right = worker.score("```python\ndef is_even(n):\n    return n % 2 == 0\n```", tests)
+    assert (right.score, right.status) == (1.0, "correct")

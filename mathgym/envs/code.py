@@ -21,8 +21,7 @@ from mathgym.envs.code_tasks import CodeTask, load_tasks, syntax_error
 from mathgym.envs.data import data_files
 from mathgym.errors import ConfigError, DatasetError, require_option
 from mathgym.rewards.base import Status
-from mathgym.rewards.code import extract_code, tests_verdict
-from mathgym.rewards.no_op import credit_beyond
+from mathgym.rewards.code import extract_code, verdict_beyond_stubs
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 from mathgym.untrusted import clean_text
 
@@ -66,15 +65,14 @@ def grade(task: CodeTask, action: str, reward_mode: RewardMode, limits: Any = No
         "code": code,
         "sandbox": dict(result.details),
     }
-    reward, status = tests_verdict(result, partial_credit=reward_mode == "fraction")
-    if 0.0 < reward < 1.0:  # partial credit: only the tests a program that does nothing fails count
-        try:
-            info["stub_passed"] = stub_passes(task, limits, tuple(hidden_paths))
-        except StubRunError as err:
-            info["stub_error"] = str(err)
-            return Judgement(0.0, Status.SANDBOX_ERROR, True, reward_breakdown={"tests": 0.0}, info=info)
-        reward = credit_beyond(result.passed, result.total, info["stub_passed"])
-        status = status if reward > 0.0 or status is Status.TIMEOUT else Status.WRONG
+    try:  # partial credit: only the tests a program that does nothing fails count
+        reward, status, floor = verdict_beyond_stubs(result, reward_mode == "fraction",
+                                                     lambda: stub_passes(task, limits, tuple(hidden_paths)))
+    except StubRunError as err:
+        info["stub_error"] = str(err)
+        return Judgement(0.0, Status.SANDBOX_ERROR, True, reward_breakdown={"tests": 0.0}, info=info)
+    if floor is not None:
+        info["stub_passed"] = floor
     correct = status is Status.CORRECT
     return Judgement(reward, status, True, reward_breakdown={"tests": reward}, correct=correct, info=info)
 

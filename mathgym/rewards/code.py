@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import RewardResult, Status
+from mathgym.rewards.code_stubs import StubRunError, defined_functions, stub_floor
 from mathgym.rewards.extract import answer_after_thinking, fenced_blocks
+from mathgym.rewards.no_op import credit_beyond
 from mathgym.rewards.sandbox import CodeSandbox, ExecutionResult, SandboxLimits, TestCase, default_sandbox
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
@@ -75,17 +77,39 @@ def tests_verdict(result: ExecutionResult, partial_credit: bool) -> tuple[float,
     return (fraction if partial_credit else 0.0), status
 
 
+def verdict_beyond_stubs(result: ExecutionResult, partial_credit: bool, floor: Callable[[], int]) -> tuple[float, Status, int | None]:
+    """:func:`tests_verdict`, with partial credit counted beyond what doing nothing passes.
+
+    Where a run earns partial credit, ``floor()`` is the most tests a trivial program passes
+    (:mod:`mathgym.rewards.code_stubs`), and the score is the share of the way from there to every
+    test (:func:`~mathgym.rewards.no_op.credit_beyond`): a trivial program earns 0. Returns the
+    score, the status and the floor (``None`` where none was needed).
+
+    Raises:
+        StubRunError: The sandbox could not run a trivial program (an infrastructure failure).
+    """
+    score, status = tests_verdict(result, partial_credit)
+    if not 0.0 < score < 1.0:
+        return score, status, None
+    passed_floor = floor()
+    score = credit_beyond(result.passed, result.total, passed_floor)
+    return score, (status if score > 0.0 or status is Status.TIMEOUT else Status.WRONG), passed_floor
+
+
 @dataclass
 class CodeTestsReward:
     """Scores a completion by running its code against the sample's tests.
 
     The reference of each sample is a sequence of :class:`TestCase`. Score 1.0 when every
-    test passes (or the share passed with ``partial_credit``); ``sandbox_error`` results
+    test passes; with ``partial_credit``, the share of the tests passed beyond what a trivial
+    program passes (stubs of the functions the program defines, or a fixed-output program:
+    :func:`verdict_beyond_stubs`), so doing nothing earns 0. ``sandbox_error`` results
     are infrastructure failures, never a model failure.
 
     Args:
         limits: Sandbox limits (default: the sandbox's own).
-        partial_credit: Score the share of tests passed instead of all-or-nothing.
+        partial_credit: Score the share of tests passed beyond what doing nothing passes,
+            instead of all-or-nothing.
         sandbox: A sandbox to use; default: the process-wide :func:`default_sandbox`
             (looked up at call time, so the worker pickles).
         parallel: Samples of a batch run at once (threads waiting on warm workers).
@@ -118,8 +142,14 @@ class CodeTestsReward:
         if not code.strip():
             return RewardResult(0.0, Status.UNPARSEABLE, {"reason": "no code found"})
         result = (self.sandbox or default_sandbox()).run_tests(code, reference, limits=self.limits)
-        score, status = tests_verdict(result, self.partial_credit)
         details = {"passed": result.passed, "total": result.total, "tests": result.tests, **result.details}
+        try:
+            score, status, floor = verdict_beyond_stubs(
+                result, self.partial_credit, lambda: stub_floor(defined_functions(code), tuple(reference), self.limits))
+        except StubRunError as err:
+            return RewardResult(0.0, Status.SANDBOX_ERROR, {**details, "stub_error": str(err)})
+        if floor is not None:
+            details["stub_passed"] = floor
         return RewardResult(score, status, details)
 
     def score_batch(self, completions: Sequence[str], references: Sequence[Sequence[TestCase]]) -> list[RewardResult]:
