@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -132,22 +132,6 @@ def matches(facts: EnvFacts | None, wanted: EnvFilter) -> bool:
     return all(checks)
 
 
-def facts_of(env_id: str) -> EnvFacts | None:
-    """The facts env ``env_id`` declares: its registration's, else its class's ``catalogue_facts``; ``None`` if neither."""
-    import gymnasium as gym  # noqa: PLC0415
-
-    from mathgym.registry import catalogue_entry, load_entry_point  # noqa: PLC0415
-
-    entry = catalogue_entry(env_id)
-    if entry is not None and entry.facts is not None:
-        return entry.facts
-    try:
-        declared = getattr(load_entry_point(gym.spec(env_id).entry_point), "catalogue_facts", None)
-    except Exception:  # noqa: BLE001 - a broken plugin must not break the catalogue
-        return None
-    return declared if isinstance(declared, EnvFacts) else None
-
-
 def expected_scores(results_dir: Path | None = None) -> dict[str, ExpectedScores]:
     """Env id → the scores recorded for it in ``results_dir`` (default: this checkout's
     ``benchmarks/results``; ``{}`` where there are no records, as in an installed wheel)."""
@@ -184,26 +168,6 @@ def _record(path: Path) -> dict[str, Any]:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def catalogue_rows(results_dir: Path | None = None, wanted: EnvFilter = EnvFilter(), own_only: bool = False) -> list[dict[str, Any]]:
-    """One row per registered env passing ``wanted``: id, description, source, facts (``None``:
-    undeclared) and expected scores. ``own_only`` leaves out the plugins' envs."""
-    from mathgym.registry import env_sources, list_envs  # noqa: PLC0415
-
-    sources, scores = env_sources(), expected_scores(results_dir)
-    rows = []
-    for env_id, description in list_envs().items():
-        facts = facts_of(env_id)
-        if (own_only and sources[env_id] != "mathgym") or not matches(facts, wanted):
-            continue
-        score = scores.get(env_id, ExpectedScores())
-        rows.append({
-            "id": env_id, "description": description, "source": sources[env_id],
-            "facts": None if facts is None else {**asdict(facts), "levels": list(facts.levels), "tools": list(facts.tools)},
-            "scores": asdict(score),
-        })
-    return rows
 
 
 def score_text(value: float | None) -> str:

@@ -29,7 +29,8 @@ _ESCAPE_SEQUENCE = re.compile(r"\x1b(\[[0-9;]*[A-Za-z~]|O[A-Za-z])")
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from mathgym.catalogue import FACT_COLUMNS, EnvFilter, catalogue_rows, fact_cells
+    from mathgym.catalogue import FACT_COLUMNS, EnvFilter, fact_cells
+    from mathgym.catalogue_page import catalogue_rows
 
     wanted = EnvFilter(domain=args.domain, multi_turn=args.multi_turn, tools=args.tools, extra=args.extra, levels=args.levels or None)
     rows = catalogue_rows(wanted=wanted)
@@ -62,20 +63,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 def _catalogue_listing(env_id: str) -> str | None:
     """Extra lines an env class offers for the catalogue (``catalogue_listing()``, e.g. its tasks)."""
-    import importlib
+    from mathgym.catalogue_page import listing_of
 
-    import gymnasium as gym
-
-    entry = gym.spec(env_id).entry_point
-    try:
-        if isinstance(entry, str):
-            module, _, name = entry.partition(":")
-            entry = getattr(importlib.import_module(module), name)
-        listing = getattr(entry, "catalogue_listing", None)
-        text = listing() if callable(listing) else None
-        return None if text is None else str(text)
-    except Exception:  # a broken plugin must not break the catalogue
-        return None
+    return listing_of(env_id)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

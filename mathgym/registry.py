@@ -11,15 +11,13 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 
 from mathgym.errors import ConfigError, UnknownEnvError
+from mathgym.catalogue import EnvFacts
 from mathgym.options import check_mapping_keys
-
-if TYPE_CHECKING:
-    from mathgym.catalogue import EnvFacts
 
 PLUGIN_GROUP = "mathgym.envs"
 

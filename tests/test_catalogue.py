@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import mathgym
-from mathgym.catalogue import EnvFacts, EnvFilter, expected_scores, facts_of, matches
+from mathgym.catalogue import EnvFacts, EnvFilter, expected_scores, matches
+from mathgym.catalogue_page import facts_of
 from mathgym.cli import main
 from mathgym.errors import ConfigError
 from mathgym.registry import _CATALOGUE, env_sources, register_env
