@@ -25,12 +25,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mathgym.agents.policy import LLMPolicy  # noqa: E402
-from mathgym.agents.sampling import Generation  # noqa: E402
+from mathgym.agents.sampling import Generation, SamplingParams  # noqa: E402
 from mathgym.algos.preferences import PreferencePair, pair_episodes  # noqa: E402
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings  # noqa: E402
 from mathgym.algos.sft import encode_demonstration  # noqa: E402
-from mathgym.integrations._env_reply import env_reply_text  # noqa: E402
-from mathgym.agents.policy import SamplingParams  # noqa: E402
+from mathgym.integrations.openrlhf import env_reply_text  # noqa: E402
 from tests.chat_fixtures import build_chat_model  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "data" / "chat_format_ids.json"

@@ -11,6 +11,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "ChatFormat": "mathgym.agents.chat_format",
     "Generation": "mathgym.agents.sampling",
     "LLMPolicy": "mathgym.agents.policy",
     "LocalJudge": "mathgym.agents.local_judge",
