@@ -69,21 +69,29 @@ def whole_batch_trainer_class() -> type:
     """A GRPO trainer whose ranks sample the whole batch identically and keep their share."""
     import torch
 
+    from mathgym.agents.policy import SamplingParams
     from mathgym.algos.grpo import GRPOTrainer
     from mathgym.algos.rollout import RolloutCollector, RolloutSettings
     from mathgym.algos.configs import resolved_env_kwargs
 
     class WholeBatchGRPO(GRPOTrainer):
-        def make_batch(self, step: int):  # noqa: ANN201 - a RolloutBatch
-            cfg = self.config
-            settings = RolloutSettings(cfg.group_size, self.sampling, cfg.max_episode_tokens)
-            collector = RolloutCollector(cfg.env, resolved_env_kwargs(cfg), self.policy, cfg.num_tasks, settings)
-            try:
-                full = collector.collect(self.task_seeds(step), torch.Generator().manual_seed(1000 + step))
-            finally:
-                collector.close()
-            mine = set(self.dist.shard(range(cfg.num_tasks)))  # the same split as Trainer.make_batch's
-            return full.select([i for i, g in enumerate(full.group_ids.tolist()) if g in mine])
+        def build_source(self):  # noqa: ANN202 - a RolloutSource whose batches are slices of the whole batch
+            source = super().build_source()
+
+            def make_batch(step: int):  # noqa: ANN202 - (RolloutBatch, stats)
+                cfg = self.config
+                sampling = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_new_tokens)
+                settings = RolloutSettings(cfg.group_size, sampling, cfg.max_episode_tokens)
+                collector = RolloutCollector(cfg.env, resolved_env_kwargs(cfg), self.policy, cfg.num_tasks, settings)
+                try:
+                    full = collector.collect(source.task_seeds(step), torch.Generator().manual_seed(1000 + step))
+                finally:
+                    collector.close()
+                mine = set(self.dist.shard(range(cfg.num_tasks)))  # the same split as RolloutSource.make_batch's
+                return full.select([i for i, g in enumerate(full.group_ids.tolist()) if g in mine]), {}
+
+            source.make_batch = make_batch
+            return source
 
     return WholeBatchGRPO
 

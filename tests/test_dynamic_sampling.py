@@ -111,12 +111,19 @@ def model_path(tmp_path_factory) -> Path:
 
 
 class Recorder(GRPOTrainer):
-    """Keeps the batches it trained on."""
+    """Keeps the batches it trained on: its batch source's, as they come (in the sampling thread under overlap)."""
 
-    def make_batch(self, step):
-        batch = super().make_batch(step)
-        self.batches = [*getattr(self, "batches", []), batch]
-        return batch
+    def build_source(self):
+        source = super().build_source()
+        make = source.make_batch
+
+        def recording(step):
+            batch, stats = make(step)
+            self.batches = [*getattr(self, "batches", []), batch]
+            return batch, stats
+
+        source.make_batch = recording
+        return source
 
 
 def run(model_path: Path, run_dir: Path, **options) -> Recorder:

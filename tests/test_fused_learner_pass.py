@@ -41,7 +41,7 @@ def step_on(trainer: GRPOTrainer, separate: bool) -> tuple[dict[str, float], lis
     score = trainer.score_learner
     trainer.score_learner = lambda b: passes.append(int(len(trainer.learner_rows(b)))) or score(b)
     metrics = trainer.train_step()
-    return metrics, [p.detach().clone() for p in trainer._params()], passes
+    return metrics, [p.detach().clone() for p in trainer.loop.params()], passes
 
 
 def test_the_fused_update_equals_the_separate_pass_and_measures_the_trained_rows(model_path, tmp_path):
@@ -71,13 +71,13 @@ def one_trainer(model_path, tmp_path_factory):
     dict(num_iterations=2), dict(beta=0.1, kl_mode="reward"), dict(mismatch_correction="tis"), dict(off_policy_steps=1),
 ])
 def test_what_reads_the_learner_before_the_update_keeps_the_separate_pass(one_trainer, options):
-    batch, config = episodes_batch(one_trainer.policy), one_trainer.config
+    batch, config = episodes_batch(one_trainer.policy), one_trainer.algorithm.config
     assert not one_trainer.learner_pass_needed(batch)
-    one_trainer.config = dataclasses.replace(config, **options)
+    one_trainer.algorithm.config = dataclasses.replace(config, **options)  # the algorithm reads its own, built once
     try:
         assert one_trainer.learner_pass_needed(batch)
     finally:
-        one_trainer.config = config
+        one_trainer.algorithm.config = config
 
 
 def test_active_dropout_keeps_the_separate_pass(one_trainer):

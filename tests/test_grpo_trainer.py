@@ -41,16 +41,28 @@ def _batch(policy: LLMPolicy, n: int = 8, seed: int = 0) -> RolloutBatch:
     return batch
 
 
-class _GradRecorder(GRPOTrainer):
-    """Keeps the gradients it steps with and the lengths of the rows of each micro-batch."""
+class _GradRecorder:
+    """A GRPO trainer whose update loop keeps the gradients it steps with (``grads``) and whose
+    algorithm the lengths of the rows of each micro-batch (``seen``)."""
 
-    def optimizer_step(self) -> float:
-        self.grads = [p.grad.detach().clone() for p in self.policy.trainable_parameters()]
-        return super().optimizer_step()
+    def __init__(self, config, run_dir, policy):
+        self.trainer = GRPOTrainer(config, run_dir=run_dir, policy=policy)
+        self.grads, self.seen = [], []
+        loop, algorithm = self.trainer.loop, self.trainer.algorithm
+        step, loss = loop.optimizer_step, algorithm.loss
 
-    def loss(self, batch, items, step):
-        self.seen = [*getattr(self, "seen", []), batch.attention_mask[items].sum(-1).tolist()]
-        return super().loss(batch, items, step)
+        def optimizer_step() -> float:
+            self.grads = [p.grad.detach().clone() for p in policy.trainable_parameters()]
+            return step()
+
+        def recording_loss(batch, items, optimizer_step):
+            self.seen.append(batch.attention_mask[items].sum(-1).tolist())
+            return loss(batch, items, optimizer_step)
+
+        loop.optimizer_step, algorithm.loss = optimizer_step, recording_loss
+
+    def __getattr__(self, name):
+        return getattr(self.trainer, name)
 
 
 def _one_update(model_path, run_dir, **options) -> tuple[list, list, list]:

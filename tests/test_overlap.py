@@ -45,10 +45,17 @@ def model_path(tmp_path_factory) -> Path:
 class Recorder(GRPOTrainer):
     """Keeps the batches it sampled (in the sampling thread under overlap)."""
 
-    def make_batch(self, step):
-        batch = super().make_batch(step)
-        self.batches = [*getattr(self, "batches", []), batch]
-        return batch
+    def build_source(self):
+        source = super().build_source()
+        make = source.make_batch
+
+        def recording(step):
+            batch, stats = make(step)
+            self.batches = [*getattr(self, "batches", []), batch]
+            return batch, stats
+
+        source.make_batch = recording
+        return source
 
 
 def overlap_trainer(model_path: Path, run_dir: Path, **overrides) -> Recorder:
@@ -143,10 +150,17 @@ def test_off_policy_steps_is_checked(model_path, tmp_path, monkeypatch):
 
 def test_an_error_in_the_sampling_thread_reaches_the_training_loop(model_path, tmp_path):
     class Failing(Recorder):
-        def make_batch(self, step):
-            if step == 2:
-                raise Killed
-            return super().make_batch(step)
+        def build_source(self):
+            source = super().build_source()
+            make = source.make_batch
+
+            def failing(step):
+                if step == 2:
+                    raise Killed
+                return make(step)
+
+            source.make_batch = failing
+            return source
 
     trainer = Failing(GRPOConfig(**{**OVERLAP, "save_every": 0}, model=str(model_path), run_dir=str(tmp_path)))
     with pytest.raises(Killed):

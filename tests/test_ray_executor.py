@@ -143,12 +143,19 @@ def _killing_generate(policy, executor, at_call):
 
 
 class _Recorder(GRPOTrainer):
-    """Keeps each step's batch (token ids, statuses, loss mask)."""
+    """Keeps each step's batch (token ids, statuses, loss mask): its batch source's, as they come (in the sampling thread under overlap)."""
 
-    def make_batch(self, step):
-        batch = super().make_batch(step)
-        self.__dict__.setdefault("batches", []).append(batch)
-        return batch
+    def build_source(self):
+        source = super().build_source()
+        make = source.make_batch
+
+        def recording(step):
+            batch, stats = make(step)
+            self.__dict__.setdefault("batches", []).append(batch)
+            return batch, stats
+
+        source.make_batch = recording
+        return source
 
 
 def _config(model_path, env, env_kwargs, executor, **extra):

@@ -67,17 +67,17 @@ def make(algo: str, model_path, run_dir, demos, **overrides):
 
 
 class GradientRecorder:
-    """Wraps a trainer's optimizer step to keep the gradients it steps with."""
+    """Wraps a trainer's optimizer step (its update loop's) to keep the gradients it steps with."""
 
     def __init__(self, trainer):
         self.grads: list[list[torch.Tensor]] = []
-        step = trainer.optimizer_step
+        step = trainer.loop.optimizer_step
 
         def recording_step() -> float:
-            self.grads.append([p.grad.detach().clone() for p in trainer._params()])
+            self.grads.append([p.grad.detach().clone() for p in trainer.loop.params()])
             return step()
 
-        trainer.optimizer_step = recording_step
+        trainer.loop.optimizer_step = recording_step
 
 
 def batch_for(trainer) -> RolloutBatch:
@@ -94,10 +94,10 @@ def test_micro_batches_times_accumulation_give_the_same_update(algo, model_path,
     for accum in (1, 4):
         trainer = make(algo, model_path, tmp_path / f"accum{accum}", demos, grad_accum_steps=accum)
         recorder = GradientRecorder(trainer)
-        before = [p.detach().clone() for p in trainer._params()]
+        before = [p.detach().clone() for p in trainer.loop.params()]
         for _ in range(2):
             stats = trainer.update(batch_for(trainer))
-        params[accum], grads[accum] = [p.detach().clone() for p in trainer._params()], recorder.grads
+        params[accum], grads[accum] = [p.detach().clone() for p in trainer.loop.params()], recorder.grads
         assert stats["loss/updates"] >= 1 and stats["loss/grad_norm"] > 0
         assert any(not torch.equal(a, b) for a, b in zip(before, params[accum]))  # it trained
     assert len(grads[1]) == len(grads[4]) >= 2
@@ -125,10 +125,10 @@ def test_a_batch_without_pairs_takes_no_optimizer_step_but_keeps_the_schedule(mo
     trainer = make("dpo", model_path, tmp_path / "run", demos, steps=4, lr_schedule="linear")
     batch = episodes_batch(trainer.policy)
     batch.rewards = torch.zeros_like(batch.rewards)  # nothing to prefer
-    before = [p.detach().clone() for p in trainer._params()]
+    before = [p.detach().clone() for p in trainer.loop.params()]
     stats = trainer.update(batch)
     assert stats["loss/pairs"] == 0 and stats["loss/updates"] == 0
-    assert all(torch.equal(a, b) for a, b in zip(before, trainer._params()))
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.loop.params()))
     assert trainer.scheduler.last_epoch == 1
 
 

@@ -41,16 +41,17 @@ import torch
 from mathgym.agents.forward import logprobs_from_logits, shift_right
 from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.agents.tiny import TINY_MODEL
+from mathgym.algos.algorithm import Algorithm, RunParts
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.configs import DistillConfig, TrainConfig
 from mathgym.algos.distill_losses import TeacherTopK, distillation_loss, teacher_top_k, token_divergence
-from mathgym.algos.rollout import RolloutCollector, RolloutSettings
 from mathgym.algos.sft import Chat, encode_demonstration, read_chats
+from mathgym.algos.sources import BatchSource, RolloutSource
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan, micro_batches
 from mathgym.errors import ConfigError
 
-__all__ = ["DistillConfig", "DistillTrainer", "check_shared_vocabulary", "load_distill_rows", "load_teacher", "shared_vocab_width"]
+__all__ = ["Distill", "DistillConfig", "DistillRows", "DistillTrainer", "check_shared_vocabulary", "load_distill_rows", "load_teacher", "shared_vocab_width"]
 
 
 def check_shared_vocabulary(teacher: Any, student: Any, teacher_name: str = "teacher", student_name: str = "student") -> None:
@@ -115,45 +116,21 @@ def load_distill_rows(path: str | Path) -> list[Chat]:
     return [chat for _, chat in read_chats(path, "distillation data", prompts=True)]
 
 
-class DistillTrainer(Trainer):
-    """Off-policy distillation in the shared loop (see :class:`DistillConfig` and the module docstring)."""
+class DistillRows(BatchSource):
+    """Distillation's batches from JSONL rows: ``num_tasks`` rows a step (this rank's share), each a
+    response as given or ``group_size`` samples of the teacher, in the student's chat format."""
 
-    algo_name = "distill"
-    progress_metric = "loss/divergence"
-    config: DistillConfig
-    data_parallel = True  # each rank distils its share of the prompts; the loss is normalised by every rank's tokens
-    summed_stats = ("loss/distill", "loss/ce", "loss/divergence")
+    def __init__(self, rows: list[Chat], config: DistillConfig, dist: Any, policy: LLMPolicy, teacher: LLMPolicy,
+                 generator: torch.Generator):
+        super().__init__()
+        self.rows, self.config, self.dist, self.policy, self.teacher, self.generator = rows, config, dist, policy, teacher, generator
+        self.order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(config.seed)).tolist()
 
-    def setup(self) -> None:
-        cfg = self.config
-        self.teacher = self.load_teacher()
-        self.vocab_width = shared_vocab_width(self.teacher, self.policy)
-        self.rows = load_distill_rows(cfg.data) if cfg.data else []
-        self.order = torch.randperm(len(self.rows), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
-
-    def load_teacher(self) -> LLMPolicy:
-        """The frozen teacher on the student's device (see :func:`load_teacher`)."""
-        return load_teacher(self.config.teacher, self.config, self.policy)
-
-    # -- data: the teacher writes the responses ------------------------------------------------------
-
-    @property
-    def collector(self) -> RolloutCollector:
-        """Rollouts of the teacher on the env."""
-        if None not in self._collectors:  # the trainer's collectors, keyed by curriculum level (none here)
-            cfg = self.config
-            settings = RolloutSettings(cfg.group_size, self.sampling, cfg.max_episode_tokens, cfg.max_turns or None, cfg.vectorization_mode)
-            num_tasks = cfg.num_tasks // self.dist.world_size  # this rank's share (see Trainer.make_batch)
-            self._collectors[None] = RolloutCollector(cfg.env, self.env_kwargs, self.teacher, num_tasks, settings, self.make_envs)
-        return self._collectors[None]
-
-    def make_batch(self, step: int) -> RolloutBatch:
-        """The teacher's rollouts on the env's tasks of ``step``, or the JSONL rows of ``step``."""
-        if not self.rows:
-            return super().make_batch(step)
+    def make_batch(self, step: int) -> tuple[RolloutBatch, dict[str, float]]:
+        """The JSONL rows of ``step``."""
         n = self.config.num_tasks
         picks = self.dist.shard([self.order[(step * n + i) % len(self.order)] for i in range(n)])  # this rank's rows
-        return RolloutBatch.from_episodes(self.row_episodes(picks), self.policy.pad_token_id)
+        return RolloutBatch.from_episodes(self.row_episodes(picks), self.policy.pad_token_id), {}
 
     def row_episodes(self, picks: Sequence[int]) -> list[Episode]:
         """Episodes of JSONL rows: responses as given, or ``group_size`` samples of the teacher per prompt."""
@@ -176,6 +153,18 @@ class DistillTrainer(Trainer):
                 ep.truncated_tokens = gen.finish_reason == "length"
                 episodes.append(ep)
         return episodes
+
+
+class Distill(Algorithm):
+    """Off-policy distillation's plan (the teacher's top-k, once per batch) and loss (see the module docstring)."""
+
+    name = "distill"
+    config: DistillConfig
+
+    def __init__(self, parts: RunParts):
+        super().__init__(parts)
+        self.teacher = load_teacher(self.config.teacher, self.config, self.policy)  # frozen, on the student's device
+        self.vocab_width = shared_vocab_width(self.teacher, self.policy)
 
     def learner_rows(self, batch: RolloutBatch) -> torch.Tensor:
         """None: the responses are the teacher's, so a sampler/learner mismatch would measure the two models."""
@@ -240,3 +229,22 @@ class DistillTrainer(Trainer):
             self.policy.model.train(was_training)
         mask = batch.loss_mask()
         return float((divergence * mask).sum() / mask.sum().clamp(min=1.0))
+
+
+class DistillTrainer(Trainer):
+    """Off-policy distillation in the shared step (see :class:`DistillConfig` and the module docstring):
+    the teacher's rollouts on the env or :class:`DistillRows`, then :class:`Distill`."""
+
+    algo_name = "distill"
+    algorithm_class = Distill
+    progress_metric = "loss/divergence"
+    config: DistillConfig
+    data_parallel = True  # each rank distils its share of the prompts; the loss is normalised by every rank's tokens
+    summed_stats = ("loss/distill", "loss/ce", "loss/divergence")
+
+    def build_source(self) -> BatchSource:
+        """The teacher writes the responses: its rollouts on the env's tasks, or the JSONL rows."""
+        cfg, teacher = self.config, self.algorithm.teacher
+        if cfg.data:
+            return DistillRows(load_distill_rows(cfg.data), cfg, self.dist, self.policy, teacher, self.generator)
+        return RolloutSource(cfg, self.dist, teacher, self.env_kwargs, ahead=bool(cfg.off_policy_steps))

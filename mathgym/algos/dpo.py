@@ -12,11 +12,13 @@ code path. The loss is :func:`~mathgym.algos.dpo_losses.preference_loss`.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 
 from mathgym.agents.forward import ReferencePolicy
+from mathgym.agents.policy import LLMPolicy
+from mathgym.algos.algorithm import Algorithm, RunParts
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.configs import DPOConfig
 from mathgym.algos.dpo_losses import preference_loss
@@ -27,11 +29,12 @@ from mathgym.algos.preferences import (
     pairs_batch,
     sequence_logprobs,
 )
+from mathgym.algos.sources import BatchSource
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan
 from mathgym.errors import ConfigError
 
-__all__ = ["DPOConfig", "DPOTrainer"]
+__all__ = ["DPO", "DPOConfig", "DPOTrainer", "PreferencePairs", "pair_indices"]
 
 
 class Pairs(NamedTuple):
@@ -52,14 +55,47 @@ def _check_precomputed(pairs: list[PreferencePair], path: str) -> None:
         )
 
 
-class DPOTrainer(Trainer):
-    """Offline or online DPO on the shared loop (see :class:`DPOConfig`)."""
+def pair_indices(num_pairs: int, per_step: int, seed: int, step: int) -> list[int]:
+    """The pairs of ``step``: consecutive slices of a per-epoch shuffle (a pure function of seed and step).
 
-    algo_name = "dpo"
+    Example:
+        >>> pair_indices(4, 3, 0, 0) + pair_indices(4, 3, 0, 1)  # every pair once per epoch, then a new shuffle
+        [0, 1, 3, 2, 1, 3]
+    """
+    out = []
+    for position in range(step * per_step, step * per_step + per_step):
+        epoch, offset = divmod(position, num_pairs)
+        order = torch.randperm(num_pairs, generator=torch.Generator().manual_seed(seed * 7919 + epoch))
+        out.append(int(order[offset]))
+    return out
+
+
+class PreferencePairs(BatchSource):
+    """Offline DPO's batches: ``pairs_per_step`` pairs of the file a step, each pair a group of two rows
+    (chosen, rejected) in the policy's chat format."""
+
+    def __init__(self, policy: LLMPolicy, pairs: list[PreferencePair], config: DPOConfig):
+        super().__init__()
+        self.policy, self.pairs, self.config = policy, pairs, config
+
+    def make_batch(self, step: int) -> tuple[RolloutBatch, dict[str, float]]:
+        picks = pair_indices(len(self.pairs), self.config.pairs_per_step, self.config.seed, step)
+        return pairs_batch(self.policy.chat, self.pairs, picks, self.config.max_length), {}
+
+    def metrics(self, batch: RolloutBatch) -> dict[str, float]:
+        """No ``rollout/`` metrics: those of fixed pairs say nothing about the policy."""
+        return {k: v for k, v in super().metrics(batch).items() if not k.startswith("rollout/")}
+
+
+class DPO(Algorithm):
+    """DPO's plan (each group's best and worst episode as a pair) and its preference loss."""
+
+    name = "dpo"
     items_are_rows = False  # a step's items are pairs, not rows of the batch
     config: DPOConfig
 
-    def setup(self) -> None:
+    def __init__(self, parts: RunParts):
+        super().__init__(parts)
         cfg = self.config
         self.pairs = load_preference_jsonl(cfg.preference_file) if cfg.preference_file else []
         self.eval_pairs = load_preference_jsonl(cfg.eval_preference_file) if cfg.eval_preference_file else []
@@ -74,23 +110,6 @@ class DPOTrainer(Trainer):
     @property
     def offline(self) -> bool:
         return bool(self.pairs)
-
-    # -- data --------------------------------------------------------------------------------
-
-    def pair_indices(self, step: int) -> list[int]:
-        """Pairs of ``step``: consecutive slices of a per-epoch shuffle (a pure function of seed and step)."""
-        n, k = len(self.pairs), self.config.pairs_per_step
-        out = []
-        for position in range(step * k, step * k + k):
-            epoch, offset = divmod(position, n)
-            order = torch.randperm(n, generator=torch.Generator().manual_seed(self.config.seed * 7919 + epoch))
-            out.append(int(order[offset]))
-        return out
-
-    def make_batch(self, step: int) -> RolloutBatch:
-        if self.offline:
-            return pairs_batch(self.policy.chat, self.pairs, self.pair_indices(step), self.config.max_length)
-        return super().make_batch(step)
 
     # -- the update -------------------------------------------------------------------------------
 
@@ -168,12 +187,22 @@ class DPOTrainer(Trainer):
             self.policy.model.train(was_training)
         return {"eval/preference_accuracy": accuracy / len(pairs), "eval/preference_margin": margin / len(pairs)}
 
-    def train_step(self) -> dict[str, Any]:
-        metrics = super().train_step()
-        if self.offline:  # rollout/ metrics of fixed pairs say nothing about the policy
-            metrics = {k: v for k, v in metrics.items() if not k.startswith("rollout/")}
+    def evaluation(self, step: int) -> dict[str, float]:
+        """The held-out pairs' accuracy and margin every ``eval_every`` steps and after the last."""
         cfg = self.config
-        last = self.step + 1 == cfg.steps
-        if self.eval_pairs and (last or (cfg.eval_every and (self.step + 1) % cfg.eval_every == 0)):
-            metrics.update(self.evaluate_preferences(self.eval_pairs))
-        return metrics
+        if self.eval_pairs and (step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)):
+            return self.evaluate_preferences(self.eval_pairs)
+        return {}
+
+
+class DPOTrainer(Trainer):
+    """Offline (:class:`PreferencePairs`) or online (rollouts) DPO in the shared step (see :class:`DPOConfig`)."""
+
+    algo_name = "dpo"
+    algorithm_class = DPO
+    config: DPOConfig
+
+    def build_source(self) -> BatchSource:
+        if self.algorithm.offline:
+            return PreferencePairs(self.policy, self.algorithm.pairs, self.config)
+        return super().build_source()

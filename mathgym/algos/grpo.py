@@ -1,19 +1,21 @@
 """GRPO: group-relative policy optimisation (Shao et al., 2024), with the variants that
 matter in practice: clip-higher (DAPO), Dr. GRPO aggregation, reward scaling choices.
 
-A GRPO step, top to bottom (the loop's mechanics are :class:`~mathgym.algos.trainer.Trainer`'s):
+A GRPO step, top to bottom (the step itself is :meth:`~mathgym.algos.trainer.Trainer.train_step`'s,
+the same for every algorithm; :class:`GRPO` is the algorithm):
 
-1. the rollouts of ``num_tasks`` tasks × ``group_size`` samples, and, where the update needs them
-   before its first gradient (:meth:`GRPOTrainer.learner_pass_needed`: several iterations, a KL
-   penalty in the reward, a mismatch correction, a stale batch, active dropout), the learner's
-   log-probs of them (:meth:`~mathgym.algos.trainer.Trainer.score_learner`); otherwise the loss
-   pass's own log-probs stand for them (the sampler/learner check is then taken on the rows trained on);
-2. :meth:`GRPOTrainer.plan`: advantages from the rewards of each group
+1. the rollouts of ``num_tasks`` tasks × ``group_size`` samples (:class:`~mathgym.algos.sources.RolloutSource`),
+   and, where the update needs them before its first gradient (:meth:`GRPO.learner_pass_needed`: several
+   iterations, a KL penalty in the reward, a mismatch correction, a stale batch, active dropout), the
+   learner's log-probs of them (:meth:`~mathgym.algos.trainer.Trainer.score_learner`); otherwise the loss
+   pass's own log-probs stand for them (returned by :meth:`GRPO.loss`; the sampler/learner check is then
+   taken on the rows trained on);
+2. :meth:`GRPO.plan`: advantages from the rewards of each group
    (:func:`~mathgym.algos.advantages.episode_advantages`; a per-turn estimator such as GiGPO gives
-   each turn's tokens that turn's advantage, :meth:`GRPOTrainer.advantages`), the loss mask and its full-batch
+   each turn's tokens that turn's advantage, :meth:`GRPO.advantages`), the loss mask and its full-batch
    normaliser, the rows that carry a gradient, the reference's log-probs when ``beta > 0``;
    ``num_iterations`` optimizer steps over those rows;
-3. :meth:`GRPOTrainer.loss` on each micro-batch: the policy's log-probs (with gradient) and
+3. :meth:`GRPO.loss` on each micro-batch: the policy's log-probs (with gradient) and
    :func:`grpo_loss`, a pure function of tensors.
 """
 
@@ -24,6 +26,7 @@ from typing import NamedTuple
 import torch
 
 from mathgym.agents.forward import ReferencePolicy
+from mathgym.algos.algorithm import Algorithm, RunParts
 from mathgym.algos.advantages import (
     TURN_ADVANTAGE_ESTIMATORS,
     Turns,
@@ -41,9 +44,9 @@ from mathgym.algos.gae import broadcast_steps
 from mathgym.algos.losses import Normalizer, aggregate_loss, kl_estimate, masked_mean, policy_loss_fn
 from mathgym.algos.mismatch import batch_mismatch_weights
 from mathgym.algos.trainer import Trainer
-from mathgym.algos.update import OptimizerStep, Plan
+from mathgym.algos.update import LossOutput, OptimizerStep, Plan
 
-__all__ = ["GRPOConfig", "GRPOTrainer", "grpo_loss"]
+__all__ = ["GRPO", "GRPOConfig", "GRPOTrainer", "grpo_loss"]
 
 
 def grpo_loss(
@@ -121,15 +124,14 @@ class GRPOStep(NamedTuple):
     weights: torch.Tensor | None = None  # (B, T) mismatch-correction weights of the policy loss
 
 
-class GRPOTrainer(Trainer):
-    """GRPO on any registered env (see :class:`GRPOConfig`)."""
+class GRPO(Algorithm):
+    """GRPO's plan and loss (see :class:`GRPOConfig` and the module docstring)."""
 
-    algo_name = "grpo"
+    name = "grpo"
     config: GRPOConfig
-    data_parallel = True  # advantages and loss normalisers are computed over every rank's episodes
-    summed_stats = ("loss/policy",)
 
-    def setup(self) -> None:
+    def __init__(self, parts: RunParts):
+        super().__init__(parts)
         # The KL reference: the adapter-disabled model under LoRA, else a frozen copy.
         self.reference = ReferencePolicy(self.policy) if self.config.beta > 0 else None
 
@@ -170,9 +172,12 @@ class GRPOTrainer(Trainer):
             rows = torch.unique(torch.cat([rows, torch.nonzero(trainable).flatten()]))
         return rows
 
-    def token_advantages(self, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    def token_advantages(
+        self, batch: RolloutBatch, mask: torch.Tensor, scores: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """The advantages the loss uses, from the episodes' ``(B,)`` ``batch.advantages``: those as they are
-        here; a subclass may return ``(B, T)`` per-token ones (on-policy distillation adds its teacher's signal)."""
+        here; a subclass may return ``(B, T)`` per-token ones from ``scores``, the ``(B, T)`` per-token scores
+        its plan handed on (on-policy distillation: the teacher's log-probs)."""
         return batch.advantages, {}
 
     def advantages(self, batch: RolloutBatch, rewards: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
@@ -200,12 +205,14 @@ class GRPOTrainer(Trainer):
         stats = {"loss/shared_state_turns": shared_state_fraction(group_ids.cpu(), turns)}
         return broadcast_steps(values.to(batch.step_index.device), batch.step_index), stats
 
-    def plan(self, batch: RolloutBatch) -> Plan:
+    def plan(self, batch: RolloutBatch, scores: torch.Tensor | None = None) -> Plan:
+        """Advantages, the loss mask and its normaliser, the rows that carry a gradient, the reference's
+        log-probs; ``num_iterations`` optimizer steps over those rows (``scores``: see :meth:`token_advantages`)."""
         cfg = self.config
         mask = batch.loss_mask(cfg.mask_truncated)
         rewards, reward_stats = self.shaped_rewards(batch, mask)
         batch.advantages, advantage_stats = self.advantages(batch, rewards)
-        batch.advantages, signal_stats = self.token_advantages(batch, mask)
+        batch.advantages, signal_stats = self.token_advantages(batch, mask, scores)
         norm = self.dist.normalizer(mask, cfg.max_new_tokens * max(1, max(len(s) for s in batch.step_rewards)))
         # Without a KL or entropy term a sequence whose advantage is 0 (a group where every sample scored the
         # same) adds exactly 0 to the loss and its gradient: leave it out of the passes. The
@@ -244,7 +251,9 @@ class GRPOTrainer(Trainer):
             or self.policy.has_active_dropout
         )
 
-    def loss(self, batch: RolloutBatch, items: torch.Tensor, step: OptimizerStep) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: RolloutBatch, items: torch.Tensor, step: OptimizerStep) -> LossOutput:
+        """The GRPO loss of rows ``items`` as their share of the step's, and the policy's log-probs of them
+        (what stands for the learner's pass where the update runs without it)."""
         cfg, target = self.config, step.context
         mb = batch.select(items)
         out = self.policy.forward(
@@ -253,7 +262,6 @@ class GRPOTrainer(Trainer):
         )
         # The ratio's denominator: the learner before the update (the current log-probs themselves on a single pass).
         old = mb.learner_logprobs if cfg.num_iterations > 1 else out.logprobs.detach()
-        self.record_learner_logprobs(batch, items, out.logprobs)  # without the separate learner pass
         mask = target.mask[items]
         loss, stats = grpo_loss(
             out.logprobs, old, mb.advantages, mask, ref_logprobs=mb.ref_logprobs, beta=cfg.beta if self.kl_in_loss else 0.0,
@@ -264,4 +272,15 @@ class GRPOTrainer(Trainer):
         )
         stats["entropy"] = masked_mean(out.entropy.detach(), mask)  # measured on the sequences trained on
         weight = float(mask.sum()) / target.trained_tokens
-        return loss, {"loss/policy": float(loss.detach()), **{f"loss/{k}": float(v) * weight for k, v in stats.items()}}
+        shares = {"loss/policy": float(loss.detach()), **{f"loss/{k}": float(v) * weight for k, v in stats.items()}}
+        return LossOutput(loss, shares, out.logprobs)
+
+
+class GRPOTrainer(Trainer):
+    """GRPO on any registered env (see :class:`GRPOConfig`): rollouts, :class:`GRPO`, the run's machinery."""
+
+    algo_name = "grpo"
+    algorithm_class = GRPO
+    config: GRPOConfig
+    data_parallel = True  # advantages and loss normalisers are computed over every rank's episodes
+    summed_stats = ("loss/policy",)

@@ -44,11 +44,12 @@ from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.choices import TeacherKLEstimator
 from mathgym.algos.configs import OnPolicyDistillConfig
 from mathgym.algos.distill import load_teacher, shared_vocab_width
-from mathgym.algos.grpo import GRPOTrainer
+from mathgym.algos.algorithm import RunParts
+from mathgym.algos.grpo import GRPO, GRPOTrainer
 from mathgym.algos.losses import kl_estimate, masked_mean
 from mathgym.algos.update import Plan
 
-__all__ = ["OnPolicyDistillConfig", "OnPolicyDistillTrainer", "distillation_advantages"]
+__all__ = ["OnPolicyDistill", "OnPolicyDistillConfig", "OnPolicyDistillTrainer", "distillation_advantages"]
 
 
 def distillation_advantages(
@@ -89,15 +90,14 @@ def distillation_advantages(
     return advantages, kl
 
 
-class OnPolicyDistillTrainer(GRPOTrainer):
-    """On-policy distillation on any registered env (see :class:`OnPolicyDistillConfig` and the module docstring)."""
+class OnPolicyDistill(GRPO):
+    """GRPO whose advantages are the teacher's per-token signal (see the module docstring)."""
 
-    algo_name = "onpolicy-distill"
+    name = "onpolicy-distill"
     config: OnPolicyDistillConfig
-    progress_metric = "loss/teacher_kl"
 
-    def setup(self) -> None:
-        super().setup()
+    def __init__(self, parts: RunParts):
+        super().__init__(parts)
         cfg = self.config
         self.teacher: LLMPolicy | None = None
         self.remote_teacher: RemoteTeacher | None = None
@@ -111,7 +111,6 @@ class OnPolicyDistillTrainer(GRPOTrainer):
             device = None if cfg.teacher_device == "auto" else cfg.teacher_device
             self.teacher = load_teacher(cfg.teacher, cfg, self.policy, device)
             self.vocab_width = shared_vocab_width(self.teacher, self.policy)
-        self._teacher_scores: torch.Tensor | None = None
 
     def learner_rows(self, batch: RolloutBatch) -> torch.Tensor:
         """Every trainable row: the student's log-probs before the update are one side of the KL."""
@@ -142,22 +141,24 @@ class OnPolicyDistillTrainer(GRPOTrainer):
 
     def plan(self, batch: RolloutBatch) -> Plan:
         """The teacher scores the trainable rows first: a row it could not score (a teacher server that
-        failed) becomes an infrastructure failure, out of the loss like an episode whose env failed."""
+        failed) becomes an infrastructure failure, out of the loss like an episode whose env failed.
+        Its log-probs go to :meth:`token_advantages` through GRPO's plan (its ``scores``)."""
         rows = torch.nonzero(batch.loss_mask(self.config.mask_truncated).sum(-1) > 0).flatten()
-        self._teacher_scores, failed = self.teacher_logprobs(batch, rows)
+        teacher, failed = self.teacher_logprobs(batch, rows)
         batch.infra_failure = batch.infra_failure | failed.to(batch.infra_failure.device)
-        plan = super().plan(batch)
+        plan = super().plan(batch, teacher)
         plan.stats["infra/teacher_failures"] = float(failed.sum())
-        self._teacher_scores = None
         return plan
 
-    def token_signal(self, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def token_signal(
+        self, batch: RolloutBatch, mask: torch.Tensor, teacher: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(advantages, kl)`` of ``batch`` (see :func:`distillation_advantages`); ``batch.advantages``
-        holds the episodes' env advantages and ``batch.learner_logprobs`` the student's log-probs."""
+        holds the episodes' env advantages and ``batch.learner_logprobs`` the student's log-probs;
+        ``teacher``: the teacher's ``(B, T)`` log-probs where already scored (else scored here)."""
         cfg = self.config
         if batch.learner_logprobs is None:  # no row to train (every episode failed on infrastructure)
             return torch.zeros_like(mask), torch.zeros_like(mask)
-        teacher = self._teacher_scores
         if teacher is None:
             teacher, _ = self.teacher_logprobs(batch, torch.nonzero(mask.sum(-1) > 0).flatten())
         return distillation_advantages(
@@ -165,9 +166,20 @@ class OnPolicyDistillTrainer(GRPOTrainer):
             kl_coef=cfg.kl_coef, env_reward_coef=cfg.env_reward_coef, estimator=cfg.teacher_kl_estimator,
         )
 
-    def token_advantages(self, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        advantages, kl = self.token_signal(batch, mask)
+    def token_advantages(
+        self, batch: RolloutBatch, mask: torch.Tensor, scores: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        advantages, kl = self.token_signal(batch, mask, scores)
         return advantages, {"loss/teacher_kl": float(masked_mean(kl, mask))}
+
+
+class OnPolicyDistillTrainer(GRPOTrainer):
+    """On-policy distillation on any registered env (see :class:`OnPolicyDistillConfig` and the module docstring)."""
+
+    algo_name = "onpolicy-distill"
+    algorithm_class = OnPolicyDistill
+    config: OnPolicyDistillConfig
+    progress_metric = "loss/teacher_kl"
 
 
 def remote_logprobs(teacher: RemoteTeacher, batch: RolloutBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

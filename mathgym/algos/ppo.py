@@ -1,10 +1,10 @@
 """PPO with a learned value function and GAE, on any registered env.
 
-What differs from GRPO is visible in :meth:`PPOTrainer.plan` and :meth:`PPOTrainer.loss`: a value
+What differs from GRPO is visible in :meth:`PPO.plan` and :meth:`PPO.loss`: a value
 model (:mod:`mathgym.agents.value_head`) read on the learner's pass before the update, per-token
 rewards with an optional KL penalty, GAE at token or turn level (:mod:`mathgym.algos.gae`),
 several epochs of shuffled minibatches with a clipped value loss, and an early stop on a target
-KL. Rollouts, the update loop, logging, checkpoints and the CLI are the shared
+KL. Rollouts, the step, the update loop, logging, checkpoints and the CLI are the shared
 :class:`~mathgym.algos.trainer.Trainer`'s.
 
     mathgym train --algo ppo --env MathStep-v0 --advantage-level turn
@@ -19,6 +19,7 @@ import torch
 
 from mathgym.agents.forward import ReferencePolicy
 from mathgym.agents.value_head import ValueModel
+from mathgym.algos.algorithm import Algorithm, RunParts
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.configs import PPOConfig
 from mathgym.algos.gae import compute_gae, place_step_rewards
@@ -36,7 +37,7 @@ from mathgym.algos.ppo_losses import clipped_value_loss, explained_variance, whi
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan, micro_batches
 
-__all__ = ["PPOConfig", "PPOTrainer"]
+__all__ = ["PPO", "PPOConfig", "PPOTrainer"]
 
 
 class Targets(NamedTuple):
@@ -57,13 +58,14 @@ class Minibatch(NamedTuple):
     value_norm: Normalizer
 
 
-class PPOTrainer(Trainer):
-    """PPO on any registered env: single-turn, multi-turn and step-level (see :class:`PPOConfig`)."""
+class PPO(Algorithm):
+    """PPO's plan and loss, with its value model (see :class:`PPOConfig`)."""
 
-    algo_name = "ppo"
+    name = "ppo"
     config: PPOConfig
 
-    def setup(self) -> None:
+    def __init__(self, parts: RunParts):
+        super().__init__(parts)
         cfg = self.config
         self.value_model = ValueModel.for_policy(self.policy.model, cfg.value_model).to(self.policy.device)
         self.reference = ReferencePolicy(self.policy, cfg.reference) if cfg.kl_coef > 0 else None
@@ -160,3 +162,11 @@ class PPOTrainer(Trainer):
         if target and stats["loss/approx_kl"] > target:
             return f"approx KL {stats['loss/approx_kl']:.4f} > target_kl {target}"
         return None
+
+
+class PPOTrainer(Trainer):
+    """PPO on any registered env: single-turn, multi-turn and step-level (see :class:`PPOConfig`)."""
+
+    algo_name = "ppo"
+    algorithm_class = PPO
+    config: PPOConfig

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,13 +37,18 @@ import torch.nn.functional as F
 
 from mathgym.agents.policy import LLMPolicy, LoraSettings, apply_lora, load_tokenizer, pick_device, pick_precision
 from mathgym.agents.prm_model import PRM, encode_steps, load_prm, step_tag_margins
+from mathgym.algos.algorithm import Algorithm, RunParts
 from mathgym.algos.configs import PRMConfig
 from mathgym.algos.prm_eval import PRMEvalResult, evaluate_prm, load_labelled_steps
+from mathgym.algos.sources import BatchSource
 from mathgym.algos.trainer import TrainResult, Trainer, pretrained_path
 from mathgym.algos.update import OptimizerStep, Plan
 from mathgym.rewards.prm import PRMSettings, write_prm_settings
 
-__all__ = ["PRMConfig", "PRMTrainer", "StepBatch", "step_bce_loss", "step_head_margins", "token_classifier_policy"]
+__all__ = [
+    "PRMConfig", "PRMTrainer", "ProcessRewardModelling", "StepBatch", "StepLabels", "step_bce_loss", "step_head_margins",
+    "token_classifier_policy",
+]
 
 
 def step_head_margins(logits: torch.Tensor, correct_label: int = 1) -> torch.Tensor:
@@ -111,22 +115,45 @@ class StepBatch(NamedTuple):
         return StepBatch(*(t.to(device) for t in self))
 
 
-class PRMTrainer(Trainer):
-    """PRM training in the shared loop (see the module docstring and :class:`PRMConfig`)."""
+class StepLabels(BatchSource):
+    """A PRM's batches: ``batch_size`` labelled solutions of ``data`` a step, in the order the seed
+    draws, encoded as the PRM ``scorer`` reads them (a pure function of the step: resumable)."""
 
-    algo_name = "prm"
-    progress_metric = "loss/prm"
+    def __init__(self, config: PRMConfig, scorer: PRM):
+        super().__init__()
+        self.config, self.pad_id = config, scorer.pad_id
+        self.rows, self.problems = [], set()
+        for row in load_labelled_steps(config.data):
+            inputs = encode_steps(scorer.tokenizer, scorer.settings, row.problem, row.steps)
+            kept = [(p, label) for p, label in zip(inputs.positions, row.labels) if p >= 0]  # steps cut off: no label
+            self.rows.append((inputs.input_ids, kept))
+            self.problems.add(row.problem)
+        self.order = torch.randperm(len(self.rows), generator=torch.Generator().manual_seed(config.seed)).tolist()
+
+    def make_batch(self, step: int) -> tuple[StepBatch, dict[str, float]]:
+        """Rows ``step * batch_size ...`` of the shuffled data."""
+        n = self.config.batch_size
+        picks = [self.rows[self.order[(step * n + i) % len(self.order)]] for i in range(n)]
+        width = max(len(ids) for ids, _ in picks)
+        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        attention, step_mask, labels = (torch.zeros((n, width)) for _ in range(3))
+        for r, (ids, kept) in enumerate(picks):
+            input_ids[r, : len(ids)] = torch.tensor(ids)
+            attention[r, : len(ids)] = 1.0
+            for position, label in kept:
+                step_mask[r, position], labels[r, position] = 1.0, label
+        return StepBatch(input_ids, attention.long(), step_mask, labels), {}
+
+
+class ProcessRewardModelling(Algorithm):
+    """A PRM's plan (one optimizer step over the batch) and its loss (the steps' BCE); the held-out measure."""
+
+    name = "prm"
+    scores_learner = False  # the batch is labelled steps, not the policy's samples
     config: PRMConfig
 
-    def build_policy(self, model_path: str | Path | None = None) -> LLMPolicy:
-        """``step_tag``: the causal LM as every trainer loads it; ``step_head``: a token classifier with a new head."""
-        if self.config.form == "step_tag":
-            return super().build_policy(model_path)
-        with self.dist.main_first():
-            path = str(model_path) if model_path is not None else pretrained_path(self.config)
-        return token_classifier_policy(path, self.config, self.dist.device(self.config.device))
-
-    def setup(self) -> None:
+    def __init__(self, parts: RunParts):
+        super().__init__(parts)
         cfg = self.config
         self.settings = PRMSettings(
             cfg.form, step_tag=cfg.step_tag, good_token=cfg.good_token, bad_token=cfg.bad_token, separator=cfg.separator,
@@ -134,39 +161,8 @@ class PRMTrainer(Trainer):
         )
         # The live model as a PRM: the same encoding and scoring as the saved directory's (checks the tokens too).
         self.scorer = PRM(self.policy.model, self.policy.tokenizer, self.settings, batch_size=max(cfg.batch_size, 8), timeout_s=0)
-        tokenizer = self.policy.tokenizer
-        self.rows, problems = [], set()
-        for row in load_labelled_steps(cfg.data):
-            inputs = encode_steps(tokenizer, self.settings, row.problem, row.steps)
-            kept = [(p, label) for p, label in zip(inputs.positions, row.labels) if p >= 0]  # steps cut off: no label
-            self.rows.append((inputs.input_ids, kept))
-            problems.add(row.problem)
         self.held_out = load_labelled_steps(cfg.eval_data) if cfg.eval_data else []
-        held_problems = {row.problem for row in self.held_out}
-        if shared := held_problems & problems:  # small task spaces repeat problems across seeds
-            print(f"mathgym: {len(shared)} of the {len(held_problems)} held-out problems in {cfg.eval_data} "
-                  f"are also in {cfg.data}: the held-out measures then include what the PRM memorised; leave their "
-                  "solutions out of the training data to measure it on unseen problems")
-        self.order = torch.randperm(len(self.rows), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
         self.prm_eval_before: PRMEvalResult | None = None
-
-    # -- data ----------------------------------------------------------------------------------------
-
-    def make_batch(self, step: int) -> StepBatch:  # type: ignore[override]
-        """Rows ``step * batch_size ...`` of the shuffled data (a pure function of the step: resumable)."""
-        n = self.config.batch_size
-        picks = [self.rows[self.order[(step * n + i) % len(self.order)]] for i in range(n)]
-        width = max(len(ids) for ids, _ in picks)
-        input_ids = torch.full((n, width), self.scorer.pad_id, dtype=torch.long)
-        attention, step_mask, labels = (torch.zeros((n, width)) for _ in range(3))
-        for r, (ids, kept) in enumerate(picks):
-            input_ids[r, : len(ids)] = torch.tensor(ids)
-            attention[r, : len(ids)] = 1.0
-            for position, label in kept:
-                step_mask[r, position], labels[r, position] = 1.0, label
-        return StepBatch(input_ids, attention.long(), step_mask, labels)
-
-    # -- the update ------------------------------------------------------------------------------------
 
     def plan(self, batch: StepBatch) -> Plan:  # type: ignore[override]
         """One optimizer step over the batch, normalised by its labelled steps."""
@@ -187,15 +183,6 @@ class PRMTrainer(Trainer):
         share = float(mb.step_mask.sum()) / step.context
         return loss * share, {"loss/prm": float(loss.detach()) * share, "loss/step_accuracy": stats["step_accuracy"] * share}
 
-    def train_step(self) -> dict[str, float]:
-        t0 = time.perf_counter()
-        batch = self.make_batch(self.step).to(self.policy.device)
-        with self.policy.autocast():
-            stats = self.optimize(batch, self.plan(batch))  # type: ignore[arg-type]
-        return {**stats, "perf/step_s": time.perf_counter() - t0, "optim/lr": float(self.scheduler.get_last_lr()[0])}
-
-    # -- evaluation, saving ----------------------------------------------------------------------------
-
     def evaluate_prm(self, prm: Any | None = None) -> PRMEvalResult:
         """Step AUC and first-error accuracy on ``eval_data`` (default: the model being trained)."""
         with torch.no_grad(), self.policy.autocast():
@@ -208,17 +195,46 @@ class PRMTrainer(Trainer):
         before = state.get("prm_eval_before")
         self.prm_eval_before = PRMEvalResult(**before) if before else None
 
+
+class PRMTrainer(Trainer):
+    """PRM training in the shared step (see the module docstring and :class:`PRMConfig`): :class:`StepLabels`,
+    :class:`ProcessRewardModelling`."""
+
+    algo_name = "prm"
+    algorithm_class = ProcessRewardModelling
+    progress_metric = "loss/prm"
+    config: PRMConfig
+
+    def build_policy(self, model_path: str | Path | None = None) -> LLMPolicy:
+        """``step_tag``: the causal LM as every trainer loads it; ``step_head``: a token classifier with a new head."""
+        if self.config.form == "step_tag":
+            return super().build_policy(model_path)
+        with self.dist.main_first():
+            path = str(model_path) if model_path is not None else pretrained_path(self.config)
+        return token_classifier_policy(path, self.config, self.dist.device(self.config.device))
+
+    def build_source(self) -> StepLabels:
+        cfg = self.config
+        source = StepLabels(cfg, self.algorithm.scorer)
+        held_problems = {row.problem for row in self.algorithm.held_out}
+        if shared := held_problems & source.problems:  # small task spaces repeat problems across seeds
+            print(f"mathgym: {len(shared)} of the {len(held_problems)} held-out problems in {cfg.eval_data} "
+                  f"are also in {cfg.data}: the held-out measures then include what the PRM memorised; leave their "
+                  "solutions out of the training data to measure it on unseen problems")
+        return source
+
     def train(self) -> TrainResult:
         """Train; with ``eval_data``, measure the held-out steps before, and the saved PRM after."""
+        algorithm = self.algorithm
         self.claim_run_dir()  # before the held-out measure is logged into the directory
-        if self.held_out and self.prm_eval_before is None:
-            self.prm_eval_before = self.evaluate_prm()
-            self.logger.log(self.step, self.prm_eval_before.as_metrics())
-            print(f"held-out step AUC before training: {_shown(self.prm_eval_before.step_auc)}")
+        if algorithm.held_out and algorithm.prm_eval_before is None:
+            algorithm.prm_eval_before = algorithm.evaluate_prm()
+            self.logger.log(self.step, algorithm.prm_eval_before.as_metrics())
+            print(f"held-out step AUC before training: {_shown(algorithm.prm_eval_before.step_auc)}")
         result = super().train()
-        if self.held_out and result.final_model is not None:
-            after = self.evaluate_prm(load_prm(result.final_model, device=str(self.policy.device)))
-            before = self.prm_eval_before
+        if algorithm.held_out and result.final_model is not None:
+            after = algorithm.evaluate_prm(load_prm(result.final_model, device=str(self.policy.device)))
+            before = algorithm.prm_eval_before
             (self.run_dir / "prm_eval.json").write_text(json.dumps({"before": asdict(before), "after": asdict(after)}, indent=2))
             print(f"held-out step AUC before -> after: {_shown(before.step_auc)} -> {_shown(after.step_auc)}; "
                   f"first-error accuracy {_shown(before.first_error_accuracy, NO_SOLUTIONS)} -> {_shown(after.first_error_accuracy, NO_SOLUTIONS)}"
@@ -230,10 +246,10 @@ class PRMTrainer(Trainer):
         """Save a PRM directory: the model (LoRA merged in), its tokenizer and ``mathgym_prm.json``."""
         model = self.policy.model
         if self.policy.has_lora:  # the end of training: the adapter is folded into the weights for good
-            model = self.policy.model = self.scorer.model = model.merge_and_unload()
+            model = self.policy.model = self.algorithm.scorer.model = model.merge_and_unload()
         model.save_pretrained(str(path))
         self.policy.tokenizer.save_pretrained(str(path))
-        write_prm_settings(path, self.settings)
+        write_prm_settings(path, self.algorithm.settings)
         return Path(path)
 
 

@@ -26,7 +26,6 @@ model, so ``--resume`` continues a run like any other; ``final/`` is the reward 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -34,16 +33,20 @@ import torch
 import torch.nn.functional as F
 
 from mathgym.agents.reward_model import RewardModel
+from mathgym.algos.algorithm import Algorithm, RunParts
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.checkpoint import trainable_state
 from mathgym.algos.configs import RMConfig
-from mathgym.algos.dpo import DPOTrainer
-from mathgym.algos.metrics import rollout_metrics
+from mathgym.algos.dpo import pair_indices
 from mathgym.algos.preferences import PreferencePair, best_worst_indices, load_preference_jsonl
+from mathgym.algos.sources import BatchSource, RolloutSource
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan
 
-__all__ = ["BTStats", "EncodedPair", "RMConfig", "RMTrainer", "bradley_terry_loss", "online_pairs"]
+__all__ = [
+    "BTStats", "EncodedPair", "EncodedPairs", "PreferenceFile", "RMConfig", "RMTrainer", "RewardModelling",
+    "bradley_terry_loss", "online_pairs",
+]
 
 
 class BTStats(NamedTuple):
@@ -121,51 +124,61 @@ def online_pairs(
     return pairs, stats
 
 
-class RMTrainer(Trainer):
-    """Bradley-Terry reward-model training in the shared loop (see the module docstring and :class:`RMConfig`)."""
+class EncodedPairs(NamedTuple):
+    """A step's pairs from a preference file, encoded for the reward model (a batch of :class:`PreferenceFile`)."""
 
-    algo_name = "rm"
+    pairs: list[EncodedPair]
+
+    def to(self, device: Any) -> EncodedPairs:
+        """Itself: the pairs are token ids, put on the device by the reward model's forward pass."""
+        return self
+
+
+class PreferenceFile(BatchSource):
+    """The reward model's batches from a preference file: ``pairs_per_step`` pairs a step, drawn as DPO draws them."""
+
+    def __init__(self, pairs: list[EncodedPair], config: RMConfig):
+        super().__init__()
+        self.pairs, self.config = pairs, config
+
+    def make_batch(self, step: int) -> tuple[EncodedPairs, dict[str, float]]:
+        picks = pair_indices(len(self.pairs), self.config.pairs_per_step, self.config.seed, step)
+        return EncodedPairs([self.pairs[i] for i in picks]), {}
+
+
+class RewardModelling(Algorithm):
+    """Bradley-Terry training of a reward model: its plan (a batch's pairs) and its loss."""
+
+    name = "rm"
     items_are_rows = False  # a step's items are pairs, not rows of the batch
-    progress_metric = "loss/accuracy"
+    scores_learner = False  # the model trained is the reward model, not the policy (which only samples)
     config: RMConfig
 
-    #: Pairs of ``step`` offline: consecutive slices of a per-epoch shuffle, as DPO draws them.
-    pair_indices = DPOTrainer.pair_indices
-
-    def needs_policy(self) -> bool:
-        """The policy samples online pairs and plays the env evaluation; pairs from a file need neither."""
-        cfg = self.config
-        return not cfg.preference_file or bool(cfg.eval_tasks or cfg.eval_every)
-
-    def setup(self) -> None:
+    def __init__(self, parts: RunParts):
+        super().__init__(parts)
         cfg = self.config
         if self.policy is not None:  # the policy only samples (online pairs); it is not trained
             for param in self.policy.model.parameters():
                 param.requires_grad_(False)
         self.rm = RewardModel.from_pretrained(
-            cfg.rm_init or self.model_path, device=str(self.device), dtype=cfg.dtype,
+            cfg.rm_init or parts.model_path, device=str(parts.device), dtype=cfg.dtype,
             max_length=cfg.max_length, batch_size=max(1, cfg.pairs_per_step),
         )
-        self.pairs = [encode_pair(self.rm, p) for p in load_preference_jsonl(cfg.preference_file)] if cfg.preference_file else []
         self.eval_pairs = [encode_pair(self.rm, p) for p in load_preference_jsonl(cfg.eval_preference_file)] if cfg.eval_preference_file else []
 
     def parameters_to_train(self) -> list[torch.nn.Parameter]:
         return [p for p in self.rm.model.parameters() if p.requires_grad]
 
-    @property
-    def offline(self) -> bool:
-        return bool(self.pairs)
-
-    # -- one step ---------------------------------------------------------------------------------
-
-    def step_pairs(self, step: int) -> tuple[list[EncodedPair], dict[str, float]]:
-        """The pairs of ``step`` and their statistics: a slice of the file, or the policy's rollouts paired."""
-        if self.offline:
-            return [self.pairs[i] for i in self.pair_indices(step)], {"loss/pairs": float(self.config.pairs_per_step)}
-        self.sampling_stats = {}
-        batch = self.make_batch(step)
-        pairs, stats = online_pairs(self.rm, batch, self.config.min_reward_gap, self.config.reward_gap_margin)
-        return pairs, {**rollout_metrics(batch), **self.sampling_stats, **stats}
+    def plan(self, batch: EncodedPairs | RolloutBatch) -> Plan:
+        """The pairs of the batch (a file's, or each rollout group's best vs worst episode) and their statistics;
+        ``epochs_per_batch`` optimizer steps over them (none without a pair)."""
+        cfg = self.config
+        if isinstance(batch, RolloutBatch):
+            pairs, stats = online_pairs(self.rm, batch, cfg.min_reward_gap, cfg.reward_gap_margin)
+        else:
+            pairs, stats = batch.pairs, {"loss/pairs": float(cfg.pairs_per_step)}
+        self.rm.model.train()
+        return Plan([OptimizerStep(torch.arange(len(pairs)), pairs)] * cfg.epochs_per_batch if pairs else [], stats)
 
     def loss(self, batch: Any, items: torch.Tensor, step: OptimizerStep) -> tuple[torch.Tensor, dict[str, float]]:
         """The Bradley-Terry loss of pairs ``items`` (chosen and rejected in one pass), as their share of the pairs."""
@@ -177,21 +190,12 @@ class RMTrainer(Trainer):
         weight = len(picked) / len(pairs)
         return loss * weight, {"loss/rm": float(loss.detach()) * weight, **{f"loss/{k}": float(v) * weight for k, v in stats._asdict().items()}}
 
-    def train_step(self) -> dict[str, float]:
+    def evaluation(self, step: int) -> dict[str, float]:
+        """The held-out pairs' accuracy and margin every ``eval_pairs_every`` steps and after the last."""
         cfg = self.config
-        t0 = time.perf_counter()
-        with self.autocast():
-            pairs, stats = self.step_pairs(self.step)
-            t1 = time.perf_counter()
-            steps = [OptimizerStep(torch.arange(len(pairs)), pairs)] * cfg.epochs_per_batch if pairs else []
-            self.rm.model.train()
-            metrics = self.optimize(None, Plan(steps, stats))
-        last = self.step + 1 == cfg.steps
-        if self.eval_pairs and (last or (cfg.eval_pairs_every and (self.step + 1) % cfg.eval_pairs_every == 0)):
-            metrics.update(self.evaluate_pairs(self.eval_pairs))
-        t2 = time.perf_counter()
-        return {**metrics, "perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
-                "optim/lr": float(self.scheduler.get_last_lr()[0])}
+        if self.eval_pairs and (step == cfg.steps or (cfg.eval_pairs_every and step % cfg.eval_pairs_every == 0)):
+            return self.evaluate_pairs(self.eval_pairs)
+        return {}
 
     @torch.no_grad()
     def evaluate_pairs(self, pairs: Sequence[EncodedPair]) -> dict[str, float]:
@@ -201,8 +205,6 @@ class RMTrainer(Trainer):
         diff = torch.tensor(chosen) - torch.tensor(rejected)
         return {"eval/pairwise_accuracy": float((diff > 0).float().mean()), "eval/reward_margin": float(diff.mean())}
 
-    # -- checkpoints and the final model ---------------------------------------------------------------
-
     def extra_state(self) -> dict[str, Any]:
         return {"reward_model": trainable_state(self.rm.model)}
 
@@ -210,7 +212,29 @@ class RMTrainer(Trainer):
         if "reward_model" in state:
             self.rm.model.load_state_dict(state["reward_model"], strict=False)
 
+
+class RMTrainer(Trainer):
+    """Bradley-Terry reward-model training in the shared step (see the module docstring and :class:`RMConfig`):
+    a :class:`PreferenceFile` or the policy's rollouts, then :class:`RewardModelling`."""
+
+    algo_name = "rm"
+    algorithm_class = RewardModelling
+    progress_metric = "loss/accuracy"
+    config: RMConfig
+
+    def needs_policy(self) -> bool:
+        """The policy samples online pairs and plays the env evaluation; pairs from a file need neither."""
+        cfg = self.config
+        return not cfg.preference_file or bool(cfg.eval_tasks or cfg.eval_every)
+
+    def build_source(self) -> BatchSource:
+        """The pairs of ``preference_file``, encoded for the reward model, or the policy's rollouts."""
+        cfg = self.config
+        if cfg.preference_file:
+            return PreferenceFile([encode_pair(self.algorithm.rm, p) for p in load_preference_jsonl(cfg.preference_file)], cfg)
+        return RolloutSource(cfg, self.dist, self.policy, self.env_kwargs)
+
     def save_model(self, path: Any) -> Any:
         """Save the reward model (``RewardModel.from_pretrained(path)`` loads it)."""
-        self.rm.save_pretrained(path)
+        self.algorithm.rm.save_pretrained(path)
         return path

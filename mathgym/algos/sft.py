@@ -28,6 +28,9 @@ from mathgym.agents.chat import REASONING_FIELDS, turn_suffix
 from mathgym.agents.chat_format import ChatFormat
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.configs import SFTConfig
+from mathgym.algos.algorithm import Algorithm
+from mathgym.algos.distributed import Distributed
+from mathgym.algos.sources import BatchSource
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan
 from mathgym.envs.data import SHAREGPT_ROLES, jsonl_rows, message_text
@@ -254,20 +257,13 @@ def env_demonstrations(env_id: str, env_kwargs: Mapping[str, Any], num: int, see
     return chats
 
 
-class SFTTrainer(Trainer):
-    """Supervised fine-tuning in the shared loop (``mathgym train --algo sft``)."""
+class Demonstrations(BatchSource):
+    """SFT's batches: ``batch_size`` demonstrations a step (this rank's share), in the order the seed draws."""
 
-    algo_name = "sft"
-    progress_metric = "loss/sft"
-    config: SFTConfig
-    data_parallel = True  # each rank trains on its share of the demonstrations, normalised by the global token count
-    summed_stats = ("loss/sft",)
-
-    def setup(self) -> None:
-        cfg = self.config
-        chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, self.env_kwargs, cfg.num_demonstrations, cfg.seed)
-        demos = [encode_demonstration(self.policy.chat, c, cfg.env, i) for i, c in enumerate(chats)]
-        self.use_demonstrations(keep_last_tokens(demos, cfg.max_length) if cfg.max_length else demos)
+    def __init__(self, demos: Sequence[Episode], config: SFTConfig, dist: Distributed, pad_token_id: int):
+        super().__init__()
+        self.config, self.dist, self.pad_token_id = config, dist, pad_token_id
+        self.use_demonstrations(demos)
 
     def use_demonstrations(self, demos: Sequence[Episode]) -> None:
         """Train on ``demos`` (in the order the seed draws): the warm start calls it again with the
@@ -275,10 +271,17 @@ class SFTTrainer(Trainer):
         self.demos = list(demos)
         self.order = torch.randperm(len(self.demos), generator=torch.Generator().manual_seed(self.config.seed)).tolist()
 
-    def make_batch(self, step: int) -> RolloutBatch:
+    def make_batch(self, step: int) -> tuple[RolloutBatch, dict[str, float]]:
         n = self.config.batch_size
         picks = self.dist.shard([self.order[(step * n + i) % len(self.order)] for i in range(n)])
-        return RolloutBatch.from_episodes([self.demos[i] for i in picks], self.policy.pad_token_id)
+        return RolloutBatch.from_episodes([self.demos[i] for i in picks], self.pad_token_id), {}
+
+
+class SFT(Algorithm):
+    """SFT's plan (one optimizer step over the batch) and its loss (the demonstrations' NLL)."""
+
+    name = "sft"
+    config: SFTConfig
 
     def plan(self, batch: RolloutBatch) -> Plan:
         """One optimizer step over every demonstration, normalised by the tokens of every rank's share."""
@@ -291,6 +294,24 @@ class SFTTrainer(Trainer):
         logprobs = self.policy.forward(mb.input_ids, mb.attention_mask, positions=mb.action_mask).logprobs
         loss = sft_loss(logprobs, mb.action_mask) * float(mb.action_mask.sum()) / step.context
         return loss, {"loss/sft": float(loss.detach())}
+
+
+class SFTTrainer(Trainer):
+    """Supervised fine-tuning in the shared step (``mathgym train --algo sft``): :class:`Demonstrations`, :class:`SFT`."""
+
+    algo_name = "sft"
+    algorithm_class = SFT
+    progress_metric = "loss/sft"
+    config: SFTConfig
+    data_parallel = True  # each rank trains on its share of the demonstrations, normalised by the global token count
+    summed_stats = ("loss/sft",)
+
+    def build_source(self) -> Demonstrations:
+        """The demonstrations of ``data``, or of the env's expert, in the policy's chat format."""
+        cfg = self.config
+        chats = load_demonstrations(cfg.data) if cfg.data else env_demonstrations(cfg.env, self.env_kwargs, cfg.num_demonstrations, cfg.seed)
+        demos = [encode_demonstration(self.policy.chat, c, cfg.env, i) for i, c in enumerate(chats)]
+        return Demonstrations(keep_last_tokens(demos, cfg.max_length) if cfg.max_length else demos, cfg, self.dist, self.policy.pad_token_id)
 
 
 def keep_last_tokens(demos: Sequence[Episode], max_length: int) -> list[Episode]:

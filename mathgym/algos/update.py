@@ -1,34 +1,35 @@
 """How a batch becomes optimizer steps, the same for every algorithm (:class:`UpdateLoop`).
 
-An algorithm plans a batch (:class:`Plan`: its optimizer steps and its own statistics) and gives
-the loss of a micro-batch; the loop owns the mechanics: the learner's pass before the update (eval
-mode, no gradient; folded into the loss's own forward pass where nothing before the first gradient
-needs it, :meth:`UpdateLoop.learner_pass_needed`), splitting each step into micro-batches
-(:func:`micro_batches`: ``grad_accum_steps`` parts, each cut into rows of like length of at most
-``micro_batch_tokens`` padded tokens), train mode, backward passes, gradient clipping and the optimizer step,
-statistics that add up (:class:`StepStats`), and the learning-rate schedule (:data:`LR_SCHEDULES`),
-which advances once per batch.
+An algorithm (:class:`~mathgym.algos.algorithm.Algorithm`) plans a batch (:class:`Plan`: its
+optimizer steps and its own statistics) and gives the loss of a micro-batch; the loop, one object
+of the run's machinery, owns the mechanics: the optimizer, the learning-rate schedule
+(:data:`LR_SCHEDULES`, advanced once per batch) and the gradient scaler; splitting each step into
+micro-batches (:func:`micro_batches`: ``grad_accum_steps`` parts, each cut into rows of like length
+of at most ``micro_batch_tokens`` padded tokens), train mode, backward passes, gradient clipping and
+the optimizer step, statistics that add up (:class:`StepStats`). Gradient-free passes over a batch
+in the same micro-batches are :func:`score_rows`.
+
+Where the update runs without the learner's separate pass, the loss's own forward pass stands for
+it: a loss returns its log-probs (:class:`LossOutput`) and :meth:`UpdateLoop.optimize` keeps those of
+the first optimizer step in the :class:`LearnerRecord` it is handed, a value the caller reads after.
 """
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from mathgym.agents.forward import ForwardOutput, ReferencePolicy
+from mathgym.agents.forward import ForwardOutput
 from mathgym.agents.policy import LLMPolicy
-from mathgym.agents.value_head import ValueModel
 from mathgym.algos.batch import RolloutBatch
 from mathgym.algos.choices import LRSchedule
 from mathgym.algos.configs import TrainConfig
 from mathgym.algos.distributed import Distributed
-from mathgym.algos.metrics import logprob_mismatch
 from mathgym.options import pick
 
 
@@ -49,7 +50,7 @@ class OptimizerStep:
 
 
 class LearnResult(NamedTuple):
-    """What :meth:`UpdateLoop.learn` did with a batch.
+    """What :meth:`~mathgym.algos.trainer.Trainer.learn` did with a batch.
 
     Attributes:
         batch: The batch on the policy's device, with the learner's log-probs it measured.
@@ -162,203 +163,160 @@ def lr_factor(step: int, steps: int, warmup_steps: int, schedule: LRSchedule) ->
     return pick(LR_SCHEDULES, "lr_schedule", schedule)((step - warmup_steps) / max(1, steps - warmup_steps))
 
 
-class UpdateLoop:
-    """The update of a batch: the loop owns the step mechanics, an algorithm plans its steps and gives its loss.
+class LossOutput(NamedTuple):
+    """What an algorithm's loss gives for one micro-batch.
 
-    :class:`~mathgym.algos.trainer.Trainer` builds what the loop uses (``config``, ``policy``,
-    ``optimizer``, ``scheduler``, ``scaler``, ``dist``, ``step``); an algorithm implements
-    :meth:`plan` and :meth:`loss`, and may set :attr:`reference` and :attr:`value_model` in its setup.
+    Attributes:
+        loss: The micro-batch's share of the step's loss (with gradient).
+        stats: Its ``loss/...`` statistics, as shares too (they add up over the micro-batches).
+        logprobs: ``(len(items), T)`` the policy's log-probs of the micro-batch's rows from the loss's
+            own forward pass, where the loss has them (GRPO): what stands for the learner's pass.
     """
 
-    config: TrainConfig
-    policy: LLMPolicy | None  # None: a trainer that loads no policy (Trainer.needs_policy)
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    scaler: torch.amp.GradScaler
-    dist: Distributed
-    step: int
-    algo_name: ClassVar[str] = "base"
-    #: The frozen policy of a KL term or DPO's implicit reward (set in ``setup``), or ``None``.
-    reference: ReferencePolicy | None = None
-    #: A critic whose values :meth:`score_learner` reads with the learner's log-probs (PPO), or ``None``.
-    value_model: ValueModel | None = None
-    #: The rows whose log-probs :meth:`record_learner_logprobs` kept in an update without the learner pass
-    #: (``None``: not recording); ``_recording_done`` once the first optimizer step is taken.
-    _recorded_rows: list[torch.Tensor] | None = None
-    _recording_done: bool = False
+    loss: torch.Tensor
+    stats: dict[str, float]
+    logprobs: torch.Tensor | None = None
 
-    #: Whether a step's items are rows of the batch (GRPO, PPO, SFT, distillation), which the loop then
-    #: cuts into micro-batches by length (``micro_batch_tokens``); pair indices (DPO, reward models) are not.
-    items_are_rows: ClassVar[bool] = True
 
-    def micro_batches(self, batch: Any, items: torch.Tensor, rows: bool) -> list[torch.Tensor]:
-        """``items`` in ``grad_accum_steps`` parts, each cut by length to ``micro_batch_tokens`` padded
-        tokens where the items are ``rows`` of ``batch`` (:func:`micro_batches`)."""
-        limit = self.config.micro_batch_tokens
-        lengths = batch.attention_mask.sum(-1) if rows and limit > 0 else None
-        return micro_batches(items, self.config.grad_accum_steps, lengths, limit)
+class LearnerRecord:
+    """The learner's log-probs before the update, taken from the loss passes of the first optimizer
+    step (:meth:`UpdateLoop.optimize`) where the separate learner pass was skipped: created by the
+    caller, handed to the loop, read after it (:attr:`rows`: the rows recorded)."""
 
-    def plan(self, batch: RolloutBatch) -> Plan:
-        """The optimizer steps of ``batch`` and its own statistics (everything computed once per
-        batch before the first gradient: advantages, reference log-probs, pairs...). Subclasses implement it."""
-        raise NotImplementedError
+    def __init__(self) -> None:
+        self.rows: list[torch.Tensor] = []
 
-    def loss(self, batch: RolloutBatch, items: torch.Tensor, step: Any) -> tuple[torch.Tensor, dict[str, float]]:
-        """The loss of micro-batch ``items`` of optimizer step ``step`` (an :class:`~mathgym.algos.update.OptimizerStep`)
-        and its ``loss/...`` statistics, both as the micro-batch's *share* of the step's (they add up over the
-        micro-batches: normalise by the step's full counts). Subclasses implement it."""
-        raise NotImplementedError
-
-    def stop_early(self, stats: dict[str, float]) -> str | None:
-        """Why the update stops after an optimizer step whose statistics are ``stats`` (``None``: go on)."""
-        return None
-
-    def learner_rows(self, batch: RolloutBatch) -> torch.Tensor:
-        """The rows whose learner log-probs the update needs before its first step: by default the
-        sampled ones with action tokens (the sampler/learner mismatch is measured on them)."""
-        return torch.nonzero(batch.sampled.to(batch.action_mask.device) & (batch.action_mask.sum(-1) > 0)).flatten()
-
-    @property
-    def temperature(self) -> float:
-        """The temperature the learner scores with: the sampler's (1 for greedy sampling)."""
-        return self.config.temperature or 1.0
-
-    @torch.no_grad()
-    def score(self, batch: RolloutBatch, rows: torch.Tensor, forward: Callable[[RolloutBatch], ForwardOutput]) -> ForwardOutput:
-        """``forward`` on ``rows`` of ``batch`` in ``grad_accum_steps`` micro-batches, no gradient:
-        ``(B, T)`` outputs, 0 on the other rows."""
-        out: ForwardOutput | None = None
-        for idx in self.micro_batches(batch, rows, True):
-            part = forward(batch.select(idx))
-            if out is None:
-                out = ForwardOutput(*(None if p is None else p.new_zeros((len(batch), p.shape[1])) for p in part))
-            for whole, value in zip(out, part):
-                if value is not None:
-                    whole[idx] = value
-        if out is None:
-            empty = torch.zeros(batch.input_ids.shape, device=batch.input_ids.device)
-            return ForwardOutput(empty, empty.clone(), None if self.value_model is None else empty.clone())
-        return out
-
-    def score_learner(self, batch: RolloutBatch) -> RolloutBatch:
-        """Fill ``batch.learner_logprobs`` (and ``batch.values`` with a critic) on :meth:`learner_rows`:
-        the learner before the update, in eval mode like the sampler (a measurement of numerics, not of
-        dropout, which also leaves the RNG the update's dropout draws from untouched)."""
-        rows = self.learner_rows(batch)
-        if not len(rows):
-            return batch
-        was_training = self.policy.model.training
-        self.policy.model.eval()
-        try:
-            out = self.score(batch, rows, lambda mb: self.policy.forward(
-                mb.input_ids, mb.attention_mask, self.temperature,
-                groups=mb.group_ids if self.value_model is None else None, value_model=self.value_model,
-                positions=mb.action_mask,
-            ))
-        finally:
-            self.policy.model.train(was_training)
-        batch.learner_logprobs, batch.values = out.logprobs, out.values
-        return batch
-
-    def learner_pass_needed(self, batch: RolloutBatch) -> bool:
-        """Whether ``batch`` needs the separate learner pass (:meth:`score_learner`) before the update.
-
-        Without it the update records the learner's log-probs from its loss's own forward pass
-        (:meth:`record_learner_logprobs`, on the rows it trains on) and the mismatch metric is measured
-        on those, after the update: one forward pass less per step. An algorithm returns ``False`` only
-        where nothing before its first gradient reads ``batch.learner_logprobs`` or ``batch.values``,
-        the loss's forward pass precedes any optimizer step, and the model has no active dropout (the
-        loss's pass runs in train mode). Default: needed.
-        """
-        return True
-
-    def record_learner_logprobs(self, batch: RolloutBatch, items: torch.Tensor, logprobs: torch.Tensor) -> None:
-        """Keep the loss pass's ``(len(items), T)`` log-probs of rows ``items`` as ``batch.learner_logprobs``
-        when the update runs without the separate learner pass (a no-op otherwise, and after the first
-        optimizer step: later log-probs are no longer those before the update)."""
-        if self._recorded_rows is None or self._recording_done:
-            return
+    def keep(self, batch: RolloutBatch, items: torch.Tensor, logprobs: torch.Tensor) -> None:
+        """Write the ``(len(items), T)`` ``logprobs`` of rows ``items`` into ``batch.learner_logprobs``."""
         if batch.learner_logprobs is None:
             batch.learner_logprobs = torch.zeros(batch.input_ids.shape, device=logprobs.device)
         batch.learner_logprobs[items.to(logprobs.device)] = logprobs.detach().to(batch.learner_logprobs.dtype)
-        self._recorded_rows.append(items.to("cpu"))
+        self.rows.append(items.to("cpu"))
 
-    def learn(self, batch: RolloutBatch, inspect: Callable[[RolloutBatch], None] | None = None) -> LearnResult:
-        """The update of ``batch`` on the policy's device with the sampler/learner mismatch metric: the
-        learner pass and the metric before the update (or, where :meth:`learner_pass_needed` says no, both
-        from the loss's own forward pass), then the plan and its optimizer steps. ``inspect`` sees the batch
-        between the two (the samples the trainer logs)."""
-        batch, start = batch.to(self.policy.device), time.perf_counter()
-        fused = not self.learner_pass_needed(batch)
-        mismatch: dict[str, float] = {}
-        if fused:
-            self._recorded_rows, self._recording_done = [], False
-            batch.learner_logprobs = None
-        else:
-            batch = self.score_learner(batch)
-            mismatch = logprob_mismatch(batch)
-        if inspect is not None:
-            inspect(batch)
-        learner_pass_s = time.perf_counter() - start
-        try:
-            plan = self.plan(batch)
-            if fused and not any(len(step.items) for step in plan.steps):
-                # Nothing to train on (every group's rewards agree): no loss pass will run, so the
-                # mismatch metric gets a pass of its own, before the (gradient-free) optimizer step.
-                self._recorded_rows = None
-                start = time.perf_counter()
-                batch = self.score_learner(batch)
-                mismatch = logprob_mismatch(batch)
-                learner_pass_s += time.perf_counter() - start
-            stats = self.optimize(batch, plan)
-            if fused and self._recorded_rows:  # measured on the rows trained on, by the loss's pass
-                mismatch = logprob_mismatch(batch.select(torch.unique(torch.cat(self._recorded_rows))))
-        finally:
-            self._recorded_rows = None
-        return LearnResult(batch, stats, mismatch, learner_pass_s)
+    def recorded(self) -> torch.Tensor | None:
+        """The distinct rows recorded, or ``None`` when none was."""
+        return torch.unique(torch.cat(self.rows)) if self.rows else None
 
-    def score_reference(self, batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
-        """Fill ``batch.ref_logprobs`` on ``rows`` (the reference policy, no gradient)."""
-        out = self.score(batch, rows, lambda mb: self.reference.forward(
-            mb.input_ids, mb.attention_mask, self.temperature, positions=mb.action_mask, groups=mb.group_ids,
-        ))
-        batch.ref_logprobs = out.logprobs
-        return batch
 
-    def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
-        """``(B, T)`` token log-probs of ``batch`` under the reference policy."""
-        return self.reference.forward(batch.input_ids, batch.attention_mask, self.temperature).logprobs
+def split_items(config: TrainConfig, batch: Any, items: torch.Tensor, rows: bool) -> list[torch.Tensor]:
+    """``items`` in ``grad_accum_steps`` parts, each cut by length to ``micro_batch_tokens`` padded
+    tokens where the items are ``rows`` of ``batch`` (:func:`micro_batches`)."""
+    limit = config.micro_batch_tokens
+    lengths = batch.attention_mask.sum(-1) if rows and limit > 0 else None
+    return micro_batches(items, config.grad_accum_steps, lengths, limit)
 
-    def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """Train on ``batch`` (:meth:`learn`); return its ``loss/...`` statistics."""
-        return self.learn(batch).stats
 
-    def optimize(self, batch: RolloutBatch, plan: Plan) -> dict[str, float]:
+@torch.no_grad()
+def score_rows(
+    config: TrainConfig, batch: RolloutBatch, rows: torch.Tensor, forward: Callable[[RolloutBatch], ForwardOutput],
+    with_values: bool = False,
+) -> ForwardOutput:
+    """``forward`` on ``rows`` of ``batch`` in the update's micro-batches, no gradient: ``(B, T)``
+    outputs, 0 on the other rows (``with_values``: a zero ``values`` when no row is scored)."""
+    out: ForwardOutput | None = None
+    for idx in split_items(config, batch, rows, True):
+        part = forward(batch.select(idx))
+        if out is None:
+            out = ForwardOutput(*(None if p is None else p.new_zeros((len(batch), p.shape[1])) for p in part))
+        for whole, value in zip(out, part):
+            if value is not None:
+                whole[idx] = value
+    if out is None:
+        empty = torch.zeros(batch.input_ids.shape, device=batch.input_ids.device)
+        return ForwardOutput(empty, empty.clone(), empty.clone() if with_values else None)
+    return out
+
+
+def fusable(tensors: Iterable[torch.Tensor]) -> bool:
+    """Whether torch fuses AdamW over ``tensors``: floating-point tensors all on one CPU or CUDA device."""
+    tensors = list(tensors)
+    devices = {t.device for t in tensors}
+    return len(devices) == 1 and next(iter(devices)).type in ("cpu", "cuda") and all(t.is_floating_point() for t in tensors)
+
+
+def adamw(params: Iterable[Any], learning_rate: float, weight_decay: float, fused: bool = True) -> torch.optim.AdamW:
+    """AdamW over ``params`` (tensors or param groups), with ``fused`` one kernel for every tensor's
+    update where torch fuses it (:func:`fusable`). On the tiny model the fused step takes a few times
+    less than the per-tensor loop (the same arithmetic, differently rounded); anywhere else, or
+    without ``fused``, it is torch's default."""
+    params = list(params)
+    tensors = [t for group in params for t in (group["params"] if isinstance(group, dict) else [group])]
+    fused = fused and fusable(tensors)
+    return torch.optim.AdamW(params, lr=learning_rate, weight_decay=weight_decay, **({"fused": True} if fused else {}))
+
+
+def set_fused(optimizer: torch.optim.Optimizer, fused: bool) -> None:
+    """Make a loaded AdamW step as ``fused`` asks (where :func:`fusable`), not as the run that saved it did
+    (``load_state_dict`` brings back the saved flag): its step counts move where that kind of step keeps them."""
+    tensors = [p for group in optimizer.param_groups for p in group["params"]]
+    fused = fused and fusable(tensors)
+    for group in optimizer.param_groups:
+        group["fused"] = True if fused else None
+        for param in group["params"]:
+            step = optimizer.state.get(param, {}).get("step")
+            if isinstance(step, torch.Tensor):
+                optimizer.state[param]["step"] = step.to(dtype=torch.float32, device=param.device if fused else "cpu")
+
+
+class UpdateLoop:
+    """The update of a batch: the optimizer, its schedule and scaler, and the mechanics of an update;
+    the algorithm whose loss it minimises plans the steps (:class:`Plan`).
+
+    Args:
+        config: The run's configuration.
+        dist: The data-parallel group (one process: a no-op).
+        policy: The policy, set to train mode for the update (``None``: a run that loads none).
+        algorithm: What gives the loss of a micro-batch (``loss``), whether a step's items are rows
+            (``items_are_rows``), when to stop (``stop_early``) and what to train (``parameters_to_train``).
+        autocast_dtype: The forward passes' compute dtype: fp16 scales the gradients.
+        device: Where the update runs.
+    """
+
+    def __init__(
+        self, config: TrainConfig, dist: Distributed, policy: LLMPolicy | None, algorithm: Any,
+        autocast_dtype: torch.dtype | None, device: torch.device,
+    ):
+        self.config, self.dist, self.policy, self.algorithm = config, dist, policy, algorithm
+        self.optimizer = adamw(algorithm.parameters_to_train(), config.learning_rate, config.weight_decay, config.fused_optimizer)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: lr_factor(step, config.steps, config.warmup_steps, config.lr_schedule)
+        )
+        # fp16 autocast needs its gradients scaled; otherwise the scaler passes everything through.
+        self.scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype == torch.float16)
+
+    def params(self) -> list[torch.nn.Parameter]:
+        """Every parameter the optimizer steps."""
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def optimize(self, batch: Any, plan: Plan, record: LearnerRecord | None = None, at_step: int = 0) -> dict[str, float]:
         """Run ``plan``'s optimizer steps on ``batch``; the learning-rate schedule advances once.
+        ``record``: keep the first optimizer step's loss log-probs there (later steps see updated weights).
 
         Returns the plan's statistics, the mean over optimizer steps of each step's (its
         micro-batches' shares added up, and ``loss/grad_norm``), ``loss/updates`` (optimizer
         steps taken) and ``loss/early_stopped``.
         """
-        if self.policy is not None:  # None: a trainer that loads no policy (Trainer.needs_policy)
+        if self.policy is not None:  # None: a run that loads no policy (Trainer.needs_policy)
             self.policy.model.train()
         stats, stopped = StepStats(), False
         for step in plan.steps:
             shares: dict[str, float] = {}
-            chunks = self.micro_batches(batch, step.items, self.items_are_rows)
+            chunks = split_items(self.config, batch, step.items, self.algorithm.items_are_rows)
             for items in chunks:
-                loss, share = self.loss(batch, items, step)
-                self.backward(loss)
-                StepStats.add(shares, share)
+                out = LossOutput(*self.algorithm.loss(batch, items, step))
+                if record is not None and out.logprobs is not None:
+                    record.keep(batch, items, out.logprobs)
+                self.backward(out.loss)
+                StepStats.add(shares, out.stats)
             if not chunks:  # nothing carried a gradient: a zero one, so that the optimizer steps as it would have
                 self.zero_gradients()
-            self._recording_done = True  # the loss passes of later steps see updated weights
+            record = None  # the loss passes of later steps see updated weights
             shares["loss/grad_norm"] = self.optimizer_step()
             stats.step_done(shares)
-            reason = self.stop_early(shares)
+            reason = self.algorithm.stop_early(shares)
             if reason:
                 stopped = True
-                print(f"{self.algo_name}: step {self.step}: early stop after {stats.steps} optimizer step(s): {reason}")
+                print(f"{self.algorithm.name}: step {at_step}: early stop after {stats.steps} optimizer step(s): {reason}")
                 break
         with warnings.catch_warnings():  # a batch without an optimizer step (DPO without a pair) still advances it
             warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
@@ -371,7 +329,7 @@ class UpdateLoop:
 
     def zero_gradients(self) -> None:
         """Give every optimised parameter a zero gradient."""
-        for param in (p for group in self.optimizer.param_groups for p in group["params"]):
+        for param in self.params():
             param.grad = torch.zeros_like(param)
 
     def optimizer_step(self) -> float:
@@ -381,7 +339,7 @@ class UpdateLoop:
         skipped (the scaler lowers its scale; the returned norm is then inf). The learning-rate
         schedule is the loop's (:meth:`optimize`): once per batch.
         """
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        params = self.params()
         self.dist.all_reduce_gradients(params)  # sum of the ranks' shares (no-op in one process)
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else float("inf")
         self.scaler.unscale_(self.optimizer)
@@ -393,3 +351,22 @@ class UpdateLoop:
             self.policy.mark_weights_updated()
         return float(norm)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's, the schedule's and the scaler's states (a checkpoint's keys of those names)."""
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s states; the learning rates are then this run's schedule's at
+        the step resumed: the saved optimizer holds the saved run's, which differ where ``steps``
+        changed under a decaying schedule (a 1-step linear run saved its rate at the end of its
+        schedule, zero, and resumed to 2 steps its next step would have taken no step at all)."""
+        cfg = self.config
+        self.optimizer.load_state_dict(state["optimizer"])
+        set_fused(self.optimizer, cfg.fused_optimizer)
+        self.scheduler.load_state_dict(state["scheduler"])
+        factor = lr_factor(self.scheduler.last_epoch, cfg.steps, cfg.warmup_steps, cfg.lr_schedule)
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * factor
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]  # what get_last_lr() reports
+        if self.scaler.is_enabled() and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
