@@ -155,6 +155,11 @@ def test_bad_options_are_reported_with_the_field(capsys, model_path):
     assert "scale_rewards='std' is not allowed; choose one of 'group', 'batch', 'none'" in capsys.readouterr().err
     assert train_cli.main("train", ["--algo", "a2c"]) == 2
     assert "--algo 'a2c' is not an algorithm; choose one of distill, dpo, grpo, onpolicy-distill, ppo, prm, rm, sft" in capsys.readouterr().err
+    # a number outside the bounds declared on its field: one line naming the field, the value and the range
+    assert train_cli.main("train", ["--model", str(model_path), "--top-p", "0"]) == 2
+    assert capsys.readouterr().err == "mathgym train: error: top_p=0.0 is not allowed; choose a value in (0, 1].\n"
+    assert train_cli.main("train", ["--algo", "ppo", "--model", str(model_path), "--ppo-epochs", "0"]) == 2
+    assert capsys.readouterr().err == "mathgym train: error: ppo_epochs=0 is not allowed; it must be at least 1.\n"
 
 
 def test_a_bare_option_switches_a_boolean_on_and_other_options_need_a_value(capsys):
@@ -172,6 +177,7 @@ def test_help_lists_config_fields(capsys):
     assert train_cli.main("train", ["--help"]) == 0
     out = capsys.readouterr().out
     assert "--eps-high" in out and "clip range above 1" in out and "token_mean" in out
+    assert "(in [0, 1)) [default: 0.2]" in " ".join(out.split())  # --eps-low: its bounds, then its default
 
 
 def test_resumed_summary_counts_the_steps_of_this_process(tmp_path):
