@@ -160,8 +160,14 @@ class ChatFormat:
 
     # -- text <-> tokens -------------------------------------------------------------------
 
-    def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True) -> str:
+    def render(
+        self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True, tools: Sequence[dict[str, Any]] | None = None,
+    ) -> str:
         """The chat as text (chat template, or ``role: content`` lines without one).
+
+        ``tools`` (the OpenAI function schemas an env lists in ``info["tools"]``) go to the template's
+        ``tools`` variable, where templates write the tools a model may call; a template that does not
+        read it, and the ``role: content`` fallback, leave them out (the env's prompt names them too).
 
         Raises:
             ConfigError: The template is broken, or refuses these roles.
@@ -170,8 +176,10 @@ class ChatFormat:
             from jinja2 import TemplateError
 
             try:  # a template that refuses a system role gets the system text in the first user turn
+                extra = {"tools": list(tools)} if tools else {}
                 return template.apply_template(
-                    self.tokenizer, messages, add_generation_prompt=add_generation_prompt, tokenize=False, **self.template_kwargs
+                    self.tokenizer, messages, add_generation_prompt=add_generation_prompt, tokenize=False, **extra,
+                    **self.template_kwargs,
                 )
             except TemplateError as err:  # a broken template, or one that refuses these roles
                 raise ConfigError(
@@ -186,9 +194,9 @@ class ChatFormat:
         """Token ids of ``text`` (special-token markup in the text is honoured, none added)."""
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def prompt_ids(self, messages: Sequence[dict[str, Any]]) -> list[int]:
-        """Prompt tokens for a chat, ending with the generation prompt."""
-        return self.encode(self.render(messages))
+    def prompt_ids(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+        """Prompt tokens for a chat, ending with the generation prompt (``tools``: see :meth:`render`)."""
+        return self.encode(self.render(messages, tools=tools))
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """The text of ``token_ids`` (special tokens left out unless ``skip_special_tokens=False``)."""
@@ -213,7 +221,9 @@ class ChatFormat:
 
     # -- turns ----------------------------------------------------------------------------
 
-    def env_turn_ids(self, chat: Sequence[dict[str, Any]], reply: str, last_token: int | None) -> list[int]:
+    def env_turn_ids(
+        self, chat: Sequence[dict[str, Any]], reply: str, last_token: int | None, tools: Sequence[dict[str, Any]] | None = None,
+    ) -> list[int]:
         """Tokens that follow an action: the end of the assistant turn, the env's reply as a
         user turn, and the next generation prompt (what the template inserts there,
         :func:`~mathgym.agents.chat.turn_suffix`), appended to the episode's tokens as they are.
@@ -224,11 +234,13 @@ class ChatFormat:
             last_token: The action's last token: when it closed the turn (the end-of-turn marker
                 the template's text starts with, or the one it ends a chat's last turn with,
                 gpt-oss's ``<|return|>`` for the history's ``<|end|>``), no close is added.
+            tools: The tools the chat was rendered with (:meth:`render`).
 
         Raises:
             ConfigError: The template rewrites earlier turns (no token-faithful episode).
         """
-        suffix = template.turn_suffix(self.render, chat, reply, self.template_name)
+        render = self.render if not tools else (lambda messages, gen=True: self.render(messages, gen, tools))
+        suffix = template.turn_suffix(render, chat, reply, self.template_name)
         return self.after_action(self.encode(suffix), last_token)
 
     def after_action(self, ids: list[int], last_token: int | None) -> list[int]:

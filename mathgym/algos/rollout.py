@@ -11,7 +11,8 @@ gives the episodes of one collector with them all. Without it, the streams are d
 
 The policy samples; the chat format (``policy.chat`` unless given,
 :class:`~mathgym.agents.chat_format.ChatFormat`) writes the prompts, reads the actions and
-writes the env's turns. Multi-turn episodes stay token-faithful: the policy's next prompt is the
+writes the env's turns; an env's ``info["tools"]`` at reset (the OpenAI function schemas of the
+tools it serves, MCPTools-v0's) go to the chat template's ``tools``. Multi-turn episodes stay token-faithful: the policy's next prompt is the
 episode's token sequence so far, the single source of truth (the history is never re-rendered or
 re-tokenised); the env's reply is appended as the tokens of the text the chat template
 inserts after an assistant turn (:meth:`ChatFormat.env_turn_ids
@@ -184,15 +185,17 @@ class RolloutCollector:
         n = len(seeds)
         episodes = []
         chats: list[list[dict[str, str]]] = []
+        tools: list[list[dict[str, Any]] | None] = []  # an env's info["tools"]: the template's tools
         encoded: dict[str, list[int]] = {}  # a group's G copies of a prompt: encode once
         for i in range(n):
             messages = [dict(m) for m in _info_value(infos, "messages", i, [])]
             task_id = str(_info_value(infos, "task_id", i, ""))
             ep = Episode(self.env_id, task_id, group_id=i // G, messages=list(messages), sampled=True)
             ep.observations.append(str(observations[i]))
-            key = repr(messages)
+            tools.append(_info_value(infos, "tools", i, None) or None)
+            key = repr((messages, tools[i]))
             if key not in encoded:
-                encoded[key] = self.chat.prompt_ids(messages)
+                encoded[key] = self.chat.prompt_ids(messages, tools=tools[i])
             ep.extend(list(encoded[key]))
             episodes.append(ep)
             chats.append(messages)
@@ -200,13 +203,14 @@ class RolloutCollector:
         turn = 0
         with self.policy.reusing_turns():  # each turn runs the episode's new tokens only
             while active.any():
-                self._play_turn(episodes, chats, active, turn, generator, keys)
+                self._play_turn(episodes, chats, active, turn, generator, keys, tools)
                 turn += 1
         return episodes
 
     def _play_turn(
         self, episodes: list[Episode], chats: list[list[dict[str, str]]], active: np.ndarray, turn: int,
         generator: torch.Generator | None, keys: Sequence[tuple[int, int, int]] | None = None,
+        tools: Sequence[list[dict[str, Any]] | None] | None = None,
     ) -> None:
         """Generate one action for every active episode, step the envs, extend the episodes."""
         settings, policy = self.settings, self.policy
@@ -246,7 +250,9 @@ class RolloutCollector:
                 ep.truncated_turns = True
                 active[i] = False
                 continue
-            reply = self.chat.env_turn_ids(chats[i], str(obs[i]), ep.token_ids[-1] if ep.token_ids else None)
+            reply = self.chat.env_turn_ids(
+                chats[i], str(obs[i]), ep.token_ids[-1] if ep.token_ids else None, tools=tools[i] if tools else None,
+            )
             if len(ep.token_ids) + len(reply) >= settings.max_episode_tokens:  # no room left to act
                 ep.truncated_tokens = True
                 active[i] = False
