@@ -88,7 +88,7 @@ class TrainConfig:
     seed: int = option(0, "seed of tasks, sampling and initialisation")
     steps: int = option(60, "optimizer steps (one batch of rollouts each)", at_least=1)
     learning_rate: float = option(1e-4, "AdamW learning rate", above=0)
-    lr_schedule: LRSchedule = option("constant", "learning-rate schedule after warmup (linear: to zero at the last step)")
+    lr_schedule: LRSchedule = option("constant", "learning-rate schedule after warmup; linear decays to zero at the last step")
     warmup_steps: int = option(0, "linear learning-rate warmup steps", at_least=0)
     weight_decay: float = option(0.0, "AdamW weight decay")
     fused_optimizer: bool = option(
