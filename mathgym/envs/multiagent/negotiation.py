@@ -9,6 +9,7 @@ of its share / 10; no deal within ``rounds`` moves pays both 0.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -86,7 +87,9 @@ class NegotiationEnv(MultiAgentTextEnv):
         self._offer: tuple[int, ...] | None = None  # what player 0 would get under the proposal on the table
 
     def _new_game(self, options: Mapping[str, Any]) -> GameStart:
-        self._counts = tuple(options.get("counts") or (int(n) for n in self.np_random.integers(1, 4, size=3)))
+        self._counts = tuple(options.get("counts") or self._draw_counts())
+        if math.gcd(*self._counts) not in (1, 2):  # (3, 3, 3) cannot be worth 10
+            raise ConfigError(f"options counts {self._counts} cannot be worth {TOTAL_VALUE}: choose counts without a common factor of 3 or more.")
         values = options.get("values") or (draw_values(self._counts, self.np_random), draw_values(self._counts, self.np_random))
         self._values = tuple(tuple(int(v) for v in vs) for vs in values)
         if any(sum(c * v for c, v in zip(self._counts, vs)) != TOTAL_VALUE for vs in self._values):
@@ -107,6 +110,13 @@ class NegotiationEnv(MultiAgentTextEnv):
         )
         key = "".join(map(str, self._counts)) + "-" + "".join(f"{v}" for vs in self._values for v in vs)
         return GameStart(f"negotiation-{key}", prompts, 0)
+
+    def _draw_counts(self) -> tuple[int, ...]:
+        """1 to 3 of each item, never all three counts a multiple of 3 (no values would add up to 10)."""
+        while True:
+            counts = tuple(int(n) for n in self.np_random.integers(1, 4, size=3))
+            if math.gcd(*counts) in (1, 2):
+                return counts
 
     def _play(self, player: int, action: str) -> Move:
         move = parse_offer(action)
