@@ -73,6 +73,13 @@ def machine() -> dict[str, Any]:
     }
 
 
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` split at its first ``--``: the script's own arguments, and those it passes on."""
+    if "--" not in argv:
+        return argv, []
+    return argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+
+
 def write_record(name: str, results: dict[str, Any], argv: list[str] | None = None) -> Path:
     """Write ``results`` (plain JSON numbers and strings) as the record ``name``; returns its path."""
     argv = list(sys.argv if argv is None else argv)

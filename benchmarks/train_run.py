@@ -22,13 +22,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from record import write_record  # noqa: E402
+from record import split_passthrough, write_record  # noqa: E402
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    own = argv[: argv.index("--")] if "--" in argv else argv
+    own, extra = split_passthrough(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", default="", help="write benchmarks/results/NAME.json")
     parser.add_argument("--keep", default="", help="keep the run directory here (default: a temporary dir)")
