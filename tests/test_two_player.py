@@ -217,6 +217,13 @@ def test_seats_alternate_by_seed_and_the_opponent_moves_first_for_seat_one():
     assert all(fixed.reset(seed=s)[1]["seat"] == 1 for s in range(4))
 
 
+def test_a_step_reports_the_agents_move_and_the_opponents_reply():
+    env = gym.make("TicTacToe-v0", seat=0)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step("\\boxed{1}")
+    assert info["move"] == 1 and f"Your opponent played {info['opponent_move']}." in obs and info["opponent_move"] != 1
+
+
 def test_an_illegal_move_loses_the_game_with_a_format_error():
     env = gym.make("Nim-v0", seat=0)
     env.reset(seed=0)
@@ -224,7 +231,7 @@ def test_an_illegal_move_loses_the_game_with_a_format_error():
     assert (reward, terminated, truncated, info["status"], info["correct"]) == (-1.0, True, False, Status.FORMAT_ERROR, False)
 
 
-def test_the_expert_as_the_agent_beats_the_expert_opponent_at_nim_when_it_can():
+def test_perfect_play_against_the_expert_draws_tic_tac_toe():
     env = gym.make("TicTacToe-v0", seat=0)
     for seed in range(4):
         env.reset(seed=seed)

@@ -119,16 +119,18 @@ class VersusEnv(TextEnv):
 
     def _judge(self, action: str) -> Judgement:
         step = self.game.step(action)
+        info = {"move": step.info.get("move"), "seat": self.seat}
         if step.info["move_status"] is not MoveStatus.LEGAL:
             if not self.game.finished:  # the game's rules let the agent try again (TextArena's error allowance)
-                info = {"move": step.info.get("move"), "seat": self.seat}
                 return Judgement(0.0, Status.FORMAT_ERROR, False, self.game.observe(self.seat), {"outcome": 0.0}, info=info)
-            return self._end(step, Status.FORMAT_ERROR)
+            return self._end(step, Status.FORMAT_ERROR, info)
         if not self.game.finished:
-            step = self._opponent_moves() or step
+            last = self._opponent_moves()
+            if last is not None:
+                info["opponent_move"] = last.info.get("move")
+                step = last
         if self.game.finished:
-            return self._end(step, None)
-        info = {"move": step.info.get("move"), "seat": self.seat}
+            return self._end(step, None, info)
         return Judgement(0.0, Status.IN_PROGRESS, False, self.game.observe(self.seat), {"outcome": 0.0}, info=info)
 
     def _opponent_moves(self) -> MultiStep | None:
@@ -145,7 +147,7 @@ class VersusEnv(TextEnv):
             return pick_uniform(self.game.legal_moves(), self.np_random)
         return self.game.expert_action(rng=self.np_random)  # type: ignore[attr-defined]
 
-    def _end(self, step: MultiStep, status: Status | None) -> Judgement:
+    def _end(self, step: MultiStep, status: Status | None, info: dict[str, Any]) -> Judgement:
         outcome: Outcome = step.info["outcome"]
         reward = outcome.rewards[self.seat]
         won = outcome.winner == self.seat
@@ -153,7 +155,7 @@ class VersusEnv(TextEnv):
             status = Status.CORRECT if won else Status.PARTIAL if outcome.winner is None and reward > 0 else Status.WRONG
         if step.truncated and not step.terminated:
             status = Status.WRONG  # the opponent ran out of moves: the game stops, a draw
-        info = {"outcome": outcome.reason, "winner": outcome.winner, "seat": self.seat, "move": step.info.get("move")}
+        info = {**info, "outcome": outcome.reason, "winner": outcome.winner}
         self._task = Task(self.task.task_id, self.task.prompt, f"{outcome.reason}; {self.game.hidden_state()}")
         return Judgement(reward, status, True, "", {"outcome": reward}, won, info)
 
