@@ -326,3 +326,19 @@ def test_a_missing_textarena_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "textarena", None)
     with pytest.raises(ConfigError, match=r"need textarena: pip install .*\[textarena\]"):
         gym.make("TextArena/TicTacToe-v0")
+
+
+@pytest.mark.torch
+def test_a_saved_model_plays_as_the_opponent_loaded_on_its_first_move():
+    pytest.importorskip("torch")
+    from mathgym.agents.opponent import PolicyOpponent
+    from mathgym.agents.tiny import tiny_model_path
+
+    opponent = PolicyOpponent(tiny_model_path(), max_new_tokens=6)
+    env = gym.make("TicTacToe-v0", opponent=opponent, seat=0)
+    env.reset(seed=0)
+    assert opponent._policy is None  # the agent moves first: nothing asked, nothing loaded
+    _, reward, terminated, _, info = env.step("\\boxed{5}")
+    assert opponent._policy is not None and info["move"] == 5
+    # The untrained tiny model writes no free cell, and forfeits; or it did write one, and the game goes on.
+    assert (terminated, reward, info["status"]) == (True, 1.0, Status.CORRECT) or (not terminated and "opponent_move" in info)
