@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import math
 import queue
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -233,6 +234,7 @@ class VerifiersEnv(TextEnv):
     def _start(self, index: int) -> _LiveEpisode:
         if self._loop is None:
             self._loop = BackgroundLoop()
+            weakref.finalize(self, self._loop.close)  # an env dropped without close(): its loop still winds down
         task = self.tasks[index]
         if self.system_override is not None:
             task = task.with_data(system_prompt=self.system_override or None)

@@ -33,6 +33,7 @@ class BackgroundLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self._closed = False
         self._thread = threading.Thread(target=self.loop.run_forever, name="mathgym-verifiers-loop", daemon=True)
         self._thread.start()
 
@@ -41,12 +42,24 @@ class BackgroundLoop:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
     def close(self) -> None:
-        if self.loop.is_closed():
+        """Cancel what still runs (each task unwinds its ``finally`` blocks), then stop the loop."""
+        if self._closed:
             return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._cancel_all(), self.loop).result(timeout=5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self.loop.close()
+
+    @staticmethod
+    async def _cancel_all() -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.get_running_loop().shutdown_asyncgens()
 
 
 def message_text(message: Any) -> str:
@@ -139,6 +152,11 @@ class SeatInteraction:
         self._append(reply, sampled=True)
         return vf.Segment(messages=[reply])
 
+    def abandon(self) -> None:
+        """Close without scoring (the episode was cancelled)."""
+        self._closed = True
+        self.trace.stop("cancelled")
+
     async def close(self) -> Any:
         """End the exchange; the task's rubric scores the trace (``task.score``), as verifiers'
         rollout does. A scorer that raises leaves the trace failed (``trace.ok`` false) and the
@@ -190,6 +208,9 @@ class Seat:
             yield interaction
         except Exception as err:
             interaction.trace.record_error(err)
+            raise
+        except BaseException:  # cancelled (the episode was abandoned): nothing to score
+            interaction.abandon()
             raise
         finally:
             self.traces.append(await interaction.close())
