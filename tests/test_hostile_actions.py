@@ -30,7 +30,7 @@ from mathgym.rewards.code import CodeTestsReward, extract_code
 from mathgym.rewards.extract import boxed_contents, extract_answer
 from mathgym.rewards.sandbox import TestCase
 
-from tests.envs_under_test import REASONING_GYM_PREFIX, contract_env_ids, contract_kwargs
+from tests.envs_under_test import REASONING_GYM_PREFIX, contract_env_ids, contract_kwargs, needs_layered_venv
 
 MEGABYTE = 1_000_000
 #: A parser fed a megabyte (best of three runs, so that a busy machine does not decide).
@@ -80,7 +80,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
 
 ENV_IDS = contract_env_ids()
 #: Each env id with the constructor options of its test run.
-ALL_ENV_IDS = [i for i in mathgym.list_envs() if not i.startswith(REASONING_GYM_PREFIX)]
+ALL_ENV_IDS = [i for i in mathgym.list_envs() if not i.startswith(REASONING_GYM_PREFIX) and not needs_layered_venv(i)]
 #: A handful of the ~105 ReasoningGym/<task>-v0 ids in the default run; all under ``-m heavy``.
 REASONING_GYM_DEFAULT = [i for i in ENV_IDS if i.startswith(REASONING_GYM_PREFIX)][:3]
 REASONING_GYM_ALL = [i for i in mathgym.list_envs() if i.startswith(REASONING_GYM_PREFIX)]
