@@ -88,7 +88,7 @@ def test_fp16_autocast_with_grad_scaler_on_cpu(model_path, tmp_path):
     state = torch.load(tmp_path / "run" / "checkpoints" / "step-000001" / "state.pt", weights_only=False)
     assert state["scaler"]["scale"] == trainer.scaler.get_scale()  # the scale is checkpointed and restored
     resumed = grpo(model_path, tmp_path / "run", dtype="float16", lora_r=4, save_every=1, steps=1, max_new_tokens=4)
-    resumed.scaler = torch.amp.GradScaler("cpu", init_scale=8.0)  # a different scale, that resume() must overwrite
+    resumed.loop.scaler = torch.amp.GradScaler("cpu", init_scale=8.0)  # a different scale, that resume() must overwrite
     assert resumed.resume() and resumed.scaler.get_scale() == trainer.scaler.get_scale()
 
 
