@@ -221,3 +221,15 @@ def test_what_it_cannot_play_is_refused_with_a_reason(tests_on_path):
         make("no-such-verifiers-taskset")
     with pytest.raises(ConfigError, match="neither a verifiers Env nor a Taskset"):
         make("tests.verifiers_fixture:SumData")
+
+
+@needs_verifiers
+def test_the_docs_example_runs(tmp_path):
+    """docs/envs-in.md's Verifiers-v0 example (marked notest(tested) there: the main venv has no verifiers)."""
+    page = (TESTS.parent / "docs" / "envs-in.md").read_text()
+    marker = page.index("notest(tested): tests/test_env_verifiers.py::test_the_docs_example_runs")
+    code = page[page.index("```python\n", marker) + len("```python\n"):]
+    code = code[: code.index("\n```")]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "What is the capital of Japan? -> 1.0 correct"
