@@ -233,3 +233,27 @@ def test_the_docs_example_runs(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "What is the capital of Japan? -> 1.0 correct"
+
+
+@needs_verifiers
+def test_a_prompt_of_several_messages_is_the_chat_prompt():
+    class Data(vf.TaskData):
+        answer: str
+
+    class FewShot(vf.Task[Data]):
+        @vf.reward(weight=1.0)
+        async def exact(self, trace: vf.Trace) -> float:
+            return float(trace.last_reply == self.data.answer)
+
+    class Shots(vf.Taskset[FewShot, vf.TasksetConfig]):
+        def load(self):
+            prompt = [{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "4"}, {"role": "user", "content": "3 + 3?"}]
+            yield FewShot(Data(prompt=[vf.UserMessage(**prompt[0]), vf.AssistantMessage(**prompt[1]), vf.UserMessage(**prompt[2])],
+                               system_prompt="Numbers only.", answer="6"), self.config.task)
+
+    env = make(Shots(vf.TasksetConfig()))
+    obs, info = env.reset(seed=0)
+    assert obs == "2 + 2?\n\n4\n\n3 + 3?"
+    assert info["messages"] == [{"role": "system", "content": "Numbers only."}, {"role": "user", "content": "2 + 2?"},
+                                {"role": "assistant", "content": "4"}, {"role": "user", "content": "3 + 3?"}]
+    assert env.step("6")[4]["status"] == "correct"

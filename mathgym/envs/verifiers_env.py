@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import math
 import queue
 import weakref
@@ -235,6 +236,8 @@ class VerifiersEnv(TextEnv):
         if self._loop is None:
             self._loop = BackgroundLoop()
             weakref.finalize(self, self._loop.close)  # an env dropped without close(): its loop still winds down
+            if self.runner is not None:  # the env's own shared resources (vf.Env.start), up before any episode
+                self._loop.submit(self.runner.start()).result(timeout=self.timeout_s)
         task = self.tasks[index]
         if self.system_override is not None:
             task = task.with_data(system_prompt=self.system_override or None)
@@ -363,6 +366,9 @@ class VerifiersEnv(TextEnv):
         self._abandon()
         if self._loop is not None:
             loop, self._loop = self._loop, None
+            if self.runner is not None:
+                with contextlib.suppress(Exception):
+                    loop.submit(self.runner.stop()).result(timeout=self.timeout_s)
             loop.close()
         super().close()
 
