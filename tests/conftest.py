@@ -37,7 +37,8 @@ LEARNING_CHECKS = ("tests/test_train_learning.py", "tests/test_ppo_dpo_learning.
 #: Files whose tests share costly module fixtures (a local Ray session and its actor processes,
 #: math-verify's verdicts on a corpus, the uninterrupted training runs that resumed ones are
 #: compared with): each runs whole on one worker, so each fixture is built once, not once per worker.
-WHOLE_FILES = ("tests/test_ray_executor.py", "tests/test_train_resume.py", "tests/test_math_differential.py")
+WHOLE_FILES = ("tests/test_ray_executor.py", "tests/test_train_resume.py", "tests/test_math_differential.py",
+               "tests/test_nemo_gym.py")  # its NeMo-Gym servers, started once
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -66,6 +66,10 @@ def contract_kwargs(env_id: str) -> dict:
         from tests.judge_server import fixture_judge_url
 
         return {"judge_url": fixture_judge_url(), "judge_model": "fixture-judge", "judge_options": {"timeout_s": 10.0}}
+    if env_id == "NeMoGym-v0":  # nemo-gym's mcqa server, from a Python >= 3.12 venv (a skip saying why without one)
+        from tests.nemo_gym_servers import contract_kwargs as nemo_gym_kwargs
+
+        return nemo_gym_kwargs()
     return CONTRACT_KWARGS.get(env_id, {})
 
 

@@ -12,12 +12,15 @@ INTEROP_ENVS: tuple[tuple[str, str, str], ...] = (
      "A verifiers (v1) environment (env= a taskset id or object): its tasks, its multi-turn protocol, its rubric's reward; needs mathgym[verifiers]."),
     ("OpenEnv-v0", "mathgym.envs.openenv_env:OpenEnvEnv",
      "Any OpenEnv environment (env= 'module:Class' in process, or a served env's URL) as a text env; needs mathgym[openenv]."),
+    ("NeMoGym-v0", "mathgym.envs.nemo_gym_env:NeMoGymEnv",
+     "A NeMo-Gym resources server (server_url=, or resources_server= started with a Python >= 3.12 that has nemo-gym) and its JSONL task set; /verify rewards, tools multi-turn."),
 )
 
 #: Catalogue facts of each format's env: what it plays (tasks, turns, licence) is the wrapped env's.
 INTEROP_FACTS: dict[str, EnvFacts] = {
     "OpenEnv-v0": EnvFacts("interop", "multi", licence="the OpenEnv env's own", extra="openenv"),
     "Verifiers-v0": EnvFacts("interop", "multi", licence="the verifiers taskset's own", extra="verifiers"),
+    "NeMoGym-v0": EnvFacts("interop", "multi", licence="the NeMo-Gym task set's own", extra="nemo-gym"),
 }
 
 
