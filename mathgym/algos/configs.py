@@ -108,6 +108,10 @@ class TrainConfig:
     max_new_tokens: int = option(32, "longest completion per turn, in tokens", at_least=1)
     max_episode_tokens: int = option(1024, "token budget of a whole episode (prompt + every turn)", at_least=1)
     max_turns: int = option(0, "collector cap on turns per episode (0: the env's own budget)", at_least=0)
+    agent: str = option(
+        "", "module:function of an agent program run per task against the policy's OpenAI-compatible endpoint "
+        "(its calls become the episodes, its answer is graded by the env; docs/agent-endpoint.md); empty: the env's own loop",
+    )
     backend: Backend = option("native", "generation backend")
     off_policy_steps: int = option(
         0,

@@ -294,7 +294,12 @@ class Trainer:
         return self.algorithm_class(parts)
 
     def build_source(self) -> BatchSource:
-        """Where the batches come from: by default rollouts of the policy on ``config.env``."""
+        """Where the batches come from: by default rollouts of the policy on ``config.env``; with
+        ``config.agent``, runs of that agent program against the policy's endpoint (:mod:`mathgym.algos.agent_runs`)."""
+        if self.config.agent:
+            from mathgym.algos.agent_runs import AgentBatchSource  # noqa: PLC0415 - the endpoint's server stack
+
+            return AgentBatchSource(self.config, self.dist, self.policy, self.env_kwargs)
         ahead = bool(self.config.off_policy_steps) and self.policy is not None
         return RolloutSource(self.config, self.dist, self.policy, self.env_kwargs, ahead=ahead)
 
