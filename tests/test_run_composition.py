@@ -27,7 +27,13 @@ def methods(cls: type) -> set[str]:
 def trainer_family() -> list[type]:
     trainers = [get_algorithm(name)[0] for name in sorted(ALGORITHMS)]
     sources = {cls for cls in _subclasses(BatchSource)}
-    return [*trainers, *{t.algorithm_class for t in trainers}, *sources, UpdateLoop]
+    algorithms = {t.algorithm_class for t in trainers}
+    # sorted by name: pytest-xdist's workers must collect the same list in the same order
+    return [*trainers, *sorted(algorithms, key=_qualified), *sorted(sources, key=_qualified), UpdateLoop]
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _subclasses(cls: type) -> set[type]:
