@@ -68,3 +68,25 @@ def two_turn_agent(task: Any) -> str:
     first = client.chat.completions.create(model=task.model, messages=messages).choices[0].message
     messages += [first.model_dump(exclude_none=True), {"role": "user", "content": "Check it and give the final answer."}]
     return client.chat.completions.create(model=task.model, messages=messages).choices[0].message.content or ""
+
+
+async def sdk_agent(task: Any) -> str:
+    """The same calculator agent written with OpenAI's Agents SDK (``openai-agents``), unmodified but
+    for the model it is pointed at: the endpoint, through ``OpenAIChatCompletionsModel``."""
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)  # its traces would go to OpenAI's servers
+
+    @function_tool
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression."""
+        return calculate(expression)
+
+    system = "\n".join(m["content"] for m in task.messages if m["role"] == "system")
+    user = "\n".join(m["content"] for m in task.messages if m["role"] == "user")
+    client = AsyncOpenAI(base_url=task.base_url, api_key=task.api_key)
+    model = OpenAIChatCompletionsModel(model=task.model, openai_client=client)
+    agent = Agent(name="solver", instructions=system or None, model=model, tools=[calculator])
+    result = await Runner.run(agent, user, max_turns=3)
+    return str(result.final_output)

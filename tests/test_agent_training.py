@@ -58,3 +58,33 @@ def test_a_multi_turn_agent_trains_with_the_env_verifiers_rewards(tmp_path_facto
             steps = batch.step_index[row][batch.action_mask[row] > 0].unique().tolist()
             assert steps == [0, 1]
     assert any(Path(tmp_path / "run").glob("checkpoint*")), "no checkpoint written"
+
+
+def test_an_agent_written_with_openais_agents_sdk_plays_against_the_endpoint(tmp_path_factory, tmp_path):
+    pytest.importorskip("agents")
+    from mathgym.agents.policy import LLMPolicy
+    from mathgym.algos.agent_runs import AgentBatchSource
+    from mathgym.algos.distributed import Distributed
+
+    model = build_small_model(tmp_path_factory.mktemp("agent-model"))
+    policy = LLMPolicy.from_pretrained(str(model), device="cpu")
+    config = GRPOConfig(
+        env="MathReason-v0", model=str(model), agent="tests.agent_programs:sdk_agent", num_tasks=1, group_size=2,
+        max_new_tokens=8, eval_tasks=0,
+    )
+    source = AgentBatchSource(config, Distributed.from_environment("cpu"), policy, {})
+    recorded = []
+    finish = source.endpoint.recorder.finish_call
+    source.endpoint.recorder.finish_call = lambda call, samples: (recorded.append(call), finish(call, samples))
+    try:
+        batch, stats = source.make_batch(0)
+    finally:
+        source.close()
+    assert len(batch) == 2 and stats["agent/errors"] == 0
+    assert {tuple(t["function"]["name"] for t in call.tools) for call in recorded} == {("calculator",)}  # the SDK's tool
+    for call in recorded:
+        assert call.prompt_ids == policy.chat.prompt_ids(call.messages, tools=call.tools)
+    for row in range(2):  # the episode is the recorded prompt and sample, the sample the action
+        length = int(batch.attention_mask[row].sum())
+        ids = batch.input_ids[row, :length].tolist()
+        assert any(ids == call.sequence(0) for call in recorded)
