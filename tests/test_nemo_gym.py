@@ -152,16 +152,18 @@ def test_a_slow_tool_is_the_models_timeout():
     assert "ran past 1 s" in obs and not terminated and info["status"] == "in_progress"
 
 
-def test_a_started_server_stops_with_close_and_a_gone_one_is_an_error():
-    env = gym.make("NeMoGym-v0", resources_server=FIXTURE, server_paths=[TESTS], python=served("mcqa").python,
-                   dataset=echo_rows())
-    env.reset(options={"task_index": 0})
-    assert env.step("ok")[1] == 1.0
+def test_the_docs_example_runs_and_a_gone_server_is_an_error():
+    # docs/envs-in.md's example: nemo-gym's mcqa server started by the env, its shipped task set.
+    env = gym.make("NeMoGym-v0", resources_server="mcqa", python=served("mcqa").python)
+    obs, info = env.reset(options={"task_index": 0})
+    _, reward, terminated, truncated, info = env.step("PCR detects the mutation: \\boxed{B}")
+    assert (reward, info["status"], info["verify"]["extracted_answer"]) == (1.0, "correct", "B")
     env.reset(options={"task_index": 0})
     process = env.unwrapped._launched.process
     process.kill()
     process.wait()
-    _, reward, terminated, _, info = env.step(call("greet", name="x"))
+    _, reward, terminated, _, info = env.step("\\boxed{B}")
     assert (reward, terminated, info["status"]) == (0.0, True, "error") and "cannot be reached" in info["error"]
     env.close()
     assert env.unwrapped._launched is None
+
