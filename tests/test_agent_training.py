@@ -88,3 +88,17 @@ def test_an_agent_written_with_openais_agents_sdk_plays_against_the_endpoint(tmp
         length = int(batch.attention_mask[row].sum())
         ids = batch.input_ids[row, :length].tolist()
         assert any(ids == call.sequence(0) for call in recorded)
+
+
+def test_mathgym_train_agent_runs_an_agent_program_per_task(tmp_path_factory, tmp_path):
+    from mathgym import train_cli
+
+    model = build_small_model(tmp_path_factory.mktemp("agent-model"))
+    code = train_cli.main("train", [
+        "--env", "MathReason-v0", "--model", str(model), "--agent", "tests.agent_programs:two_turn_agent",
+        "--num-tasks", "2", "--group-size", "2", "--steps", "1", "--max-new-tokens", "6", "--eval-tasks", "0",
+        "--progress", "false", "--run-dir", str(tmp_path / "run"),
+    ])
+    assert code == 0
+    (row,) = [r for r in read_metrics(tmp_path / "run") if "agent/calls_per_run" in r]
+    assert row["agent/calls_per_run"] == 2.0 and any(k.startswith("loss/") for k in row)
