@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import FastAPI
-from pydantic import BaseModel
-
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
+from pydantic import BaseModel
 
 
 class EchoConfig(BaseResourcesServerConfig):

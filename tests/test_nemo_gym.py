@@ -155,8 +155,8 @@ def test_a_slow_tool_is_the_models_timeout():
 def test_the_docs_example_runs_and_a_gone_server_is_an_error():
     # docs/envs-in.md's example: nemo-gym's mcqa server started by the env, its shipped task set.
     env = gym.make("NeMoGym-v0", resources_server="mcqa", python=served("mcqa").python)
-    obs, info = env.reset(options={"task_index": 0})
-    _, reward, terminated, truncated, info = env.step("PCR detects the mutation: \\boxed{B}")
+    env.reset(options={"task_index": 0})
+    _, reward, _, _, info = env.step("PCR detects the mutation: \\boxed{B}")
     assert (reward, info["status"], info["verify"]["extracted_answer"]) == (1.0, "correct", "B")
     env.reset(options={"task_index": 0})
     process = env.unwrapped._launched.process

@@ -193,16 +193,21 @@ class NeMoGymEnv(TextEnv):
         if (server_url is None) == (resources_server is None):
             raise ConfigError(f"give server_url= or resources_server=, one of them. {INSTALL_HINT}")
         self._launched: LaunchedServer | None = None
+        self.rows = load_rows(dataset) if dataset is not None else []  # a bad task set fails before a server starts
         if resources_server is not None:
             self._launched = LaunchedServer(str(resources_server), python, server_config, tuple(server_paths), startup_timeout_s)
             server_url, dataset = self._launched.url, self._launched.dataset if dataset is None else dataset
-        if dataset is None:
-            raise ConfigError("NeMoGym-v0 needs dataset=: the JSONL task set (NeMo-Gym's rows) of the server.")
-        self.server_url, self.timeout_s = str(server_url), float(timeout_s)
-        self.rows = load_rows(dataset)
+        try:
+            if dataset is None:
+                raise ConfigError("NeMoGym-v0 needs dataset=: the JSONL task set (NeMo-Gym's rows) of the server.")
+            self.rows = self.rows or load_rows(dataset)
+            self.server_url, self.timeout_s = str(server_url), float(timeout_s)
+            ResourcesServerSession(self.server_url, self.timeout_s)  # the URL is checked here
+        except Exception:
+            self.close()  # a server started for nothing stops now
+            raise
         self.dataset_name = Path(dataset).stem if isinstance(dataset, (str, Path)) else "rows"
         self.success_reward, self.show_tools = float(success_reward), bool(show_tools)
-        ResourcesServerSession(self.server_url, self.timeout_s)  # the URL is checked here
         self._session: ResourcesServerSession | None = None
         self._output: list[dict[str, Any]] = []  # the episode's Responses API output items
         self._posted: list[tuple[str, Any]] = []  # the tool calls run: a copy replays them on a session of its own

@@ -133,7 +133,8 @@ class LaunchedServer:
                    "--lifetime-s", str(lifetime_s)]
         for path in paths:
             command += ["--path", str(path)]
-        self._logs = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]  # files, not pipes: a chatty server never blocks
+        # Files, not pipes: a chatty server never blocks. They live as long as the server (closed by stop()).
+        self._logs = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]  # noqa: SIM115
         try:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._logs[0], stderr=self._logs[1])
         except OSError as err:

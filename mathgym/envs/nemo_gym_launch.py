@@ -76,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.path[:0] = args.path
     try:
         import uvicorn
-        from omegaconf import OmegaConf
         from nemo_gym.base_resources_server import SimpleResourcesServer
         from nemo_gym.config_types import BaseServerConfig
         from nemo_gym.server_utils import ServerClient
+        from omegaconf import OmegaConf
     except ImportError as err:
         _say(error=f"nemo-gym is not importable by {sys.executable} (Python {sys.version.split()[0]}): {err}")
         return NO_NEMO_GYM
