@@ -18,7 +18,7 @@ from mathgym.agents.endpoint import PolicyEndpoint, Recorder, Sample  # noqa: E4
 from mathgym.agents.policy import LLMPolicy, SamplingParams  # noqa: E402
 from mathgym.agents.tiny import tiny_model_path  # noqa: E402
 from mathgym.algos.agent_runs import RunOutcome, run_episodes  # noqa: E402
-from mathgym.serve import ServerThread  # noqa: E402
+from mathgym.aio_server import ServerThread  # noqa: E402
 from tests.chat_fixtures import build_tokenizer  # noqa: E402
 
 QUESTION = [{"role": "user", "content": "What is 2 + 3?"}]

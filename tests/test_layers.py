@@ -31,6 +31,7 @@ LAYERS = {
     "mathgym.untrusted": "ground",  # text and values from the model or the sandbox, made safe to show
     "mathgym.install": "ground",
     "mathgym.endpoint": "ground",  # one JSON request to a model server (judge, teacher)
+    "mathgym.aio_server": "ground",  # an aiohttp app served in this thread or another (mathgym serve, the policy's endpoint)
     "mathgym.rewards": "reward workers",
     "mathgym": "environments",  # the package itself: importing it registers the envs
     "mathgym.core": "environments",

@@ -37,7 +37,7 @@ from mathgym.algos.distributed import Distributed
 from mathgym.algos.sources import BatchSource
 from mathgym.errors import ConfigError, MathgymError
 from mathgym.rewards.base import Status
-from mathgym.serve import ServerThread
+from mathgym.aio_server import ServerThread
 
 #: The status of a run whose agent program raised (a model-caused crash counts against the model: it trains, reward 0).
 AGENT_ERROR = "agent_error"

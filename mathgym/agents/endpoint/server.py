@@ -111,7 +111,7 @@ class PolicyEndpoint:
     Example::
 
         endpoint = PolicyEndpoint(policy)
-        with ServerThread(endpoint) as url:          # mathgym.serve's, on 127.0.0.1
+        with ServerThread(endpoint) as url:          # mathgym.aio_server's, on 127.0.0.1
             client = openai.OpenAI(base_url=url + "/v1", api_key="run-1")
             client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "2+3?"}])
         endpoint.recorder.run("run-1").calls[0].prompt_ids
