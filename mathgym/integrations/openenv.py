@@ -29,8 +29,10 @@ try:
     from openenv.core.env_server.interfaces import Environment
     from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
     from pydantic import Field
-except ImportError as _err:  # the module is only imported by someone who wants OpenEnv
-    raise ImportError(f"mathgym.integrations.openenv needs openenv-core: {extra_hint('openenv')} ({_err})") from None
+except ModuleNotFoundError as _err:  # the module is only imported by someone who wants OpenEnv
+    # still a ModuleNotFoundError naming the missing package, so callers can tell it from a broken install
+    raise ModuleNotFoundError(f"mathgym.integrations.openenv needs openenv-core: {extra_hint('openenv')} ({_err})",
+                              name=_err.name) from None
 
 #: Sessions one server holds at once unless told otherwise.
 DEFAULT_MAX_SESSIONS = 64

@@ -26,8 +26,10 @@ from mathgym.install import extra_hint
 try:
     import verifiers.v1 as vf
     from pydantic import Field
-except ImportError as _err:  # the module is only imported by someone who wants verifiers
-    raise ImportError(f"mathgym.integrations.verifiers needs verifiers>=0.4: {extra_hint('verifiers')} ({_err})") from None
+except ModuleNotFoundError as _err:  # the module is only imported by someone who wants verifiers
+    # still a ModuleNotFoundError naming the missing package, so callers can tell it from a broken install
+    raise ModuleNotFoundError(f"mathgym.integrations.verifiers needs verifiers>=0.4: {extra_hint('verifiers')} ({_err})",
+                              name=_err.name) from None
 
 #: The taskset id verifiers resolves to this module (through the ``mathgym_verifiers`` package).
 TASKSET_ID = "mathgym-verifiers"
