@@ -7,8 +7,8 @@ rendered page does not show, change that::
 
     <!-- notest(gpu): needs a GPU and a hub model -->        it does not run, for a reason of KIND gpu
     <!-- heavy: 150 training steps, about 4 minutes -->     it runs under `-m heavy` only
-    <!-- continues: the student the block above saved -->  it runs after the page's last runnable block that
-                                                            does not continue, in the same directory
+    <!-- continues: the student the block above saved -->  it runs after the page's runnable default-tier
+                                                            blocks that do not continue, in the same directory
 
 A ``notest`` reason has one of the kinds of :data:`NOTEST_KINDS`; ``tested`` names the test that runs
 the block's commands (``tests/test_x.py::test_name``), which must exist. A block that neither runs nor
@@ -125,10 +125,13 @@ def why_not_run(snippet: Snippet) -> str | None:
 
 
 def chain(snippet: Snippet, page: list[Snippet]) -> list[Snippet]:
-    """The blocks to run for ``snippet``, in order: a block that continues runs after the page's last
-    runnable block before it that does not (the one that makes what it reads), then itself."""
-    before = [b for b in page[: page.index(snippet)] if b.notest is None and not b.continues]
-    return [before[-1], snippet] if snippet.continues and before else [snippet]
+    """The blocks to run for ``snippet``, in order: a block that continues runs after every runnable
+    block of the default tier before it on the page that does not continue (the page's set-up: what
+    it reads is made there, however far above), then itself."""
+    if not snippet.continues:
+        return [snippet]
+    before = [b for b in page[: page.index(snippet)] if b.notest is None and not b.continues and b.heavy is None]
+    return [*before, snippet]
 
 
 def run_block(snippet: Snippet, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -179,6 +182,6 @@ def test_blocks_and_markers_are_read(tmp_path: Path):
         (42, "bash", "mathgym\n", ("tested", "tests/test_nope.py::test_x"), None, False),
     ]
     assert [why_not_run(b) is None for b in blocks] == [True, True, True, True, False, False]
-    assert [b.line for b in chain(blocks[3], blocks)] == [14, 28]  # continues the last runnable block, not the skipped one
+    assert [b.line for b in chain(blocks[3], blocks)] == [3, 14, 28]  # after the page's runnable set-up, not the skipped one
     assert why_not_run(blocks[3]._replace(notest=("tested", "tests/test_docs_snippets.py::test_blocks_and_markers_are_read"))) is None
     assert len(SNIPPETS) >= 80 and len(RUNNABLE) >= 30  # the parametrised test above is not silently checking nothing
