@@ -154,6 +154,11 @@ EARLIER_BEHAVIOUR = {
     "micro_batch_tokens": 0,
     "fused_optimizer": False,
     "chat_template_kwargs": {},
+    "self_play": False,
+    "self_play_groups": "seat",
+    "self_play_pool": 0,
+    "self_play_pool_every": 10,
+    "self_play_pool_prob": 0.5,
 }
 
 

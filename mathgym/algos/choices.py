@@ -33,6 +33,10 @@ Executor = Literal["local", "ray"]
 #: whose recent pass rate is in a band, or a generator level moved by the pass rate.
 Curriculum = Literal["none", "pass_rate_band", "level"]
 
+#: The GRPO groups of a self-play batch (:mod:`mathgym.algos.self_play`): the games of one deal played
+#: from one seat (``seat``), or both seats of the deal's games together (``game``).
+SelfPlayGroups = Literal["seat", "game"]
+
 # -- policy-gradient algorithms (GRPO, PPO) ---------------------------------------------------------
 
 #: How per-token losses become a scalar (:data:`mathgym.algos.losses.AGGREGATIONS`).

@@ -41,6 +41,7 @@ from mathgym.algos.choices import (
     PPOLossAggregation,
     ReferenceKind,
     ScaleRewards,
+    SelfPlayGroups,
     TeacherKLEstimator,
     VectorizationMode,
 )
@@ -145,6 +146,20 @@ class TrainConfig:
     )
     curriculum_level_option: str = option("difficulty", "level: the env option that sets the generator level")
     curriculum_max_level: int = option(4, "level: the highest level (levels run from 0)", at_least=0)
+    self_play: bool = option(
+        False, "two-player games: the policy plays every seat of the game (make_multiagent(env)), each seat's tokens "
+        "trained with its own reward; evaluation stays against the env's fixed opponent (docs/two-player.md)",
+    )
+    self_play_groups: SelfPlayGroups = option(
+        "seat", "self_play: GRPO groups of a deal's games by seat (a per-seat baseline) or both seats together"
+    )
+    self_play_pool: int = option(
+        0, "self_play: earlier snapshots of the policy kept as opponents (0: none, the policy against itself only)", at_least=0
+    )
+    self_play_pool_every: int = option(10, "self_play: steps between snapshots saved to the pool", at_least=1)
+    self_play_pool_prob: float = option(
+        0.5, "self_play: chance that a game's other seat is played by a snapshot drawn from the pool", at_least=0, at_most=1
+    )
     vectorization_mode: VectorizationMode = option("sync", "gymnasium vector env mode (executor local)")
     executor: Executor = option(
         "local",
@@ -188,6 +203,10 @@ class TrainConfig:
             raise ConfigError(
                 "off_policy_steps=1 samples on a copy of the weights in this process: use backend native or hf "
                 "(vLLM holds its own copy, synced between steps)."
+            )
+        if self.self_play and (self.off_policy_steps or self.curriculum != "none"):
+            raise ConfigError(
+                "self_play plays its own games each step: use it with off_policy_steps=0 and curriculum none."
             )
         if (self.num_tasks * self.group_size) % self.grad_accum_steps:
             raise ConfigError(

@@ -295,11 +295,16 @@ class Trainer:
 
     def build_source(self) -> BatchSource:
         """Where the batches come from: by default rollouts of the policy on ``config.env``; with
-        ``config.agent``, runs of that agent program against the policy's endpoint (:mod:`mathgym.algos.agent_runs`)."""
+        ``config.agent``, runs of that agent program against the policy's endpoint (:mod:`mathgym.algos.agent_runs`); with
+        ``config.self_play``, games of the policy against itself (:mod:`mathgym.algos.self_play`)."""
         if self.config.agent:
             from mathgym.algos.agent_runs import AgentBatchSource  # noqa: PLC0415 - the endpoint's server stack
 
             return AgentBatchSource(self.config, self.dist, self.policy, self.env_kwargs)
+        if self.config.self_play:  # every seat of the game by the policy (docs/two-player.md)
+            from mathgym.algos.self_play import SelfPlaySource  # noqa: PLC0415 - only a self-play run needs it
+
+            return SelfPlaySource(self.config, self.dist, self.policy, self.env_kwargs, lambda: self.run_dir / "self_play_pool")
         ahead = bool(self.config.off_policy_steps) and self.policy is not None
         return RolloutSource(self.config, self.dist, self.policy, self.env_kwargs, ahead=ahead)
 
