@@ -155,6 +155,11 @@ class RolloutSource(BatchSource):
         episodes = [e for group in self.dist.shard(groups) for e in group]
         return RolloutBatch.from_episodes(episodes, self.sampler.pad_token_id), stats
 
+    def metrics(self, batch: Any) -> dict[str, float]:
+        """The rollouts' metrics, and the executor's own counters (Ray's ``infra/actor_failures``)."""
+        counters = self._executor.metrics() if hasattr(self._executor, "metrics") else {}
+        return {**super().metrics(batch), **counters}
+
     def next_rollouts(self, step: int, steps: int) -> Rollouts:
         """Under ``off_policy_steps=1``: the batch of ``step`` sampled during the previous step's update,
         and the sampling of the next one started (``steps``: the run's last)."""
