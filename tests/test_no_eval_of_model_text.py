@@ -28,6 +28,8 @@ ALLOWED_CALLS = {
     # The judge runs a task's own test code (the data set's, never the model's) in a process of its
     # own beside the sandbox; the model's functions are proxies that forward calls into the sandbox.
     "rewards/sandbox/trusted_judge.py": {"exec"},
+    # Container.exec: a shell command run inside the task's container (`podman exec`), not Python's exec.
+    "rewards/sandbox/container.py": {"exec"},
 }
 #: Modules that may import a text-to-expression parser (sympy, math-verify, latex2sympy2).
 PARSER_IMPORTS_ALLOWED = {"rewards/_math_worker.py"}
