@@ -1,5 +1,8 @@
 """Every measured figure in the docs is a number of a recorded result in ``benchmarks/results``.
 
+A test run's counts (``N passed``, ``N skipped``) are figures too: the README quotes the
+default suite's from the record ``benchmarks/test_suite.py`` takes.
+
 A page puts its figures in a block that names the record(s) they come from::
 
     <!-- figures: code -->
@@ -30,7 +33,7 @@ _CLOSE = re.compile(r"<!--\s*/figures\s*-->")
 _NUMBER = r"(?<![\w.])(?P<value>\d[\d,]*(?:\.\d+)?)"
 #: A figure: a number with a unit that marks a measurement.
 _FIGURE = re.compile(
-    _NUMBER + r"(?P<unit>%|×|x(?![\w])|\s(?:points|ms|s|min)\b|\s?[a-z]+/s\b|\s?s/step\b)"
+    _NUMBER + r"(?P<unit>%|×|x(?![\w])|\s(?:points|ms|s|min|passed|skipped)\b|\s?[a-z]+/s\b|\s?s/step\b)"
 )
 
 
@@ -115,3 +118,13 @@ def test_the_check_fails_on_a_drifted_figure():
     bad = "| before | 43.0% |"
     assert all(_shown(f, recorded) for f in _FIGURE.finditer(good))
     assert not any(_shown(f, recorded) for f in _FIGURE.finditer(bad))
+    counted = [1769.0, 36.0]
+    assert all(_shown(f, counted) for f in _FIGURE.finditer("1,769 passed, 36 skipped"))
+    assert not any(_shown(f, counted) for f in _FIGURE.finditer("1,578 passed, 35 skipped"))
+
+
+def test_the_readme_quotes_the_suites_counts_from_a_record():
+    """The README's test counts sit in a block of the ``test_suite`` record (a stale count fails)."""
+    _, outside = _blocks((REPO / "README.md").read_text())
+    loose = [f.group(0) for f in _FIGURE.finditer(outside) if f["unit"].strip() in ("passed", "skipped")]
+    assert not loose, f"README.md: test counts outside a <!-- figures: test_suite --> block: {loose}"
