@@ -19,6 +19,7 @@ python benchmarks/distill.py --steps 30 --record distill
 python benchmarks/bench_turns.py --record turn_cache
 python benchmarks/bench_score_ahead.py --record score_ahead
 python benchmarks/bench_long_answers.py --repeat 20 --record long_answers
+python benchmarks/test_suite.py --record test_suite    # the README quotes it: run from a clean clone and venv
 python benchmarks/warm_start_envs.py --all --first-step-only --record warm_start_envs
 python benchmarks/prm_loop.py --record prm_loop    # tens of minutes
 python benchmarks/bench_decode.py --device cpu --shapes tiny --repeat 5 --threads 2 --record decode_cpu
