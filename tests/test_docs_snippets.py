@@ -153,7 +153,7 @@ RUNNABLE = [pytest.param(s, id=s.where, marks=HEAVY if any(b.heavy for b in chai
 @pytest.mark.parametrize("snippet", RUNNABLE)
 def test_block_runs_when_copied(snippet: Snippet, tmp_path: Path):
     for block in chain(snippet, PAGES[snippet.path]):
-        result = run_block(block, tmp_path, timeout=600 if block.heavy else 300)
+        result = run_block(block, tmp_path, timeout=1400 if block.heavy else 300)  # heavy: within its mark (1500 s)
         assert result.returncode == 0, (f"the block at {block.where} failed:\n{block.code}\n--- stdout:\n{result.stdout[-2000:]}"
                                         f"\n--- stderr:\n{result.stderr[-3000:]}")
 
