@@ -36,8 +36,9 @@ REASONING_GYM_SAMPLE = (
 )
 REASONING_GYM_PREFIX = "ReasoningGym/"
 #: The TextArena/<game>-v0 ids in every contract run (the rest share their class): a board game and an
-#: imperfect-information one; tests/test_two_player.py builds every listed id.
-TEXTARENA_SAMPLE = ("TextArena/TicTacToe-v0", "TextArena/KuhnPoker-v0")
+#: imperfect-information one; tests/test_two_player.py builds every listed id. Single-player: a guessing
+#: game and a puzzle; tests/test_textarena_single.py builds every id.
+TEXTARENA_SAMPLE = ("TextArena/TicTacToe-v0", "TextArena/KuhnPoker-v0", "TextArena/GuessTheNumber-v0", "TextArena/TowerOfHanoi-v0")
 TEXTARENA_PREFIX = "TextArena/"
 
 #: Envs with an optional dependency. CI installs every one (the ``dev`` extra), so a missing one

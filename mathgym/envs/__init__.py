@@ -89,6 +89,9 @@ def register_builtin_envs() -> None:
     from mathgym.envs.multiagent import register_two_player_envs  # noqa: PLC0415 - ids only, no textarena import
 
     register_two_player_envs()
+    from mathgym.envs.textarena_single import register_textarena_single_player_envs  # noqa: PLC0415 - ids only, no textarena import
+
+    register_textarena_single_player_envs()
     from mathgym.envs.interop_ids import register_interop_envs  # noqa: PLC0415 - ids only, no openenv / verifiers import
 
     register_interop_envs()
