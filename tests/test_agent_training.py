@@ -11,25 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("openai")
 
-from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
+from mathgym.algos.grpo import GRPOConfig  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
+from tests.test_dynamic_sampling import Recorder  # noqa: E402  (keeps the batches it trained on)
 from tests.trainkit import build_small_model  # noqa: E402
-
-
-class Recorder(GRPOTrainer):
-    """Keeps the batches it trained on."""
-
-    def build_source(self):
-        source = super().build_source()
-        make = source.make_batch
-
-        def recording(step):
-            batch, stats = make(step)
-            self.batches = [*getattr(self, "batches", []), batch]
-            return batch, stats
-
-        source.make_batch = recording
-        return source
 
 
 def test_a_multi_turn_agent_trains_with_the_env_verifiers_rewards(tmp_path_factory, tmp_path):

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
-from tests.test_dynamic_sampling import GUESS, register_coin_env  # noqa: E402
+from tests.test_dynamic_sampling import GUESS, Recorder, register_coin_env  # noqa: E402
 from tests.test_train_resume import COMMON, Killed, assert_same_metrics, assert_same_run, kill_at  # noqa: E402
 
 # The multi-turn test env of the resume tests, 3 samples a task, the batch ahead on.
@@ -40,22 +40,6 @@ def model_path(tmp_path_factory) -> Path:
     from tests.trainkit import build_dropout_model
 
     return build_dropout_model(tmp_path_factory.mktemp("dropout-model"))
-
-
-class Recorder(GRPOTrainer):
-    """Keeps the batches it sampled (in the sampling thread under overlap)."""
-
-    def build_source(self):
-        source = super().build_source()
-        make = source.make_batch
-
-        def recording(step):
-            batch, stats = make(step)
-            self.batches = [*getattr(self, "batches", []), batch]
-            return batch, stats
-
-        source.make_batch = recording
-        return source
 
 
 def overlap_trainer(model_path: Path, run_dir: Path, **overrides) -> Recorder:
