@@ -5,13 +5,11 @@ leaves the server empty."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
 import subprocess
 import sys
-import urllib.parse
 from collections.abc import Iterator
 
 import pytest
@@ -25,19 +23,10 @@ from mathgym.cli import build_parser  # noqa: E402
 from mathgym.envs import REMOTE_ENV_ID  # noqa: E402
 from mathgym.envs.remote import ServerBusyError  # noqa: E402
 from mathgym.serve import EnvServer, ServerThread  # noqa: E402
+from tests.test_serve_leases import held  # noqa: E402  (the sessions a server holds)
 
 SMALL = ["--steps", "1", "--num-tasks", "2", "--eval-tasks", "2", "--max-new-tokens", "8", "--warm-start-steps", "0",
          "--progress", "false"]
-
-
-def held(url: str) -> int:
-    parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    try:
-        conn.request("GET", "/")
-        return json.loads(conn.getresponse().read())["sessions"]
-    finally:
-        conn.close()
 
 
 def serve(*options: str) -> Iterator[str]:
