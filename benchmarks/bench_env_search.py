@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from mathgym.envs.sql_compare import results_match
-from mathgym.envs.unified_diff import PatchError, apply_unified_diff
+from mathgym.envs.sql.sql_compare import results_match
+from mathgym.envs.repo.unified_diff import PatchError, apply_unified_diff
 
 
 def _best_of_3(call) -> float:

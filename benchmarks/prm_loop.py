@@ -104,7 +104,7 @@ def step_measures(prm_dir: Path | None, held_out: Path) -> dict[str, Any]:
     of the PRM and of the rule-based ``arithmetic_consistency``."""
     from mathgym.algos.prm_eval import evaluate_prm, load_labelled_steps
     from mathgym.algos.selection import ProcessRewardScorer
-    from mathgym.envs.math_step import arithmetic_consistency
+    from mathgym.envs.math.math_step import arithmetic_consistency
 
     rows = load_labelled_steps(held_out)
     scorers: dict[str, Any] = {"arithmetic_consistency": ProcessRewardScorer(arithmetic_consistency)}
@@ -227,7 +227,7 @@ def main() -> None:
 
         warm = prepare_model(GRPOConfig(env="MathStep-v0", env_kwargs=options, warm_start_budget=MATHSTEP_WARM_START_BUDGET))
         # The PRM is paid at MathStep-v0's default process_weight (see MathStepEnv); the record names it.
-        from mathgym.envs.math_step import MathStepEnv
+        from mathgym.envs.math.math_step import MathStepEnv
 
         with_prm = json.dumps({**options, "process_reward": str(prm_dir)})
         results["process_weight"] = MathStepEnv(**options).process_weight

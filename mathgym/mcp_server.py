@@ -25,8 +25,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mathgym.envs.code_records import syntax_error
-from mathgym.envs.mcp_client import INSTALL_HINT
+from mathgym.envs.coding.code_records import syntax_error
+from mathgym.envs.tools.mcp_client import INSTALL_HINT
 from mathgym.errors import ConfigError
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import extract_answer
@@ -47,7 +47,7 @@ def _tool_error(message: str) -> Exception:
 def python_tool(cpu_seconds: float, wall_seconds: float, output_chars: int) -> Any:
     """``run_python``: the code runs in the sandbox; stdout, then the end of stderr when it failed."""
     from mathgym.envs.ahead import sandbox_call  # noqa: PLC0415 - the sandbox starts on first use
-    from mathgym.envs.math_tool import tool_job  # noqa: PLC0415
+    from mathgym.envs.math.math_tool import tool_job  # noqa: PLC0415
 
     def run_python(code: str) -> str:
         """Run a Python program in a sandbox (no network, limited CPU time and memory) and return what it prints."""
@@ -70,7 +70,7 @@ def python_tool(cpu_seconds: float, wall_seconds: float, output_chars: int) -> A
 def sql_tool(db_path: str, rows: int, output_chars: int) -> tuple[Any, str]:
     """``sql_query`` on ``db_path`` and its description (the schema); each call opens the file anew,
     read-only, so concurrent calls share nothing."""
-    from mathgym.envs.sql_query import _open_read_only, format_result, run_query  # noqa: PLC0415 - SQLQuery-v0's containment
+    from mathgym.envs.sql.sql_query import _open_read_only, format_result, run_query  # noqa: PLC0415 - SQLQuery-v0's containment
 
     max_sql_chars, steps, budget_s = 10_000, 1_000_000, 2.0
     try:

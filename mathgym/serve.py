@@ -3,9 +3,9 @@
 The server runs on aiohttp (``pip install "mathgym[serve]"``). Each session holds one env made with
 the options its client sent; the env's calls run in a thread pool, one at a time per session,
 so a slow step (a sandboxed program) holds up only its own session. The client is
-``gym.make("mathgym/Remote-v0", url=..., env_id=..., **env_kwargs)`` (:mod:`mathgym.envs.remote`).
+``gym.make("mathgym/Remote-v0", url=..., env_id=..., **env_kwargs)`` (:mod:`mathgym.envs.served.remote`).
 
-Routes (JSON bodies, values encoded as :mod:`mathgym.envs.wire` describes):
+Routes (JSON bodies, values encoded as :mod:`mathgym.envs.served.wire` describes):
 
 ============================  ==========================================  ============================================
 route                         request body                                answer
@@ -41,9 +41,9 @@ once it is not for ``--client-timeout`` seconds (a client killed mid-run frees i
 seconds, not after ``--session-timeout``); a client that exits releases them at once
 (``DELETE /clients/CID``). A session without an owner (curl) closes when idle for ``--session-timeout``.
 
-Errors answer ``{"error": {"type", "message"}}`` with the status of :data:`mathgym.envs.wire.ERRORS`:
+Errors answer ``{"error": {"type", "message"}}`` with the status of :data:`mathgym.envs.served.wire.ERRORS`:
 400 unreadable request (a value that does not decode, or names more memory than the request may:
-:func:`mathgym.envs.wire.decode_request`; a negative seed; an expert asked of an env that has none),
+:func:`mathgym.envs.served.wire.decode_request`; a negative seed; an expert asked of an env that has none),
 401 a missing or wrong token, 404 unknown env or session, 409 step before reset or after the end,
 422 an action that is not a string or options the env refuses, 503 ``--max-sessions`` reached or
 :data:`MAX_QUEUED_CALLS` calls of the session queued (with ``Retry-After``), 500 an exception of
@@ -76,7 +76,7 @@ import gymnasium as gym
 from aiohttp import web
 
 from mathgym.aio_server import ServerThread, serve_app  # noqa: F401 - ServerThread: serve an EnvServer from a test or notebook
-from mathgym.envs.wire import (
+from mathgym.envs.served.wire import (
     CLIENT_HEADER,
     BadRequestError,
     ServerBusyError,

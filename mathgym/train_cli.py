@@ -265,7 +265,7 @@ def check_model_source(model: str) -> None:
             f"--model {model}: no such directory, and not a hub id (ORG/NAME). Give a local model directory "
             "(e.g. runs/<run>/final), a hub id such as Qwen/Qwen2.5-0.5B-Instruct, or 'tiny'."
         )
-    from mathgym.envs.data import hub_offline
+    from mathgym.envs.math.data import hub_offline
 
     if _in_hub_cache(model) or not hub_offline():
         return

@@ -22,7 +22,7 @@ def gsm8k_path(request: pytest.FixtureRequest) -> Path:
     """GSM8K test problems: the sample shipped in ``mathgym/samples`` (always there), then the
     full test split where it is present (a skip that names the path where it is not)."""
     if request.param == "sample":
-        from mathgym.envs.data import GSM8K_SAMPLE  # here, not above: after OMP_NUM_THREADS is set
+        from mathgym.envs.math.data import GSM8K_SAMPLE  # here, not above: after OMP_NUM_THREADS is set
 
         return GSM8K_SAMPLE
     if not GSM8K_TEST.is_file():

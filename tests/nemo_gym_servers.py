@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mathgym.envs.nemo_gym_http import PYTHON_ENV_VAR, LaunchedServer
+from mathgym.envs.interop.nemo_gym_http import PYTHON_ENV_VAR, LaunchedServer
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_VENV_PYTHON = REPO / ".venv-ci-nemo-gym" / "bin" / "python"

@@ -47,7 +47,7 @@ def test_filters_keep_what_each_asks_for():
 
 
 def test_a_class_declares_facts_and_the_registration_overrides_them():
-    from mathgym.envs.guess_number import GuessNumberEnv
+    from mathgym.envs.games.guess_number import GuessNumberEnv
 
     class Declared(GuessNumberEnv):
         catalogue_facts = EnvFacts("games", "multi", tools=("hint",))

@@ -15,7 +15,7 @@ from mathgym.algos.batch import RolloutBatch  # noqa: E402
 from mathgym.algos.preferences import PreferencePair, pair_episodes  # noqa: E402
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings  # noqa: E402
 from mathgym.algos.sft import encode_demonstration  # noqa: E402
-from mathgym.envs.tool_calls import PYTHON_TOOL, find_tool_calls  # noqa: E402
+from mathgym.envs.tools.tool_calls import PYTHON_TOOL, find_tool_calls  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
 from tests.chat_fixtures import DEFAULT_SYSTEM, END_OF_TURN, QWEN3_TEMPLATE, STYLES, assert_episode_text, cached_chat_model  # noqa: E402
 

@@ -9,9 +9,9 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401 - registers the envs
-from mathgym.envs.code import grade
-from mathgym.envs.code_stubs import printed_floor, stub_passes
-from mathgym.envs.code_tasks import CodeTask, load_tasks
+from mathgym.envs.coding.code import grade
+from mathgym.envs.coding.code_stubs import printed_floor, stub_passes
+from mathgym.envs.coding.code_tasks import CodeTask, load_tasks
 from mathgym.rewards.no_op import credit_beyond
 
 

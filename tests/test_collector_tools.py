@@ -12,7 +12,7 @@ from mathgym.agents.chat_format import ChatFormat  # noqa: E402
 from mathgym.agents.policy import LLMPolicy, SamplingParams  # noqa: E402
 from mathgym.algos.rollout import RolloutCollector, RolloutSettings  # noqa: E402
 from mathgym.core import Judgement, Task, TextEnv  # noqa: E402
-from mathgym.envs.tool_calls import PYTHON_TOOL  # noqa: E402
+from mathgym.envs.tools.tool_calls import PYTHON_TOOL  # noqa: E402
 from mathgym.rewards.base import Status  # noqa: E402
 from tests.chat_fixtures import build_tokenizer, cached_chat_model  # noqa: E402
 

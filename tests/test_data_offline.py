@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 LOAD = textwrap.dedent("""
     import time
-    from mathgym.envs.data import hub_offline, load_dataset
+    from mathgym.envs.math.data import hub_offline, load_dataset
     from mathgym.errors import DatasetError
     start = time.perf_counter()
     print("offline:", hub_offline())

@@ -20,7 +20,7 @@ def test_the_catalogue_lists_mathgym_envs_and_leaves_out_a_plugin_of_the_builder
     from mathgym.registry import _CATALOGUE, register_env
 
     generate = pytest.importorskip("generate", reason="docs/hooks/generate.py needs mkdocs (the docs extra)")
-    register_env("SomeoneElses-v0", "mathgym.envs.guess_number:GuessNumberEnv", "a plugin's env", source="their-plugin")
+    register_env("SomeoneElses-v0", "mathgym.envs.games.guess_number:GuessNumberEnv", "a plugin's env", source="their-plugin")
     try:
         page = generate.catalogue_page()
     finally:

@@ -12,8 +12,8 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401
-from mathgym.envs.code_task_set import builtin_tasks
-from mathgym.envs.code_tasks import humaneval_tasks, load_code_jsonl
+from mathgym.envs.coding.code_task_set import builtin_tasks
+from mathgym.envs.coding.code_tasks import humaneval_tasks, load_code_jsonl
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards.code import extract_code
 from mathgym.rewards.sandbox import CodeSandbox, Status, TestCase
@@ -771,7 +771,7 @@ def test_labels_holding_tests_grade_programs_in_verls_and_openrlhfs_reward_funct
     """verl's compute_score and OpenRLHF's reward_func grade a label that holds a program's tests
     (APPS's inputs and outputs, function calls, a list of cases; an object or JSON) by running the
     response's program in the sandbox; what a label is follows from the label, not data_source."""
-    from mathgym.envs.code_tasks import tests_task
+    from mathgym.envs.coding.code_tasks import tests_task
     from mathgym.integrations.verl import compute_score
 
     stdio = json.dumps({"inputs": ["1 2\n", "10 -3\n"], "outputs": ["3\n", "7\n"]})

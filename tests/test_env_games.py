@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import mathgym  # noqa: F401
-from mathgym.envs.countdown import ExpressionError, evaluate, extract_expression, generate_instance, solve
-from mathgym.envs.sokoban import apply_move, generate_level
-from mathgym.envs.sokoban import solve as solve_sokoban
+from mathgym.envs.math.countdown import ExpressionError, evaluate, extract_expression, generate_instance, solve
+from mathgym.envs.games.sokoban import apply_move, generate_level
+from mathgym.envs.games.sokoban import solve as solve_sokoban
 from mathgym.errors import ConfigError
 
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("mcp", reason="MCP tools need the mcp package: pip install '.[mcp]'")
 
 import mathgym  # noqa: E402,F401 - registers the envs
-from mathgym.envs.mcp_client import MCPConnection  # noqa: E402
+from mathgym.envs.tools.mcp_client import MCPConnection  # noqa: E402
 from mathgym.errors import ConfigError, ToolServerError  # noqa: E402
 from mathgym.rewards.base import Status  # noqa: E402
 

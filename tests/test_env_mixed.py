@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mathgym  # noqa: F401
-from mathgym.envs.math_step import arithmetic_consistency, solution_steps
+from mathgym.envs.math.math_step import arithmetic_consistency, solution_steps
 from mathgym.errors import ConfigError, EpisodeFinishedError, ResetNeededError
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import mathgym  # noqa: F401
 from mathgym.cli import main
-from mathgym.envs.open_qa import OPEN_QA_SAMPLE, load_open_qa
+from mathgym.envs.writing.open_qa import OPEN_QA_SAMPLE, load_open_qa
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards import Status
 from tests.judge_server import fixture_judge_url
@@ -67,7 +67,7 @@ def test_options_and_data_are_checked(tmp_path):
 
 
 def test_qa_data_in_triviaqa_and_natural_questions_layouts(tmp_path):
-    from mathgym.envs.open_qa import load_open_qa
+    from mathgym.envs.writing.open_qa import load_open_qa
 
     path = tmp_path / "qa.jsonl"
     rows = [{"question": "Which planet is red?", "answer": {"value": "Mars", "aliases": ["Mars", "the Red Planet"]}},
@@ -81,7 +81,7 @@ def test_qa_data_in_triviaqa_and_natural_questions_layouts(tmp_path):
 
 
 def test_qa_data_in_squad_popqa_musique_flashrag_and_verl_layouts(tmp_path):
-    from mathgym.envs.open_qa import load_open_qa
+    from mathgym.envs.writing.open_qa import load_open_qa
 
     rows = [
         {"id": "squad-1", "context": "Oxygen was found by Scheele.", "question": "Who found oxygen?",

@@ -13,8 +13,8 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401 - registers the envs
-from mathgym.envs.sql_query import SQLQueryEnv, parse_reply, results_match
-from mathgym.envs.sql_tasks import LEVELS
+from mathgym.envs.sql.sql_query import SQLQueryEnv, parse_reply, results_match
+from mathgym.envs.sql.sql_tasks import LEVELS
 from mathgym.rewards.base import Status
 
 #: A hostile query must come back (with its error) well within the hostile-action budget.

@@ -11,9 +11,9 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401
-from mathgym.envs import terminal
-from mathgym.envs.terminal import harbor_reward, pytest_reward
-from mathgym.envs.terminal_tasks import SAMPLE_TASKS, _mapped_dockerfile, read_tasks
+from mathgym.envs.repo import terminal
+from mathgym.envs.repo.terminal import harbor_reward, pytest_reward
+from mathgym.envs.repo.terminal_tasks import SAMPLE_TASKS, _mapped_dockerfile, read_tasks
 from mathgym.errors import DatasetError
 from mathgym.rewards.base import Status
 from mathgym.rewards.sandbox.container import Container, ContainerRuntime, RuntimeProbe, find_runtime

@@ -12,7 +12,7 @@ from mathgym import train_cli  # noqa: E402
 from mathgym.algos.batch import Episode  # noqa: E402
 from mathgym.algos.evaluate import Selector, episode_steps, evaluate_beam_search  # noqa: E402
 from mathgym.algos.selection import ProcessRewardScorer, math_equal  # noqa: E402
-from mathgym.envs.math_step import arithmetic_consistency  # noqa: E402
+from mathgym.envs.math.math_step import arithmetic_consistency  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
 

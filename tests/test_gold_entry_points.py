@@ -25,7 +25,7 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401 - registers the envs
-from mathgym.envs.data import load_jsonl
+from mathgym.envs.math.data import load_jsonl
 from mathgym.integrations import verl
 from mathgym.rewards import MathVerifier, trl_reward_function
 from mathgym.rewards.compose import Rubric

@@ -21,10 +21,10 @@ import gymnasium as gym
 import pytest
 
 import mathgym
-from mathgym.envs.math_step import arithmetic_consistency
-from mathgym.envs.math_tool import parse_tool_call
-from mathgym.envs.reasoning_gym_env import extract_tagged_answer
-from mathgym.envs.tool_calls import find_tool_calls
+from mathgym.envs.math.math_step import arithmetic_consistency
+from mathgym.envs.math.math_tool import parse_tool_call
+from mathgym.envs.interop.reasoning_gym_env import extract_tagged_answer
+from mathgym.envs.tools.tool_calls import find_tool_calls
 from mathgym.rewards.base import Status
 from mathgym.rewards.code import CodeTestsReward, extract_code
 from mathgym.rewards.extract import boxed_contents, extract_answer

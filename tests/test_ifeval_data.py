@@ -9,7 +9,7 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401 - registers the envs
-from mathgym.envs.ifeval_data import APPROXIMATED, CHECKS, load_ifeval
+from mathgym.envs.writing.ifeval_data import APPROXIMATED, CHECKS, load_ifeval
 from mathgym.errors import ConfigError, DatasetError
 
 #: instruction id -> (kwargs, a response that follows it, one that does not)

@@ -12,8 +12,8 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401 - registers the envs
-from mathgym.envs.ifeval_data import load_ifeval
-from mathgym.envs.ifeval_rlvr import RLVR_CHECKS, RLVR_UNCHECKED, count_rlvr_sentences
+from mathgym.envs.writing.ifeval_data import load_ifeval
+from mathgym.envs.writing.ifeval_rlvr import RLVR_CHECKS, RLVR_UNCHECKED, count_rlvr_sentences
 from mathgym.errors import DatasetError
 
 #: function name -> (arguments, a response that follows it, one that does not); the pairs pick the

@@ -6,9 +6,9 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401
-from mathgym.envs import instruction_checks as c
-from mathgym.envs.instruction_constraints import FAMILIES, FORBIDDEN, KEYWORDS
-from mathgym.envs.instruction_follow import SENTENCES
+from mathgym.envs.writing import instruction_checks as c
+from mathgym.envs.writing.instruction_constraints import FAMILIES, FORBIDDEN, KEYWORDS
+from mathgym.envs.writing.instruction_follow import SENTENCES
 from mathgym.errors import ConfigError
 
 # (checker, kwargs, response, expected): the tricky ones name what they catch.

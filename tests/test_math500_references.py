@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mathgym.envs.data import load_jsonl
+from mathgym.envs.math.data import load_jsonl
 from mathgym.rewards import MathVerifier
 from mathgym.rewards.math import ANSWER_EXTRACTIONS, latex_gold
 

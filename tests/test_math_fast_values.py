@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mathgym.envs.data import load_jsonl
+from mathgym.envs.math.data import load_jsonl
 from mathgym.rewards.math import latex_gold
 from tests.rewards.math_corpus import Pair, math_verify_verdicts
 from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict

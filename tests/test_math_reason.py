@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import mathgym  # noqa: F401
-from mathgym.envs.data import gsm8k_final_answer, load_jsonl
-from mathgym.envs.problems import MAX_LEVEL, generate
+from mathgym.envs.math.data import gsm8k_final_answer, load_jsonl
+from mathgym.envs.math.problems import MAX_LEVEL, generate
 from mathgym.errors import ConfigError, DatasetError
 from mathgym.rewards import MathVerifier
 
@@ -167,7 +167,7 @@ def test_answer_extraction_modes():
 def test_rows_in_other_peoples_layouts(tmp_path):
     """Capitalised names (AIME sets), numeric answers, TRL's conversational prompts and verl's
     nested ground truth load; a cell that is not text says which column."""
-    from mathgym.envs.data import record_from_row
+    from mathgym.envs.math.data import record_from_row
     from mathgym.errors import DatasetError
 
     assert record_from_row({"Problem": "1+1?", "Answer": 2}) == record_from_row({"problem": "1+1?", "answer": "2"})
@@ -246,7 +246,7 @@ def test_other_math_sets_layouts_load_as_they_are(tmp_path):
     """Open-Reasoner-Zero's pairs of turns (a JSON list file, or one pair a line), OlympiadBench's
     lists of answers and solutions (all answers asked for where it says so), AIME's capitalised
     columns and AMC's numeric answers."""
-    from mathgym.envs.data import load_jsonl, record_from_row
+    from mathgym.envs.math.data import load_jsonl, record_from_row
 
     pairs = [[{"from": "human", "value": f"What is {i} + 1?"}, {"from": "assistant", "ground_truth": {"value": str(i + 1)}}] for i in range(3)]
     (tmp_path / "orz.json").write_text(json.dumps(pairs, indent=1))
@@ -277,7 +277,7 @@ def test_parquet_files_load_as_verl_and_the_hub_ship_them(tmp_path):
     import pyarrow.parquet as pq
 
     from mathgym.algos.sft import load_demonstrations
-    from mathgym.envs.data import load_jsonl
+    from mathgym.envs.math.data import load_jsonl
 
     rows = [{"data_source": "x", "prompt": [{"role": "user", "content": f"What is {i} + {i}?"}],
              "reward_model": {"style": "rule", "ground_truth": str(2 * i)}} for i in range(4)]
@@ -306,7 +306,7 @@ def test_a_folder_or_pattern_of_shards_is_one_data_set(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mathgym.envs.data import load_jsonl
+    from mathgym.envs.math.data import load_jsonl
 
     data = tmp_path / "snapshot" / "data"
     data.mkdir(parents=True)
@@ -341,7 +341,7 @@ def test_a_folder_or_pattern_of_shards_is_one_data_set(tmp_path):
 
 
 def test_a_malformed_row_or_column_mapping_is_a_data_set_error():
-    from mathgym.envs.data import record_from_row
+    from mathgym.envs.math.data import record_from_row
 
     with pytest.raises(DatasetError, match="a row is a JSON object, not list"):
         record_from_row([1, 2])

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401
-from mathgym.envs.math_step import arithmetic_consistency
+from mathgym.envs.math.math_step import arithmetic_consistency
 from mathgym.errors import ConfigError
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import mathgym
 from mathgym.checks import run_checks
-from mathgym.envs.reasoning_gym_tasks import REASONING_GYM_TASKS, WITHOUT_ID, task_env_id
+from mathgym.envs.interop.reasoning_gym_tasks import REASONING_GYM_TASKS, WITHOUT_ID, task_env_id
 from mathgym.errors import ConfigError
 
 TASK_IDS = [task_env_id(task) for task, _ in REASONING_GYM_TASKS]
@@ -33,7 +33,7 @@ def test_the_shipped_list_is_the_installed_reasoning_gym():
 
     shipped = {task for task, _ in REASONING_GYM_TASKS}
     assert shipped == set(DATASETS) - WITHOUT_ID, (
-        "update REASONING_GYM_TASKS: python -m mathgym.envs.reasoning_gym_tasks"
+        "update REASONING_GYM_TASKS: python -m mathgym.envs.interop.reasoning_gym_tasks"
     )
     for task, category in REASONING_GYM_TASKS:
         assert DATASETS[task][0].__module__.split(".")[1] == category, task

@@ -71,12 +71,12 @@ def test_cli_envs_wraps_listings_between_words():
     ``mathgym[reasoning-gym]``), and an env without a listing prints none."""
     result = _python("""
         import mathgym
-        import mathgym.envs.reasoning_gym_env as rg
+        import mathgym.envs.interop.reasoning_gym_env as rg
         from mathgym.cli import main
         from mathgym.registry import register_env
 
         rg.available_tasks = lambda: []  # as without reasoning-gym installed: the listing is the install hint
-        register_env("some-plugin/" + "a" * 36 + "-v0", "mathgym.envs.guess_number:GuessNumberEnv", "a plugin env with a long id")
+        register_env("some-plugin/" + "a" * 36 + "-v0", "mathgym.envs.games.guess_number:GuessNumberEnv", "a plugin env with a long id")
         main(["envs"])
         print("HINT=" + rg.ReasoningGymEnv.catalogue_listing())
     """)

@@ -156,7 +156,7 @@ def test_an_action_the_env_refuses_asks_nothing_ahead(action):
 
 
 def test_code_envs_grade_a_step_s_programs_side_by_side_with_the_verdicts_of_one_by_one(monkeypatch):
-    import mathgym.envs.code as code
+    import mathgym.envs.coding.code as code
 
     graded = record_calls(monkeypatch, code, "grade", lambda args: args[1])
 

@@ -13,7 +13,7 @@ import pytest
 from mathgym.algos.search import beam_search
 from mathgym.algos.selection import ProcessRewardScorer
 from mathgym.algos.step_labels import StepTask
-from mathgym.envs.math_step import arithmetic_consistency
+from mathgym.envs.math.math_step import arithmetic_consistency
 from mathgym.errors import ConfigError
 
 CHILDREN = {

@@ -28,8 +28,8 @@ pytest.importorskip("aiohttp")
 from mathgym.checks import CHECKS, run_checks  # noqa: E402
 from mathgym.core import Judgement, Task, TextEnv  # noqa: E402
 from mathgym.envs import REMOTE_ENV_ID  # noqa: E402
-from mathgym.envs.remote import RemoteEnvError, ServerBusyError, SessionNotFoundError  # noqa: E402
-from mathgym.envs.wire import decode, encode  # noqa: E402
+from mathgym.envs.served.remote import RemoteEnvError, ServerBusyError, SessionNotFoundError  # noqa: E402
+from mathgym.envs.served.wire import decode, encode  # noqa: E402
 from mathgym.errors import ConfigError, EpisodeFinishedError, InvalidActionError, ResetNeededError, UnknownEnvError  # noqa: E402
 from mathgym.rewards.base import Status  # noqa: E402
 from mathgym.serve import EnvServer, ServerThread  # noqa: E402

@@ -20,7 +20,7 @@ pytest.importorskip("aiohttp")
 
 from mathgym.algos.sft import env_demonstrations  # noqa: E402
 from mathgym.envs import REMOTE_ENV_ID  # noqa: E402
-from mathgym.envs.wire import UnauthorizedError  # noqa: E402
+from mathgym.envs.served.wire import UnauthorizedError  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
 from mathgym.serve import EnvServer, ServerThread  # noqa: E402
 

@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("aiohttp")
 
 from mathgym.envs import REMOTE_ENV_ID  # noqa: E402
-from mathgym.envs.remote import ServerBusyError  # noqa: E402
+from mathgym.envs.served.remote import ServerBusyError  # noqa: E402
 
 MAX_SESSIONS = 16
 HONEST, HOSTILE, ROUNDS = 24, 8, 4

@@ -21,7 +21,7 @@ from mathgym.algos.configs import GRPOConfig  # noqa: E402
 from mathgym.algos.rollout import check_run_room  # noqa: E402
 from mathgym.cli import build_parser  # noqa: E402
 from mathgym.envs import REMOTE_ENV_ID  # noqa: E402
-from mathgym.envs.remote import ServerBusyError  # noqa: E402
+from mathgym.envs.served.remote import ServerBusyError  # noqa: E402
 from mathgym.serve import EnvServer, ServerThread  # noqa: E402
 from tests.test_serve_leases import held  # noqa: E402  (the sessions a server holds)
 

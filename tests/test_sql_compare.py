@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from mathgym.envs.sql_compare import FLOAT_TOLERANCE, distinct_rows, results_match
+from mathgym.envs.sql.sql_compare import FLOAT_TOLERANCE, distinct_rows, results_match
 
 
 # -- the pairwise rules, as SQLQuery-v0 compared results before the index: the reference ----------

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401 - registers the envs
-from mathgym.envs.sql_data import ends_in_order_by, exact_results_match, load_sql_dataset
+from mathgym.envs.sql.sql_data import ends_in_order_by, exact_results_match, load_sql_dataset
 from mathgym.errors import ConfigError, DatasetError
 
 

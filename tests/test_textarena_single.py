@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 import mathgym
 from mathgym.catalogue import EnvFacts
 from mathgym.envs.multiagent.textarena_games import _BRACKETED
-from mathgym.envs.textarena_single import SKIPPED, TEXTARENA_SINGLE_PLAYER_GAMES, TextArenaSingleEnv
+from mathgym.envs.interop.textarena_single import SKIPPED, TEXTARENA_SINGLE_PLAYER_GAMES, TextArenaSingleEnv
 from mathgym.errors import ConfigError
 from mathgym.registry import catalogue_entry
 from mathgym.rewards.base import Status

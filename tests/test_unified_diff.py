@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from mathgym.envs.unified_diff import PatchError, apply_unified_diff
+from mathgym.envs.repo.unified_diff import PatchError, apply_unified_diff
 
 
 def _reference_place(lines, block, hint):

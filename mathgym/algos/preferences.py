@@ -31,7 +31,7 @@ import torch
 from mathgym.agents.chat_format import ChatFormat
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.choices import LogprobReduction
-from mathgym.envs.data import jsonl_rows, message_text
+from mathgym.envs.math.data import jsonl_rows, message_text
 from mathgym.errors import DatasetError
 from mathgym.options import pick
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mathgym.algos.step_labels import step_label_row
-from mathgym.envs.data import jsonl_rows
+from mathgym.envs.math.data import jsonl_rows
 from mathgym.errors import DatasetError
 from mathgym.rewards.prm import StepScorer
 

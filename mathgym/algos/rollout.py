@@ -41,7 +41,7 @@ from mathgym.agents.policy import LLMPolicy, SamplingParams
 from mathgym.algos.batch import Episode, RolloutBatch
 from mathgym.algos.choices import VectorizationMode
 from mathgym.envs.ahead import score_step_ahead
-from mathgym.envs.remote import check_session_room
+from mathgym.envs.served.remote import check_session_room
 
 #: Builds a collector's vector env: ``(env_id, num_envs, env_kwargs) -> VectorEnv`` with the
 #: results of ``gym.make_vec(..., vectorization_mode="sync")`` (e.g. the Ray executor's).

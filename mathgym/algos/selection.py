@@ -138,10 +138,10 @@ def math_equal(verifier: object | None = None) -> Callable[[str, str], bool]:
 
 class ProcessRewardScorer:
     """A rule-based process reward ``(problem, steps) -> float`` (such as
-    :func:`mathgym.envs.math_step.arithmetic_consistency`) as a :class:`StepScorer`.
+    :func:`mathgym.envs.math.math_step.arithmetic_consistency`) as a :class:`StepScorer`.
 
     Example:
-        >>> from mathgym.envs.math_step import arithmetic_consistency
+        >>> from mathgym.envs.math.math_step import arithmetic_consistency
         >>> ProcessRewardScorer(arithmetic_consistency).score_steps(["p"], [["2 + 2 = 4", "2 * 3 = 7"]])
         [[1.0, 0.0]]
     """

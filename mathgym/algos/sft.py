@@ -33,7 +33,7 @@ from mathgym.algos.distributed import Distributed
 from mathgym.algos.sources import BatchSource
 from mathgym.algos.trainer import Trainer
 from mathgym.algos.update import OptimizerStep, Plan
-from mathgym.envs.data import SHAREGPT_ROLES, jsonl_rows, message_text
+from mathgym.envs.math.data import SHAREGPT_ROLES, jsonl_rows, message_text
 from mathgym.errors import ConfigError, DatasetError
 
 __all__ = [

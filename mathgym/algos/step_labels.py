@@ -315,7 +315,7 @@ def read_step_labels(path: str | Path, source: StepLabelSource = "auto") -> Iter
     ``question``/``label``; ``steps``/``label``; ``conversations``). A record that cannot be
     read raises ``ValueError`` naming it.
     """
-    from mathgym.envs.data import jsonl_rows  # noqa: PLC0415
+    from mathgym.envs.math.data import jsonl_rows  # noqa: PLC0415
 
     for where, record in jsonl_rows(path, "step-label file", json_list=True):
         try:

@@ -1,6 +1,6 @@
 """Scores of responses against other people's labels: what verl's ``compute_score`` and
 OpenRLHF's ``reward_func`` share. A label holding a program's tests
-(:func:`~mathgym.envs.code_tasks.tests_task`) grades the response's program in the sandbox, as
+(:func:`~mathgym.envs.coding.code_tasks.tests_task`) grades the response's program in the sandbox, as
 CodeSandbox-v0 does; any other label is a final answer, graded by the lenient math verifier
 (:func:`~mathgym.rewards.math.labels_verifier`)."""
 
@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from mathgym.core import Judgement
-from mathgym.envs.code import GRADER
-from mathgym.envs.code_tasks import CodeTask, tests_task
+from mathgym.envs.coding.code import GRADER
+from mathgym.envs.coding.code_tasks import CodeTask, tests_task
 from mathgym.rewards.math import labels_verifier
 
 
 def grade_programs(responses: Sequence[str], tasks: Sequence[CodeTask]) -> list[Judgement | None]:
     """Each response's program graded against its task's tests (all must pass), side by side as
-    the code env's steps are (:data:`~mathgym.envs.code.GRADER`); ``None`` where the grading itself
+    the code env's steps are (:data:`~mathgym.envs.coding.code.GRADER`); ``None`` where the grading itself
     failed (the sandbox could not run)."""
     verdicts = GRADER.score_ahead([(task, str(response), "all_pass") for response, task in zip(responses, tasks)]) if tasks else []
     return [verdict if isinstance(verdict, Judgement) else None for verdict in verdicts]

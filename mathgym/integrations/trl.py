@@ -186,14 +186,14 @@ def code_reward(completions: Sequence[Any], prompts: Sequence[Any] | None = None
     layout CodeSandbox-v0 reads (``test`` + ``entry_point``, ``test_list``, ``input_output``,
     ``tests``, ``verification_info``, ``test_cases``, a KodCode pytest file, verl's
     ``reward_model``), or a ``ground_truth`` column holding APPS's ``inputs`` and ``outputs``
-    (:func:`~mathgym.envs.code_tasks.row_task`). A conversational completion is its last
+    (:func:`~mathgym.envs.coding.code_tasks.row_task`). A conversational completion is its last
     message's content. A row holding no tests it can read, a task that cannot be judged
     (``unverifiable``) and a sandbox failure get ``None``, which TRL leaves out.
 
     Raises:
         ConfigError: No row of the batch holds tests (the data set's columns are not a code layout).
     """
-    from mathgym.envs.code_tasks import row_task  # noqa: PLC0415
+    from mathgym.envs.coding.code_tasks import row_task  # noqa: PLC0415
     from mathgym.integrations._labels import grade_programs  # noqa: PLC0415
 
     count = len(completions)

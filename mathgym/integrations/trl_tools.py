@@ -19,10 +19,10 @@ from typing import Any
 
 import gymnasium as gym
 
-from mathgym.envs.frozen_lake import FrozenLakeEnv
-from mathgym.envs.guess_number import GuessNumberEnv
-from mathgym.envs.math_tool import MathToolEnv
-from mathgym.envs.sokoban import SokobanEnv
+from mathgym.envs.games.frozen_lake import FrozenLakeEnv
+from mathgym.envs.games.guess_number import GuessNumberEnv
+from mathgym.envs.math.math_tool import MathToolEnv
+from mathgym.envs.games.sokoban import SokobanEnv
 from mathgym.errors import ConfigError
 
 

@@ -16,7 +16,7 @@ The trivial programs:
   prints the most frequent expected output; the empty program is one of them), or echoing its
   input. These run nowhere: what they print is known, so their tests are decided here.
 
-The code envs keep the floor per task (:mod:`mathgym.envs.code_stubs`); :class:`~mathgym.rewards.code.CodeTestsReward`
+The code envs keep the floor per task (:mod:`mathgym.envs.coding.code_stubs`); :class:`~mathgym.rewards.code.CodeTestsReward`
 keeps it per (functions, tests) (:func:`stub_floor`).
 """
 

@@ -4,7 +4,7 @@ What an agent program sends (``messages``, ``tools``) becomes what a Hugging Fac
 renders (:func:`template_messages`): text parts joined, ``developer`` read as ``system``, a tool
 call's JSON ``arguments`` string as the object templates write with ``tojson``. What the model
 writes becomes the assistant message of the response (:func:`assistant_message`): the tool calls
-found by :func:`~mathgym.envs.tool_calls.find_tool_calls` (every format mathgym reads) as OpenAI
+found by :func:`~mathgym.envs.tools.tool_calls.find_tool_calls` (every format mathgym reads) as OpenAI
 ``tool_calls``, the rest as ``content``. :func:`message_key` is what two messages must share to be
 the same turn of a conversation (ids and whitespace at the ends aside). Pure Python, no torch.
 """
@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mathgym.envs.tool_calls import find_tool_calls
+from mathgym.envs.tools.tool_calls import find_tool_calls
 from mathgym.errors import MathgymError
 
 #: The roles a request's messages may have (``developer`` is OpenAI's newer name for ``system``).

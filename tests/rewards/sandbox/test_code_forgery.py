@@ -13,7 +13,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import mathgym.envs.code_task_set  # noqa: F401 - importing mathgym registers the envs
+import mathgym.envs.coding.code_task_set  # noqa: F401 - importing mathgym registers the envs
 from mathgym.rewards import CodeSandbox, CodeTestsReward, SandboxLimits, Status, TestCase
 
 ENTRY = "sum_of_evens"  # the built-in task 0 (CodeSandbox-v0, level 0)
@@ -60,7 +60,7 @@ _READ_THE_TASKS = (
     "def {entry}(*args):\n"
     "    return TABLE.get('{entry}(' + ', '.join(map(repr, args)) + ')')\n"
 )
-TASK_SOURCE = str(Path(mathgym.envs.code_task_set.__file__).resolve())
+TASK_SOURCE = str(Path(mathgym.envs.coding.code_task_set.__file__).resolve())
 
 FORGERIES = {
     "read_the_task_source": _READ_THE_TASKS.format(path=TASK_SOURCE, entry=ENTRY),
@@ -149,7 +149,7 @@ def test_task_data_is_hidden_from_the_program(monkeypatch):
     """The program cannot read its expected values from the task files (control: it can
     under the block-list view when they are not hidden; under the allow-list they are out of view)."""
     code = FORGERIES["read_the_task_source"]
-    task_tests = [TestCase(name, "assert", source) for name, source in mathgym.envs.code_task_set.builtin_tasks()[0].tests]
+    task_tests = [TestCase(name, "assert", source) for name, source in mathgym.envs.coding.code_task_set.builtin_tasks()[0].tests]
     with CodeSandbox(LIMITS, workers=1) as box:
         result = box.run_tests(code, task_tests)
         if result.details["tmp"] != "private":
@@ -158,7 +158,7 @@ def test_task_data_is_hidden_from_the_program(monkeypatch):
     with CodeSandbox(LIMITS, workers=1, hidden_paths=()) as unlisted:
         result = unlisted.run_tests(code, task_tests)
         assert result.status == (Status.WRONG if result.details["fs_view"] == "allow-list" else Status.CORRECT)
-    source = Path(mathgym.envs.code_task_set.__file__).resolve()
+    source = Path(mathgym.envs.coding.code_task_set.__file__).resolve()
     if any(str(source).startswith(private + "/") for private in ("/tmp", "/var/tmp", "/dev/shm")):
         pytest.skip(f"the checkout is under a dir each job sees as its own fresh tmpfs ({source}): no control possible")
     monkeypatch.setenv("MATHGYM_SANDBOX_SIMULATE_NO_NEW_ROOT", "1")

@@ -18,7 +18,7 @@ import gymnasium as gym
 import pytest
 
 import mathgym  # noqa: F401 - registers the envs
-from mathgym.envs.code_tasks import load_code_jsonl
+from mathgym.envs.coding.code_tasks import load_code_jsonl
 from mathgym.rewards import INFRA_STATUSES, CodeSandbox, CodeTestsReward, SandboxLimits, Status, TestCase
 
 LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=4)

@@ -1,0 +1,1 @@
+"""Envs over HTTP: the wire format of ``mathgym serve`` and its client, ``mathgym/Remote-v0``."""

@@ -1,0 +1,1 @@
+"""SQLQuery-v0: its generated databases and questions, Spider / BIRD readers, and the comparison of rows."""
