@@ -76,7 +76,7 @@ def run_mathgym(args, model_path: Path) -> dict:
 def trl_config(output_dir: str, *, batch: int, group_size: int, max_new_tokens: int, learning_rate: float, steps: int,
                seed: int = 0, loss_type: str = "dapo", scale_rewards: str = "group"):
     """TRL's ``GRPOConfig`` as this comparison runs it (mathgym's ``loss_aggregation="token_mean"`` is
-    TRL's ``loss_type="dapo"``; tests/test_grpo_matches_trl.py checks the two updates agree)."""
+    TRL's ``loss_type="dapo"``; tests/algos/test_grpo_matches_trl.py checks the two updates agree)."""
     from trl import GRPOConfig as TRLConfig
 
     return TRLConfig(

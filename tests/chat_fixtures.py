@@ -102,7 +102,7 @@ MISTRAL_TEMPLATE = (
 
 #: DeepSeek-R1-like: the generation prompt opens the answer with ``<think>\n``, which a finished
 #: assistant turn does not show (its reasoning up to ``</think>`` is dropped). Not in :data:`STYLES`:
-#: its episodes differ from a re-rendering by that opening (tests/test_chat_templates.py).
+#: its episodes differ from a re-rendering by that opening (tests/agents/test_chat_templates.py).
 THINK_PROMPT_TEMPLATE = (
     "{% if messages and messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}{% set rest = messages[1:] %}"
     "{% else %}{% set rest = messages %}{% endif %}"

@@ -33,12 +33,12 @@ def gsm8k_path(request: pytest.FixtureRequest) -> Path:
 
 #: The learning checks (minutes each, two torch threads): one xdist worker runs them in turn,
 #: so that two of them never share the two cores at once.
-LEARNING_CHECKS = ("tests/test_train_learning.py", "tests/test_ppo_dpo_learning.py")
+LEARNING_CHECKS = ("tests/algos/test_train_learning.py", "tests/algos/test_ppo_dpo_learning.py")
 #: Files whose tests share costly module fixtures (a local Ray session and its actor processes,
 #: math-verify's verdicts on a corpus, the uninterrupted training runs that resumed ones are
 #: compared with): each runs whole on one worker, so each fixture is built once, not once per worker.
-WHOLE_FILES = ("tests/test_ray_executor.py", "tests/test_train_resume.py", "tests/test_math_differential.py",
-               "tests/test_nemo_gym.py")  # its NeMo-Gym servers, started once
+WHOLE_FILES = ("tests/algos/test_ray_executor.py", "tests/algos/test_train_resume.py", "tests/rewards/test_math_differential.py",
+               "tests/envs/test_nemo_gym.py")  # its NeMo-Gym servers, started once
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,4 +1,4 @@
-"""Worker of ``tests/test_dp_distill.py``, started once per rank by ``torch.distributed.run``: a few
+"""Worker of ``tests/algos/test_dp_distill.py``, started once per rank by ``torch.distributed.run``: a few
 steps of off-policy (``distill``) or on-policy (``onpolicy-distill``) distillation on ``tests.dp_worker:Vowels-v0``.
 One run per launch: a finished run leaves the process group.
 

@@ -1,11 +1,11 @@
-"""Worker of ``tests/test_accelerate.py``, started once per rank by ``torch.distributed.run``.
+"""Worker of ``tests/algos/test_accelerate.py``, started once per rank by ``torch.distributed.run``.
 
 It registers ``tests.dp_worker:Vowels-v0`` (a reward that varies between random samples, so
 that GRPO's first update is not zero) and trains :class:`WholeBatchGRPO`: every rank
 collects the *whole* batch with the same sampling seed and keeps its share of the tasks,
 so that one process and two train on exactly the same episodes; only the update differs.
 With ``plain STEPS`` it trains the stock :class:`~mathgym.algos.grpo.GRPOTrainer` instead
-(``tests/test_dp_equivalence.py``: every rank collects only its own share of the tasks), and with
+(``tests/algos/test_dp_equivalence.py``: every rank collects only its own share of the tasks), and with
 ``toolbox STEPS`` the same with dynamic sampling and the pass-rate-band curriculum on (:data:`TOOLBOX`), with
 ``overlap STEPS`` with the next batch sampled during each update (``off_policy_steps=1``), and with
 ``overlap-stop STEPS`` / ``overlap-resume STEPS`` the same stopped after a checkpoint, then resumed.

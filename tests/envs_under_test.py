@@ -28,7 +28,7 @@ CONTRACT_KWARGS: dict[str, dict] = {
 
 #: The ReasoningGym/<task>-v0 ids whose whole contract runs in every test run (one per kind of task:
 #: arithmetic, words, games, graphs, logic, probability). Every id is registered and built by
-#: tests/test_reasoning_gym_ids.py; MATHGYM_CONTRACT_ALL_REASONING_GYM=1 (or `pytest -m heavy`
+#: tests/envs/test_reasoning_gym_ids.py; MATHGYM_CONTRACT_ALL_REASONING_GYM=1 (or `pytest -m heavy`
 #: there) runs the contract on all of them.
 REASONING_GYM_SAMPLE = (
     "ReasoningGym/basic_arithmetic-v0", "ReasoningGym/spell_backward-v0", "ReasoningGym/maze-v0",
@@ -36,8 +36,8 @@ REASONING_GYM_SAMPLE = (
 )
 REASONING_GYM_PREFIX = "ReasoningGym/"
 #: The TextArena/<game>-v0 ids in every contract run (the rest share their class): a board game and an
-#: imperfect-information one; tests/test_two_player.py builds every listed id. Single-player: a guessing
-#: game and a puzzle; tests/test_textarena_single.py builds every id.
+#: imperfect-information one; tests/envs/test_two_player.py builds every listed id. Single-player: a guessing
+#: game and a puzzle; tests/envs/test_textarena_single.py builds every id.
 TEXTARENA_SAMPLE = ("TextArena/TicTacToe-v0", "TextArena/KuhnPoker-v0", "TextArena/GuessTheNumber-v0", "TextArena/TowerOfHanoi-v0")
 TEXTARENA_PREFIX = "TextArena/"
 

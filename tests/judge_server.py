@@ -1,6 +1,6 @@
 """A fixture LLM judge served over real HTTP on 127.0.0.1, for the envs graded by a judge (OpenQA-v0).
 
-The server is the one of ``tests/test_rewards_judge.py`` (it grades a response 10 when it holds
+The server is the one of ``tests/rewards/test_rewards_judge.py`` (it grades a response 10 when it holds
 the reference answer, else 2); :func:`fixture_judge_url` starts one per process, on first use.
 :class:`TrickleServer` answers a byte at a time.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from http.server import ThreadingHTTPServer
 
-from tests.test_rewards_judge import FixtureJudge, _handler
+from tests.rewards.test_rewards_judge import FixtureJudge, _handler
 
 _SERVER: dict[str, str] = {}
 _LOCK = threading.Lock()

@@ -181,7 +181,7 @@ def test_verl_agent_loop_config_names_the_loop():
     if importlib.util.find_spec("verl") is None:
         with pytest.raises(ImportError, match="verl"):
             getattr(verl_mod, cls)
-        pytest.skip("verl is not installed: the loop class itself is checked in tests/test_integrations_verl.py")
+        pytest.skip("verl is not installed: the loop class itself is checked in tests/integrations/test_integrations_verl.py")
     assert getattr(verl_mod, cls).__name__ == cls
 
 

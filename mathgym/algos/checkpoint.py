@@ -122,7 +122,7 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 # Options that only steer the run (how long, when to save/evaluate, what to show): free to change.
 FREE_ON_RESUME = frozenset(
-    # executor/ray_actors: where env steps run never changes results (tests/test_ray_executor.py);
+    # executor/ray_actors: where env steps run never changes results (tests/algos/test_ray_executor.py);
     # log_samples: how many episodes samples.jsonl keeps; eval_pairs_every (--algo rm): when the
     # held-out pairs are scored (in eval mode, without gradient: no random draw, no update);
     # teacher_api_key_env/teacher_timeout_s/teacher_concurrency: how a teacher server is asked, not what it answers.

@@ -7,7 +7,7 @@ keyed by its task, not by the rank; see :mod:`mathgym.algos.rollout`), computes 
 gradients are summed before the optimizer step (each is already its share of the full-batch
 mean, so the sum is the full-batch gradient): two ranks with half a batch each make the
 update of one process with the whole batch, up to float rounding
-(``tests/test_dp_equivalence.py``; what differs: docs/scaling.md). Metrics are reduced across ranks and logged by rank 0, which alone writes
+(``tests/algos/test_dp_equivalence.py``; what differs: docs/scaling.md). Metrics are reduced across ranks and logged by rank 0, which alone writes
 checkpoints; every rank loads them to resume.
 
 Launch (the launcher sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``)::

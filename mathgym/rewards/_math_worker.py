@@ -5,7 +5,7 @@ owns the deadline: when this process does not answer in time (a hostile expressi
 sympy cannot finish, even inside C code), the parent kills it and starts another. So
 nothing here needs SIGALRM, and the caller may be in any thread. This is the one place
 where model text reaches a parser that builds sympy expressions (math-verify's
-``parse``); the grep test ``tests/test_math_differential.py`` keeps it so.
+``parse``); the grep test ``tests/rewards/test_math_differential.py`` keeps it so.
 
 Protocol: one JSON line per request ``{"gold": str, "answer": str}``, where ``answer`` is
 the whole completion. Both are read with math-verify's default extraction, gold first:

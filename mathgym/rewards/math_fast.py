@@ -44,8 +44,8 @@ polynomial in one variable (:mod:`~mathgym.rewards.math_polynomials`), a higher 
 :func:`fast_verdict` gives math-verify's comparison (:func:`numeric_verdict` for two
 rational numbers, with its float rounding and percentages), returning ``None`` (ask
 math-verify) wherever its rules could differ from exact comparison. Everything else goes
-to math-verify. ``tests/test_math_differential.py``, ``tests/test_math_fast_values.py``
-and ``tests/test_math_fast_shapes.py`` check these verdicts against math-verify on the
+to math-verify. ``tests/rewards/test_math_differential.py``, ``tests/rewards/test_math_fast_values.py``
+and ``tests/rewards/test_math_fast_shapes.py`` check these verdicts against math-verify on the
 generated corpus, on fuzzed text (Unicode too), on fuzzed answers of every shape and on
 MATH-500's answers.
 
@@ -154,7 +154,7 @@ def _inert(char: str) -> bool:
     unassigned characters, and any character whose case mappings hold an ASCII letter
     (``ſ``→``S``, ``İ``→``i̇``, ``ı``→``I``, the Kelvin sign→``k``, ``ß``→``SS``): Python's
     case-insensitive patterns match some of them to ASCII letters, and lowering ``İ``
-    changes the text's length. ``tests/test_rewards_math.py`` checks every code point.
+    changes the text's length. ``tests/rewards/test_rewards_math.py`` checks every code point.
     """
     if unicodedata.category(char)[0] in "NMZC":
         return False

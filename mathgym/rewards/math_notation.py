@@ -2,7 +2,7 @@
 
 :func:`~mathgym.rewards.math_values.read_value` asks :func:`read_notation` first. Each rule
 below is math-verify 0.9's reading (``latex2sympy2_extended.math_normalization`` then
-``latex2sympy``), checked against it in ``tests/test_math_fast_values.py``:
+``latex2sympy``), checked against it in ``tests/rewards/test_math_fast_values.py``:
 
 * **unit**: a number followed by one ``\\text{…}`` (``\\mbox``, ``\\mathrm``, ``\\textbf``…)
   of letters, spaces and parentheses, optionally squared: the unit is dropped

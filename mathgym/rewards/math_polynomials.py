@@ -15,7 +15,7 @@ declines what latex2sympy could read otherwise: the variable followed by a digit
 variable or ``(`` (a function call), a digit after ``)``, ``x^23``, ``2\\frac{x}{3}`` (a
 mixed number), decimals, other letters and commands. Degree at most 24, integers at most
 12 digits, and one pass over the text: linear in its length.
-``tests/test_math_fast_shapes.py`` checks the verdicts against math-verify.
+``tests/rewards/test_math_fast_shapes.py`` checks the verdicts against math-verify.
 """
 
 from __future__ import annotations

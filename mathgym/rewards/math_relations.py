@@ -25,7 +25,7 @@ of math-verify erases and that are neither ``e`` nor ``i``), ``<``, ``>``, ``\\l
 ``\\leq``, ``\\lt``, ``\\ge``, ``\\geq``, ``\\gt``, ``=``, ``\\in`` and exact bounds of
 :mod:`~mathgym.rewards.math_values`'s scalar grammar (no decimals, no percentages):
 ``x op c``, ``c op x``, ``c op x op c`` (both links the same direction), ``x = c``,
-``x \\in I`` (an interval), ``y = p`` with ``p`` a polynomial. Everything else is declined. ``tests/test_math_fast_shapes.py``
+``x \\in I`` (an interval), ``y = p`` with ``p`` a polynomial. Everything else is declined. ``tests/rewards/test_math_fast_shapes.py``
 checks the verdicts against math-verify on fuzzed relations.
 """
 

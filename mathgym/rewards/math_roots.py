@@ -12,7 +12,7 @@ the square root it is (a :class:`~mathgym.rewards.math_values.Scalar`).
 
 In a box, ``7.3e4`` is ``7.3*E*4`` to latex2sympy (``e`` is Euler's number, not a
 power of ten): :class:`EulerProduct`, irrational, equal to no rational number.
-``tests/test_math_fast_shapes.py`` checks the verdicts against math-verify.
+``tests/rewards/test_math_fast_shapes.py`` checks the verdicts against math-verify.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ reads these two shapes (:func:`~mathgym.rewards.math_fast.fast_verdict` gives th
 verdict). Declined: a zero (``answer*0`` is 0), words math-verify rewrites first (``and``, ``or``, ``inf``,
 ``pct``, ``percent``, ``sqrt``), a symbol name it reads as a constant (``pi``,
 ``gamma``) or a single letter (``e``, ``i``, ``I``), anything but letters and single
-spaces in the words. ``tests/test_math_fast_shapes.py`` checks the verdicts against
+spaces in the words. ``tests/rewards/test_math_fast_shapes.py`` checks the verdicts against
 math-verify.
 """
 

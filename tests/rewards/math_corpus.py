@@ -1,7 +1,7 @@
 """A seeded corpus of (gold, completion) pairs written the way models write answers.
 
 Used to check :class:`~mathgym.rewards.math.MathVerifier` against math-verify itself
-(``tests/test_math_differential.py``) and to time it (``benchmarks/bench_math.py``): test and
+(``tests/rewards/test_math_differential.py``) and to time it (``benchmarks/bench_math.py``): test and
 benchmark data, so it lives here, not in the package (``from tests.rewards.math_corpus import ...``).
 Each pair says which category it belongs to and which final-answer marker it carries by
 construction (``"boxed"``, ``"gsm8k"``, ``"answer_is"``, ``"empty_box"`` for a last

@@ -2,7 +2,7 @@
 
 Written for this project. Each task shows the agent a description, the signature and one
 example; the remaining checks are hidden tests. Every reference solution passes its tests
-(``tests/test_env_code.py`` runs them in the sandbox).
+(``tests/envs/test_env_code.py`` runs them in the sandbox).
 """
 
 from __future__ import annotations

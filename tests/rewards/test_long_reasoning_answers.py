@@ -22,7 +22,7 @@ from mathgym.rewards.extract import answer_after_thinking
 from mathgym.rewards.judge import JudgeInput, LLMJudge
 from mathgym.rewards.sandbox import TestCase
 from mathgym.spaces import DEFAULT_MAX_LENGTH
-from tests.test_rewards_judge import server  # noqa: F401  (the fixture judge served on 127.0.0.1)
+from tests.rewards.test_rewards_judge import server  # noqa: F401  (the fixture judge served on 127.0.0.1)
 
 THINKING = "Let me check this step by step: restate the problem, try a case, verify it twice. "
 

@@ -26,7 +26,7 @@ from mathgym.errors import ConfigError  # noqa: E402
 from tests.chat_fixtures import cached_chat_model  # noqa: E402
 from tests.trainkit import build_small_model, register_guess_env, write_step_labels  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUICK = dict(env_kwargs={"high": 2, "max_turns": 2}, num_tasks=2, group_size=2, max_new_tokens=4, eval_tasks=0, progress=False,
              log_samples=0, device="cpu")
 

@@ -153,7 +153,7 @@ PIECES = {  # piece of state -> a case whose resumed run depends on it
     "generator": "ppo",  # its minibatch shuffles (rollout samples are keyed by seed, step and task instead)
     "rng": "sft-accum",  # SFT samples nothing: only the dropout masks draw from the global RNG
     "extra": "ppo",  # the value head
-    "scaler": None,  # fp16 only: see tests/test_precision.py
+    "scaler": None,  # fp16 only: see tests/agents/test_precision.py
 }
 
 
@@ -211,7 +211,7 @@ def test_sigkill_then_resume_from_the_command_line(model_path, tmp_path):
     options = {**COMMON, **CASES["grpo-kl-lora-accum"][2], "steps": 6, "eval_tasks": 2, "eval_every": 3, "threads": 1}
     options.update(model=str(model_path), run_dir=str(tmp_path / "run"))
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({"algo": "grpo", **options}))
-    child_env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child_env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     child = subprocess.Popen(
         [sys.executable, "-c", LAUNCH, "--config", str(tmp_path / "run.yaml")], env=child_env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

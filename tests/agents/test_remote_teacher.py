@@ -14,7 +14,7 @@ from mathgym.algos.onpolicy_distill import OnPolicyDistillConfig, OnPolicyDistil
 from mathgym.errors import ConfigError  # noqa: E402
 from mathgym.options import build_config  # noqa: E402
 from tests.teacher_server import FixtureTeacherServer  # noqa: E402
-from tests.test_onpolicy_distill import _config, _token_logprobs, models  # noqa: E402, F401
+from tests.algos.test_onpolicy_distill import _config, _token_logprobs, models  # noqa: E402, F401
 
 
 def _remote_config(student, url, tmp_path, **overrides):

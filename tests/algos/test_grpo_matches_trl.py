@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import grpo_vs_trl  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

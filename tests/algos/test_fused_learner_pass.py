@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 from mathgym.algos.metrics import logprob_mismatch  # noqa: E402
-from tests.test_update_loop import episodes_batch  # noqa: E402
+from tests.algos.test_update_loop import episodes_batch  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
 
 

@@ -68,11 +68,11 @@ torch = pytest.importorskip("torch")
 from mathgym.algos.checkpoint import load_checkpoint  # noqa: E402
 from mathgym.algos.grpo import GRPOConfig  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
-from tests.test_dynamic_sampling import GUESS, Recorder, model_path, register_coin_env  # noqa: E402, F401
+from tests.algos.test_dynamic_sampling import GUESS, Recorder, model_path, register_coin_env  # noqa: E402, F401
 
 
 def test_pass_rate_band_run_replays_tasks_and_resumes_exactly(model_path, tmp_path):
-    from tests.test_train_resume import assert_same_metrics, kill_at
+    from tests.algos.test_train_resume import assert_same_metrics, kill_at
 
     options = dict(
         env=register_coin_env(), **{**GUESS, "num_tasks": 4}, model=str(model_path), steps=4, save_every=2, seed=3,

@@ -9,7 +9,7 @@ multi-turn env (the collector's own prompts, actions and env turns). The same id
 now. The fixture tokenizers are trained here: where this machine's ``tokenizers`` trains another
 vocabulary, the recorded ids do not apply and the test says so (skip).
 
-To record again after a deliberate change of the format: ``python -m tests.test_chat_format RECORD``.
+To record again after a deliberate change of the format: ``python -m tests.agents.test_chat_format RECORD``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from mathgym.algos.sft import encode_demonstration  # noqa: E402
 from mathgym.integrations.openrlhf import env_reply_text  # noqa: E402
 from tests.chat_fixtures import build_chat_model  # noqa: E402
 
-GOLDEN = Path(__file__).parent / "data" / "chat_format_ids.json"
+GOLDEN = Path(__file__).parents[1] / "data" / "chat_format_ids.json"
 ARCH = {"chatml": "qwen2", "chatml-base": "qwen2", "llama3": "llama", "qwen3": "qwen2", "gemma": "llama", "mistral": "llama",
         "harmony": "llama", "llama2": "llama", "think-prompt": "llama"}
 ASK = [{"role": "user", "content": "Guess a number."}]

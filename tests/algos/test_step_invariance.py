@@ -5,7 +5,7 @@ The digests were written by the code before the trainers were recomposed (issue 
 trainer's structure must leave them as they are. A change that means to alter what a step computes
 regenerates them, and says so in its commit::
 
-    .venv/bin/python tests/test_step_invariance.py --update
+    .venv/bin/python tests/algos/test_step_invariance.py --update
 
 Each case runs ``train()`` for two steps on a 2-layer width-32 model (CPU, one thread) and digests
 the last checkpoint's tensors (weights, a value head or reward model, the optimizer's moments): per
@@ -25,7 +25,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 if __name__ == "__main__":  # run as a script (--update): the repository root on the path, as pytest puts it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import gymnasium as gym  # noqa: E402
 
@@ -36,7 +36,7 @@ from mathgym.rewards.base import Status  # noqa: E402
 from tests.chat_fixtures import build_chat_model  # noqa: E402
 from tests.trainkit import build_small_model, write_step_labels  # noqa: E402
 
-FIXTURE = Path(__file__).parent / "data" / "step_invariance.json"
+FIXTURE = Path(__file__).parents[1] / "data" / "step_invariance.json"
 ENV_ID = "mathgym-tests/Invariance-v0"
 #: Relative tolerance of a digest (against the tensor's absolute sum) and of a metric.
 RTOL = 1e-6

@@ -23,7 +23,7 @@ from mathgym.cli import build_parser  # noqa: E402
 from mathgym.envs import REMOTE_ENV_ID  # noqa: E402
 from mathgym.envs.served.remote import ServerBusyError  # noqa: E402
 from mathgym.serve import EnvServer, ServerThread  # noqa: E402
-from tests.test_serve_leases import held  # noqa: E402  (the sessions a server holds)
+from tests.serve.test_serve_leases import held  # noqa: E402  (the sessions a server holds)
 
 SMALL = ["--steps", "1", "--num-tasks", "2", "--eval-tasks", "2", "--max-new-tokens", "8", "--warm-start-steps", "0",
          "--progress", "false"]

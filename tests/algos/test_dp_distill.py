@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from safetensors.torch import load_file  # noqa: E402
 
 from tests import dp_distill_worker  # noqa: E402
-from tests.test_accelerate import _free_port, _launch, _state  # noqa: E402
+from tests.algos.test_accelerate import _free_port, _launch, _state  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
 
 STEPS = 2

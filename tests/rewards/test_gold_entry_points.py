@@ -31,7 +31,7 @@ from mathgym.rewards import MathVerifier, trl_reward_function
 from mathgym.rewards.compose import Rubric
 from mathgym.rewards.workers import ThreadExecutor, score_in_parallel
 
-MATH500 = Path(__file__).parent / "data" / "math500_test.jsonl"
+MATH500 = Path(__file__).parents[1] / "data" / "math500_test.jsonl"
 PROMPT = "Solve it.\n"
 
 Verdicts = Callable[[Sequence[str], Sequence[Any]], list[bool]]

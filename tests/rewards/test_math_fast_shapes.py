@@ -18,7 +18,7 @@ import pytest
 from tests.rewards.math_corpus import Pair, math_verify_verdicts
 from mathgym.rewards.math_fast import fast_answer, fast_decision, fast_gold, fast_verdict
 from mathgym.rewards.math_relations import Member, Relation, read_answer
-from tests.test_math_fast_values import _BOXES, _INLINE, _approx, _perturb, _positive, _render, _scalars, _sizes
+from tests.rewards.test_math_fast_values import _BOXES, _INLINE, _approx, _perturb, _positive, _render, _scalars, _sizes
 
 SEED = 515151
 _OPS = {"<": ["<", "\\lt", "<"], "<=": ["\\le", "\\leq", "\\leqslant"], ">": [">", "\\gt", ">"], ">=": ["\\ge", "\\geq", "\\geqslant"]}
@@ -27,7 +27,7 @@ _VARIABLES = ["x"] * 8 + ["y", "n", "t", "m", "X", "e", "i", "a"]
 
 
 def _bound(rng: random.Random) -> tuple[tuple, bool]:
-    """A scalar (the parameters of tests.test_math_fast_values) and its sign."""
+    """A scalar (the parameters of tests.rewards.test_math_fast_values) and its sign."""
     if rng.random() < 0.5:
         return ("rational", (Fraction(rng.randint(0, 20)), 2, Fraction(1))), rng.random() < 0.3
     return _positive(rng), rng.random() < 0.2

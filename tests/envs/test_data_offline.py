@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOAD = textwrap.dedent("""
     import time
     from mathgym.envs.math.data import hub_offline, load_dataset

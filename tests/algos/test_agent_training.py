@@ -13,7 +13,7 @@ pytest.importorskip("openai")
 
 from mathgym.algos.grpo import GRPOConfig  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
-from tests.test_dynamic_sampling import Recorder  # noqa: E402  (keeps the batches it trained on)
+from tests.algos.test_dynamic_sampling import Recorder  # noqa: E402  (keeps the batches it trained on)
 from tests.trainkit import build_small_model  # noqa: E402
 
 

@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 from mathgym.algos.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 from mathgym.algos.metrics import read_metrics  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
-from tests.test_dynamic_sampling import GUESS, Recorder, register_coin_env  # noqa: E402
-from tests.test_train_resume import COMMON, Killed, assert_same_metrics, assert_same_run, kill_at  # noqa: E402
+from tests.algos.test_dynamic_sampling import GUESS, Recorder, register_coin_env  # noqa: E402
+from tests.algos.test_train_resume import COMMON, Killed, assert_same_metrics, assert_same_run, kill_at  # noqa: E402
 
 # The multi-turn test env of the resume tests, 3 samples a task, the batch ahead on.
 OVERLAP = dict(COMMON, group_size=3, off_policy_steps=1, threads=1)

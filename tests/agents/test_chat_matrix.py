@@ -139,7 +139,7 @@ def test_real_model_recipe_configs_validate(name):
     from mathgym.options import build_config
     from mathgym.registry import env_accepts
 
-    path = Path(__file__).resolve().parents[1] / "examples" / name
+    path = Path(__file__).resolve().parents[2] / "examples" / name
     _, config_cls = get_algorithm(yaml.safe_load(path.read_text())["algo"])
     config = build_config(config_cls, path)
     assert config.model == "Qwen/Qwen2.5-0.5B-Instruct" and config.env == "MathReason-v0"

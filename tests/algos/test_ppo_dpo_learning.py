@@ -15,8 +15,8 @@ from mathgym.algos.preferences import expert_vs_sampled_pairs, save_preference_j
 from mathgym.algos.warm_start import prepare_model  # noqa: E402
 
 #: Minutes each on 2 cores (about 13 in all with their warm start, more than the default run can hold):
-#: `python -m pytest -m heavy tests/test_ppo_dpo_learning.py`. The default run keeps the GRPO one
-#: (tests/test_train_learning.py); one xdist worker runs the learning checks in turn (conftest.py).
+#: `python -m pytest -m heavy tests/algos/test_ppo_dpo_learning.py`. The default run keeps the GRPO one
+#: (tests/algos/test_train_learning.py); one xdist worker runs the learning checks in turn (conftest.py).
 pytestmark = [pytest.mark.learning, pytest.mark.heavy]
 LEVEL0 = {"difficulty": 0, "system_prompt": ""}
 #: The figures measured below start from a 400-step warm start (the default, 800, is stronger and

@@ -19,7 +19,7 @@ from mathgym.errors import ConfigError  # noqa: E402
 from tests import dp_worker  # noqa: E402
 from tests.trainkit import build_small_model  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LAUNCH_TIMEOUT_S = 180
 
 

@@ -23,7 +23,7 @@ import mathgym  # noqa: F401 - registers the ids
 from mathgym.errors import ConfigError
 from mathgym.registry import catalogue_entry
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 SUMS = "tests.verifiers_fixture:SumTaskset"
 
 
@@ -227,7 +227,7 @@ def test_what_it_cannot_play_is_refused_with_a_reason(tests_on_path):
 def test_the_docs_example_runs(tmp_path):
     """docs/envs-in.md's Verifiers-v0 example (marked notest(tested) there: the main venv has no verifiers)."""
     page = (TESTS.parent / "docs" / "envs-in.md").read_text()
-    marker = page.index("notest(tested): tests/test_env_verifiers.py::test_the_docs_example_runs")
+    marker = page.index("notest(tested): tests/envs/test_env_verifiers.py::test_the_docs_example_runs")
     code = page[page.index("```python\n", marker) + len("```python\n"):]
     code = code[: code.index("\n```")]
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)

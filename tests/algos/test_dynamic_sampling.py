@@ -168,7 +168,7 @@ def test_dynamic_sampling_on_math_reason_stops_at_the_round_bound(model_path, tm
 
 
 def test_dynamic_sampling_resumes_exactly(model_path, tmp_path):
-    from tests.test_train_resume import assert_same_metrics, kill_at
+    from tests.algos.test_train_resume import assert_same_metrics, kill_at
 
     options = dict(steps=4, save_every=2, seed=3, dynamic_sampling=True, max_extra_rounds=4, learning_rate=5e-3)
     full = run(model_path, tmp_path / "full", **options)

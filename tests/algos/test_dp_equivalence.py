@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests import dp_worker  # noqa: E402
-from tests.test_accelerate import _free_port, _launch, _state  # noqa: E402
+from tests.algos.test_accelerate import _free_port, _launch, _state  # noqa: E402
 from tests.trainkit import build_small_model, register_guess_env  # noqa: E402
 
 STEPS = 3

@@ -19,8 +19,8 @@ from mathgym.envs.math.data import load_jsonl
 from mathgym.rewards import MathVerifier
 from mathgym.rewards.math import ANSWER_EXTRACTIONS, latex_gold
 
-TRICKY = Path(__file__).parent / "data" / "math500_tricky.jsonl"
-MATH500 = Path(__file__).parent / "data" / "math500_test.jsonl"
+TRICKY = Path(__file__).parents[1] / "data" / "math500_tricky.jsonl"
+MATH500 = Path(__file__).parents[1] / "data" / "math500_test.jsonl"
 MODES = [(fast, mode) for fast in (True, False) for mode in ANSWER_EXTRACTIONS]
 
 

@@ -24,7 +24,7 @@ from mathgym.envs.served.wire import UnauthorizedError  # noqa: E402
 from mathgym.errors import ConfigError  # noqa: E402
 from mathgym.serve import EnvServer, ServerThread  # noqa: E402
 
-from tests.test_serve import FLAKY_ID  # noqa: E402  (registers the test's env without an expert)
+from tests.serve.test_serve import FLAKY_ID  # noqa: E402  (registers the test's env without an expert)
 
 TOKEN_VAR = "MATHGYM_TEST_SERVE_TOKEN"
 

@@ -22,7 +22,7 @@ from tests.rewards.math_corpus import Pair, math_verify_verdicts
 from mathgym.rewards.math_fast import fast_answer, fast_gold, fast_verdict
 from mathgym.rewards.math_values import Group, Matrix, Scalar, Text, read_value
 
-MATH500 = Path(__file__).parent / "data" / "math500_test.jsonl"
+MATH500 = Path(__file__).parents[1] / "data" / "math500_test.jsonl"
 SEED = 424242
 _BOXES = ["\\boxed{{{}}}", "So the answer is $\\boxed{{{}}}$.", "\\[\\boxed{{{}}}\\]", "Hence $x = \\boxed{{{}}}$.", "The final answer is $\\boxed{{{}}}$",
           "Thus \\boxed{{{}}} is it."]

@@ -1,0 +1,1 @@
+"""Tests of mathgym.agents: the policy, chat formatting, fast decoding, the endpoint, reward models."""

@@ -1,0 +1,1 @@
+"""Tests of mathgym.algos: the trainers, their losses, batch sources and run machinery."""

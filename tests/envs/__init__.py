@@ -1,0 +1,1 @@
+"""Tests of mathgym.envs: each env family, its tasks and data readers."""

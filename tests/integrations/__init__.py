@@ -1,0 +1,1 @@
+"""Tests of mathgym.integrations: TRL, verl, OpenRLHF, SB3, verifiers."""
