@@ -70,7 +70,7 @@ def run_mathgym(args, model_path: Path) -> dict:
         rewards.append(metrics["rollout/reward"])
         trainer.step += 1
     accuracy = evaluate(trainer.policy.model, trainer.policy.tokenizer, args.eval_tasks, args.max_new_tokens)
-    return {"times": times, "rewards": rewards, "accuracy": accuracy, "seeds": [trainer.task_seeds(s) for s in range(args.steps)]}
+    return {"times": times, "rewards": rewards, "accuracy": accuracy, "seeds": [trainer.source.task_seeds(s) for s in range(args.steps)]}
 
 
 def trl_config(output_dir: str, *, batch: int, group_size: int, max_new_tokens: int, learning_rate: float, steps: int,

@@ -78,7 +78,7 @@ def main() -> None:
                     trainer = SFTTrainer(dataclasses.replace(sft, lr_schedule=schedule, seed=seed))
                     start = time.perf_counter()
                     for step in range(steps):
-                        loss = trainer.update(trainer.make_batch(step))["loss/sft"]
+                        loss = trainer.update(trainer.source.make_batch(step)[0])["loss/sft"]
                     seconds = time.perf_counter() - start
                     trainer.policy.model.eval()
                     with torch.no_grad():

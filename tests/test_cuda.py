@@ -151,7 +151,7 @@ def test_grpo_with_lora_overlap_and_mismatch_correction_on_cuda(model_path, tmp_
 
 def test_ppo_with_a_value_head_on_cuda(model_path, tmp_path):
     trainer = _trainer("ppo", tmp_path / "run", model=str(model_path), **_guess())
-    assert {d for d, _ in _weights(trainer.value_model)} == {"cuda"}
+    assert {d for d, _ in _weights(trainer.algorithm.value_model)} == {"cuda"}
     trainer.train()
     assert "loss/value" in _finite_losses(tmp_path / "run")[-1]
 
@@ -169,7 +169,7 @@ def test_online_dpo_and_sft_on_cuda(model_path, tmp_path):
 
 def test_distillation_with_the_teacher_on_cuda(model_path, tmp_path):
     trainer = _trainer("distill", tmp_path / "off", model=str(model_path), teacher=str(model_path), top_k=8)
-    assert _weights(trainer.teacher.model) == {("cuda", torch.bfloat16)}
+    assert _weights(trainer.algorithm.teacher.model) == {("cuda", torch.bfloat16)}
     trainer.train()
     assert "loss/divergence" in _finite_losses(tmp_path / "off")[-1]
     onpolicy = _trainer("onpolicy-distill", tmp_path / "on", model=str(model_path), teacher=str(model_path))
@@ -197,6 +197,6 @@ def test_a_prm_trained_on_cuda_scores_as_it_does_on_the_cpu(tmp_path_factory, tm
 def test_a_reward_model_trains_online_on_cuda(tmp_path_factory, tmp_path):
     model = str(cached_chat_model(tmp_path_factory, "chatml"))
     trainer = _trainer("rm", tmp_path / "run", model=model, steps=1, warmup_steps=0, eval_tasks=0)
-    assert {d for d, _ in _weights(trainer.rm.model)} == {"cuda"}
+    assert {d for d, _ in _weights(trainer.algorithm.rm.model)} == {"cuda"}
     trainer.train()
     assert "loss/pairs" in read_metrics(tmp_path / "run")[-1]

@@ -180,8 +180,9 @@ class Trainer:
         model_path: Where the policy's weights are (default: ``config.model``; the tiny model's
             warm start is made before the trainer: :func:`mathgym.algos.warm_start.prepare_model`).
 
-    What moved into the run's parts reads through the trainer as before: ``trainer.reference`` (the
-    algorithm's), ``trainer.collector`` (the source's), ``trainer.optimizer`` (the loop's)...
+    The parts are reached through their own attributes: ``trainer.algorithm`` (its reference, value
+    head, teacher...), ``trainer.source`` (the collector, the curriculum, a data set's rows) and
+    ``trainer.loop`` (the optimizer, its schedule and scaler).
     """
 
     algo_name: ClassVar[str] = "base"
@@ -250,17 +251,6 @@ class Trainer:
         self.logger: MetricsLogger | NullLogger = NullLogger(self.run_dir)
         if self.dist.is_main:  # config.yaml waits for train() or resume(): a directory that holds a run keeps its own
             self.logger = MetricsLogger(self.run_dir, config.log_tensorboard, config.log_wandb, config.to_dict())
-
-    def __getattr__(self, name: str) -> Any:
-        """Attributes of the run's parts, read through the trainer: the algorithm's, the source's, the loop's."""
-        parts = self.__dict__
-        for part in ("algorithm", "source", "loop"):
-            if part in parts:
-                try:
-                    return getattr(parts[part], name)
-                except AttributeError:
-                    continue
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- the parts ----------------------------------------------------------------------------------
 
@@ -347,16 +337,8 @@ class Trainer:
         """The batch of the current step; under ``off_policy_steps=1`` the one sampled during the
         previous step's update, and the next step's sampling is started."""
         if self.source.ahead is None:
-            return Rollouts(self.step, *self.sample_rollouts(self.step), weights_step=self.step)
+            return Rollouts(self.step, *self.source.sample(self.step), weights_step=self.step)
         return self.source.next_rollouts(self.step, self.config.steps)
-
-    def sample_rollouts(self, step: int) -> tuple[Any, dict[str, float]]:
-        """The source's batch of ``step`` and what its sampling reported (:meth:`BatchSource.sample`)."""
-        return self.source.sample(step)
-
-    def make_batch(self, step: int) -> Any:
-        """The source's batch of ``step``."""
-        return self.source.make_batch(step)[0]
 
     def learn(self, batch: Any, inspect: Callable[[RolloutBatch], None] | None = None) -> LearnResult:
         """The update of ``batch`` on the run's device with the sampler/learner mismatch metric: the learner's
@@ -365,7 +347,7 @@ class Trainer:
         loop), then the plan and its optimizer steps. ``inspect`` sees the batch between the two."""
         batch, start = batch.to(self.device), time.perf_counter()
         record, mismatch = None, {}
-        if self.algorithm.scores_learner and self.learner_pass_needed(batch):
+        if self.algorithm.scores_learner and self.algorithm.learner_pass_needed(batch):
             batch = self.score_learner(batch)
             mismatch = logprob_mismatch(batch)
         elif self.algorithm.scores_learner:
@@ -385,10 +367,6 @@ class Trainer:
         if record is not None and (rows := record.recorded()) is not None:  # measured on the rows trained on
             mismatch = logprob_mismatch(batch.select(rows))
         return LearnResult(batch, stats, mismatch, learner_pass_s)
-
-    def learner_pass_needed(self, batch: RolloutBatch) -> bool:
-        """Whether ``batch`` needs the learner's separate pass (the algorithm's ``learner_pass_needed``)."""
-        return self.algorithm.learner_pass_needed(batch)
 
     def score_learner(self, batch: RolloutBatch) -> RolloutBatch:
         """Fill ``batch.learner_logprobs`` (and ``batch.values`` with a critic) on the algorithm's

@@ -33,7 +33,7 @@ from mathgym.agents.settings import MODEL_SETTINGS_FILE, write_model_settings
 from mathgym.agents.tiny import TINY_MODEL, TINY_MODEL_VERSION, cache_dir, tiny_model_path
 from mathgym.algos.configs import SFTConfig, TrainConfig, resolved_env_kwargs
 from mathgym.algos.distributed import Distributed
-from mathgym.algos.sft import Chat, NoDemonstrations, SFTTrainer, env_demonstrations
+from mathgym.algos.sft import Chat, Demonstrations, NoDemonstrations, SFTTrainer, env_demonstrations
 from mathgym.algos.trainer import readable_as_umask_allows
 from mathgym.errors import ConfigError
 from mathgym.registry import reward_only_options
@@ -418,10 +418,10 @@ def _train_warm_start(
     config = warm_start_config(env_id, env_kwargs, plan, demos, seed, tmp / "run")
     try:
         trainer = SFTTrainer(config)
-        fit = leave_out_long_demonstrations(env_id, trainer, plan.max_tokens)
+        fit = leave_out_long_demonstrations(env_id, trainer.source, plan.max_tokens)
         bar = tqdm(range(plan.steps), desc=f"warm start: SFT of the tiny model on {env_id}", unit="step", disable=not progress, leave=False)
         for step in bar:
-            bar.set_postfix(loss=f"{trainer.update(trainer.make_batch(step))['loss/sft']:.3f}")
+            bar.set_postfix(loss=f"{trainer.update(trainer.source.make_batch(step)[0])['loss/sft']:.3f}")
         bar.close()
         trainer.policy.save_pretrained(tmp)
         write_model_settings(tmp, model_settings)
@@ -455,20 +455,20 @@ class DemonstrationFit:
     max_tokens: int
 
 
-def leave_out_long_demonstrations(env_id: str, trainer: SFTTrainer, max_tokens: int) -> DemonstrationFit:
-    """Keep the trainer's demonstrations of at most ``max_tokens`` tokens, whole; say how many longer
-    ones were left out (a warning on stdout).
+def leave_out_long_demonstrations(env_id: str, source: Demonstrations, max_tokens: int) -> DemonstrationFit:
+    """Keep the demonstrations of an SFT run's ``source`` of at most ``max_tokens`` tokens, whole; say
+    how many longer ones were left out (a warning on stdout).
 
     Raises:
         NoDemonstrations: Every demonstration is longer than ``max_tokens``.
     """
-    lengths = [len(ep.token_ids) for ep in trainer.demos]
-    kept = [ep for ep, n in zip(trainer.demos, lengths) if n <= max_tokens]
+    lengths = [len(ep.token_ids) for ep in source.demos]
+    kept = [ep for ep, n in zip(source.demos, lengths) if n <= max_tokens]
     fit = DemonstrationFit(len(kept), len(lengths) - len(kept), max(lengths), max_tokens)
     if not kept:
         raise NoDemonstrations(f"all {len(lengths)} of {env_id}'s demonstrations are longer than {max_tokens} tokens")
     if fit.left_out:
         print(f"mathgym: warning: {fit.left_out} of {len(lengths)} of {env_id}'s demonstrations are longer than {max_tokens} "
               f"tokens (up to {fit.longest}): the warm start leaves them out rather than train on them cut")
-        trainer.use_demonstrations(kept)
+        source.use_demonstrations(kept)
     return fit

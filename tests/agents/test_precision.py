@@ -60,7 +60,7 @@ def test_bf16_grpo_steps_on_cpu(model_path, tmp_path):
     params = trainer.policy.trainable_parameters()
     assert {p.dtype for p in params} == {torch.bfloat16}
     before = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
-    batch = trainer.make_batch(0)
+    batch = trainer.source.make_batch(0)[0]
     assert batch.sampler_logprobs.dtype == torch.float32  # the sampler's log-softmax runs in fp32
     logprobs, _ = trainer.policy.token_logprobs(batch.input_ids, batch.attention_mask)
     assert logprobs.dtype == torch.float32
@@ -75,7 +75,7 @@ def test_bf16_grpo_steps_on_cpu(model_path, tmp_path):
 
 def test_fp16_autocast_with_grad_scaler_on_cpu(model_path, tmp_path):
     trainer = grpo(model_path, tmp_path / "run", dtype="float16", lora_r=4, save_every=1, steps=1, max_new_tokens=4)
-    assert trainer.scaler.is_enabled() and trainer.policy.autocast_dtype == torch.float16
+    assert trainer.loop.scaler.is_enabled() and trainer.policy.autocast_dtype == torch.float16
     assert {p.dtype for p in trainer.policy.trainable_parameters()} == {torch.float32}  # master weights
     with trainer.policy.autocast():
         logits = trainer.policy.model(input_ids=torch.tensor([[1, 2, 3]])).logits
@@ -86,10 +86,10 @@ def test_fp16_autocast_with_grad_scaler_on_cpu(model_path, tmp_path):
     assert all("optim/grad_scale" in r for r in records) and torch.isfinite(torch.tensor(records[-1]["loss/policy"]))
     assert changed_weights(before, trainer.policy.model) > 0
     state = torch.load(tmp_path / "run" / "checkpoints" / "step-000001" / "state.pt", weights_only=False)
-    assert state["scaler"]["scale"] == trainer.scaler.get_scale()  # the scale is checkpointed and restored
+    assert state["scaler"]["scale"] == trainer.loop.scaler.get_scale()  # the scale is checkpointed and restored
     resumed = grpo(model_path, tmp_path / "run", dtype="float16", lora_r=4, save_every=1, steps=1, max_new_tokens=4)
     resumed.loop.scaler = torch.amp.GradScaler("cpu", init_scale=8.0)  # a different scale, that resume() must overwrite
-    assert resumed.resume() and resumed.scaler.get_scale() == trainer.scaler.get_scale()
+    assert resumed.resume() and resumed.loop.scaler.get_scale() == trainer.loop.scaler.get_scale()
 
 
 def count_layer_forwards(policy: LLMPolicy) -> int:
@@ -151,7 +151,7 @@ def test_a_resumed_run_steps_with_the_optimizer_its_options_ask_for(model_path, 
     resumed = grpo(model_path, tmp_path / "run", steps=2, fused_optimizer=not saved_fused, **options)
     assert resumed.resume()
     assert [c.name for c in resumed.resume_changes if c.verdict == "warning"] == ["fused_optimizer"]
-    assert bool(resumed.optimizer.param_groups[0]["fused"]) is (not saved_fused)
+    assert bool(resumed.loop.optimizer.param_groups[0]["fused"]) is (not saved_fused)
     resumed.train()
     records = [r for r in read_metrics(tmp_path / "run") if "loss/policy" in r]
     assert len(records) == 2 and torch.isfinite(torch.tensor(records[-1]["loss/policy"]))

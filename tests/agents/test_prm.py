@@ -420,7 +420,7 @@ def test_a_step_head_prm_is_trained_saved_and_loaded_with_the_trainer_s_scores(s
     assert prm.settings.form == "step_head" and type(prm.model).__name__ == "Qwen2ForTokenClassification"
     rows = load_labelled_steps(held_out)
     problems, steps = [r.problem for r in rows], [list(r.steps) for r in rows]
-    assert prm.score_steps(problems, steps) == [pytest.approx(s, abs=1e-5) for s in trainer.scorer.score_steps(problems, steps)]
+    assert prm.score_steps(problems, steps) == [pytest.approx(s, abs=1e-5) for s in trainer.algorithm.scorer.score_steps(problems, steps)]
     assert evaluate_prm(prm, rows).step_auc == pytest.approx(report["after"]["step_auc"])
 
 
@@ -443,7 +443,7 @@ def test_a_step_head_prm_trains_under_lora_resumes_and_saves_its_head_merged(ste
     assert prm.settings.form == "step_head"
     rows = load_labelled_steps(data)
     problems, steps = [r.problem for r in rows], [list(r.steps) for r in rows]
-    assert prm.score_steps(problems, steps) == [pytest.approx(s, abs=1e-5) for s in again.scorer.score_steps(problems, steps)]
+    assert prm.score_steps(problems, steps) == [pytest.approx(s, abs=1e-5) for s in again.algorithm.scorer.score_steps(problems, steps)]
 
 
 def test_the_collector_scores_a_turn_s_steps_in_one_prm_batch_with_the_rewards_of_one_by_one(step_tag_dir, monkeypatch):

@@ -25,14 +25,14 @@ def test_the_server_gives_the_in_process_teachers_signal(models, tmp_path):  # n
     teacher, student = models
     with FixtureTeacherServer(teacher) as server:
         trainer = OnPolicyDistillTrainer(_remote_config(student, server.url, tmp_path, teacher_kl_estimator="k3"))
-        assert trainer.remote_teacher.model == "teacher"  # the server's only model, found by name
-        assert trainer.remote_teacher.max_model_len == server.max_model_len
-        batch = trainer.score_learner(trainer.make_batch(0))
+        assert trainer.algorithm.remote_teacher.model == "teacher"  # the server's only model, found by name
+        assert trainer.algorithm.remote_teacher.max_model_len == server.max_model_len
+        batch = trainer.score_learner(trainer.source.make_batch(0)[0])
         mask = batch.loss_mask()
         rows = torch.nonzero(mask.sum(-1) > 0).flatten()
-        remote, failed = trainer.teacher_logprobs(batch, rows)
+        remote, failed = trainer.algorithm.teacher_logprobs(batch, rows)
         batch.advantages = torch.zeros(len(batch))
-        advantages, kl = trainer.token_signal(batch, mask)
+        advantages, kl = trainer.algorithm.token_signal(batch, mask)
     assert not failed.any()
     direct = _token_logprobs(teacher, batch) * batch.attention_mask
     torch.testing.assert_close(remote.double()[rows], direct[rows], atol=1e-4, rtol=1e-4)
@@ -60,15 +60,15 @@ def test_rows_the_server_cannot_score_are_infrastructure_failures_left_out_of_th
     teacher, student = models
     with FixtureTeacherServer(teacher) as server:
         trainer = OnPolicyDistillTrainer(_remote_config(student, server.url, tmp_path))
-        trainer.remote_teacher.backoff_s = 0.01
-        batch = trainer.score_learner(trainer.make_batch(0))
+        trainer.algorithm.remote_teacher.backoff_s = 0.01
+        batch = trainer.score_learner(trainer.source.make_batch(0)[0])
         trainable = int((batch.loss_mask().sum(-1) > 0).sum())
         server.fail = -1  # the engine died after start
-        plan = trainer.plan(batch)
+        plan = trainer.algorithm.plan(batch)
     assert plan.stats["infra/teacher_failures"] == trainable
     assert batch.infra_failure.sum() >= trainable and batch.loss_mask().sum() == 0  # nothing of it trains
     assert all(len(step.items) == 0 for step in plan.steps)
-    assert trainer.remote_teacher.stats["retries"] == 2 * trainable
+    assert trainer.algorithm.remote_teacher.stats["retries"] == 2 * trainable
 
 
 def test_retries_timeouts_and_sequences_too_long(models):  # noqa: F811

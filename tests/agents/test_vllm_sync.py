@@ -57,11 +57,11 @@ def test_weights_are_pushed_after_each_optimizer_step_and_on_resume(model_path, 
     pushes: list[dict[str, torch.Tensor]] = []
     sync = WeightSync(trainer.policy, lambda weights: pushes.append({k: v.clone() for k, v in weights}))
     assert sync() and not sync()  # the first call pushes; nothing changed since
-    batch = trainer.make_batch(0)
+    batch = trainer.source.make_batch(0)[0]
     assert not sync()  # sampling changes nothing
     logprobs, _ = trainer.policy.token_logprobs(batch.input_ids, batch.attention_mask)
-    trainer.backward(-(logprobs * batch.action_mask).sum())
-    trainer.optimizer_step()
+    trainer.loop.backward(-(logprobs * batch.action_mask).sum())
+    trainer.loop.optimizer_step()
     trainer.step = 1
     trainer.save()
     assert sync() and len(pushes) == 2

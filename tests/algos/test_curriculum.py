@@ -89,7 +89,7 @@ def test_pass_rate_band_run_replays_tasks_and_resumes_exactly(model_path, tmp_pa
     killed = Recorder(GRPOConfig(**options, run_dir=str(tmp_path / "r")))
     kill_at(killed, 3)
     resumed = Recorder(GRPOConfig(**options, run_dir=str(tmp_path / "r")))
-    assert resumed.resume() and resumed.curriculum.tasks
+    assert resumed.resume() and resumed.source.curriculum.tasks
     resumed.train()
     assert_same_metrics(tmp_path / "full", tmp_path / "r")
     for x, y in zip(full.batches[2:], resumed.batches):
@@ -97,7 +97,7 @@ def test_pass_rate_band_run_replays_tasks_and_resumes_exactly(model_path, tmp_pa
     # the restored pass rates matter: without them step 3 would draw other tasks
     saved, blank = PassRateBand(band=(0.5, 0.5), revisit=0.5, seed=3), PassRateBand(band=(0.5, 0.5), revisit=0.5, seed=3)
     saved.load_state_dict(load_checkpoint(tmp_path / "r" / "checkpoints" / "step-000002")["curriculum"])
-    assert saved.draw(2, resumed.task_seeds(2)) != blank.draw(2, resumed.task_seeds(2))
+    assert saved.draw(2, resumed.source.task_seeds(2)) != blank.draw(2, resumed.source.task_seeds(2))
 
 
 def test_level_curriculum_moves_the_generator_level_down_when_nothing_is_solved(model_path, tmp_path):

@@ -43,15 +43,15 @@ def _config(teacher, student, tmp_path, **overrides):
 
 def test_a_smaller_student_gets_closer_to_the_teacher_on_held_out_prompts(models, tmp_path):
     trainer = DistillTrainer(_config(*models, tmp_path, divergence="forward_kl", distill_weight=0.8))
-    held_out = trainer.collector.collect(list(range(10_000, 10_008)), torch.Generator().manual_seed(5))  # teacher samples
-    before = trainer.divergence_on(held_out)
+    held_out = trainer.source.collector.collect(list(range(10_000, 10_008)), torch.Generator().manual_seed(5))  # teacher samples
+    before = trainer.algorithm.divergence_on(held_out)
     trainer.train()
-    after = trainer.divergence_on(held_out)
+    after = trainer.algorithm.divergence_on(held_out)
     assert after < 0.6 * before, (before, after)
     metrics = [json.loads(line) for line in (trainer.run_dir / "metrics.jsonl").read_text().splitlines()]
     logged = [m["loss/divergence"] for m in metrics if "loss/divergence" in m]
     assert len(logged) == 12 and logged[-1] < logged[0]
-    assert all(p.grad is None for p in trainer.teacher.model.parameters())  # the teacher never learns
+    assert all(p.grad is None for p in trainer.algorithm.teacher.model.parameters())  # the teacher never learns
 
 
 def test_a_teacher_with_another_vocabulary_is_refused_at_start(models, tmp_path):
@@ -79,7 +79,7 @@ def test_jsonl_prompts_are_answered_by_the_teacher_and_given_responses_kept(mode
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert [c[-1]["role"] for c in load_distill_rows(data)] == ["user", "assistant", "assistant"]
     trainer = DistillTrainer(_config(*models, tmp_path, data=str(data), num_tasks=3, group_size=2, steps=2))
-    batch = trainer.make_batch(0)
+    batch = trainer.source.make_batch(0)[0]
     assert sorted(batch.statuses) == ["given", "given", "teacher_sample", "teacher_sample"]
     given = [c for c, s in zip(batch.completions, batch.statuses) if s == "given"]
     assert sorted(c[0] for c in given) == ["\\boxed{2}", "\\boxed{3}"]

@@ -93,11 +93,11 @@ def test_precomputed_reference_matches_the_model_reference(model_path, pref_file
     common = dict(model=str(model_path), preference_file=str(annotated), steps=1, pairs_per_step=4, eval_tasks=0,
                   progress=False, seed=5)
     precomputed = DPOTrainer(DPOConfig(**common, reference="precomputed", run_dir=str(tmp_path / "a")))
-    assert precomputed.reference is None
+    assert precomputed.algorithm.reference is None
     copy_ref = DPOTrainer(DPOConfig(**common, reference="copy", run_dir=str(tmp_path / "b")))
-    batch = precomputed.make_batch(0)
+    batch = precomputed.source.make_batch(0)[0]
     rows = torch.arange(len(batch))
-    assert torch.allclose(precomputed.reference_logps(batch, rows), copy_ref.reference_logps(batch, rows), atol=1e-4)
+    assert torch.allclose(precomputed.algorithm.reference_logps(batch, rows), copy_ref.algorithm.reference_logps(batch, rows), atol=1e-4)
     stats = precomputed.update(batch)
     assert stats["loss/dpo"] == pytest.approx(math.log(2), abs=1e-4)  # policy == reference: -log sigmoid(0)
     with pytest.raises(ConfigError, match="ref_chosen_logp"):

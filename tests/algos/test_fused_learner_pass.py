@@ -34,12 +34,12 @@ def step_on(trainer: GRPOTrainer, separate: bool) -> tuple[dict[str, float], lis
     batch = episodes_batch(trainer.policy)
     batch.sampler_logprobs[0, batch.action_mask[0].bool()] -= 0.25
     batch.rewards[2:4] = 1.0  # group 1 scores the same: its rows carry no gradient
-    trainer.sample_rollouts = lambda step: (batch, {"perf/rollout_s": 0.0})
+    trainer.source.sample = lambda step: (batch, {"perf/rollout_s": 0.0})
     if separate:
-        trainer.learner_pass_needed = lambda batch: True
+        trainer.algorithm.learner_pass_needed = lambda batch: True
     passes: list[int] = []
     score = trainer.score_learner
-    trainer.score_learner = lambda b: passes.append(int(len(trainer.learner_rows(b)))) or score(b)
+    trainer.score_learner = lambda b: passes.append(int(len(trainer.algorithm.learner_rows(b)))) or score(b)
     metrics = trainer.train_step()
     return metrics, [p.detach().clone() for p in trainer.loop.params()], passes
 
@@ -72,20 +72,20 @@ def one_trainer(model_path, tmp_path_factory):
 ])
 def test_what_reads_the_learner_before_the_update_keeps_the_separate_pass(one_trainer, options):
     batch, config = episodes_batch(one_trainer.policy), one_trainer.algorithm.config
-    assert not one_trainer.learner_pass_needed(batch)
+    assert not one_trainer.algorithm.learner_pass_needed(batch)
     one_trainer.algorithm.config = dataclasses.replace(config, **options)  # the algorithm reads its own, built once
     try:
-        assert one_trainer.learner_pass_needed(batch)
+        assert one_trainer.algorithm.learner_pass_needed(batch)
     finally:
         one_trainer.algorithm.config = config
 
 
 def test_active_dropout_keeps_the_separate_pass(one_trainer):
     batch, model_config = episodes_batch(one_trainer.policy), one_trainer.policy.model.config
-    assert not one_trainer.learner_pass_needed(batch)
+    assert not one_trainer.algorithm.learner_pass_needed(batch)
     model_config.attention_dropout = 0.1
     try:
-        assert one_trainer.learner_pass_needed(batch)
+        assert one_trainer.algorithm.learner_pass_needed(batch)
     finally:
         model_config.attention_dropout = 0.0
 
@@ -96,7 +96,7 @@ def test_a_batch_with_nothing_to_train_still_measures_the_mismatch(model_path, t
     batch = episodes_batch(trainer.policy)
     batch.sampler_logprobs[0, batch.action_mask[0].bool()] -= 0.25
     batch.rewards[:] = 1.0
-    trainer.sample_rollouts = lambda step: (batch, {"perf/rollout_s": 0.0})
+    trainer.source.sample = lambda step: (batch, {"perf/rollout_s": 0.0})
     metrics = trainer.train_step()
     assert metrics["loss/trained_sequences"] == 0.0
     assert metrics["rollout/logprob_diff_max"] == pytest.approx(0.25, abs=1e-4)

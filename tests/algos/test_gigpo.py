@@ -161,7 +161,7 @@ def test_the_trainer_gives_each_turns_tokens_that_turns_advantage(model_path, tm
                         advantage="gigpo", gamma=0.5, scale_rewards="none")
     trainer = GRPOTrainer(config, run_dir=tmp_path / "run", policy=policy)
     batch = trainer.score_learner(_multi_turn_batch(policy))
-    stats = trainer.optimize(batch, trainer.plan(batch))
+    stats = trainer.loop.optimize(batch, trainer.algorithm.plan(batch))
     # the hand numbers of test_gigpo_unscaled_by_hand
     expected = gigpo_advantages(EPISODE_REWARDS, GROUPS, TURNS, gamma=0.5, scale_rewards="none")
     assert batch.advantages.shape == batch.input_ids.shape

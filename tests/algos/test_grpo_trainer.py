@@ -109,22 +109,22 @@ def test_reference_is_frozen_copy_without_lora_and_disabled_adapter_with_lora(mo
     policy = LLMPolicy.from_pretrained(str(model_path), device="cpu")
     trainer = GRPOTrainer(GRPOConfig(model=str(model_path), beta=0.1, eval_tasks=0, progress=False), tmp_path / "a", policy)
     batch = _batch(policy)
-    before = trainer.reference_logprobs(batch)
+    before = trainer.algorithm.reference_logprobs(batch)
     with torch.no_grad():
         for p in policy.model.parameters():
             p.add_(0.01)
-    assert torch.allclose(trainer.reference_logprobs(batch), before)  # the reference did not move
+    assert torch.allclose(trainer.algorithm.reference_logprobs(batch), before)  # the reference did not move
     assert not torch.allclose(policy.token_logprobs(batch.input_ids, batch.attention_mask)[0], before)
 
     lora_policy = LLMPolicy.from_pretrained(str(model_path), device="cpu", lora=LoraSettings(r=4, alpha=8))
     lora_trainer = GRPOTrainer(GRPOConfig(model=str(model_path), beta=0.1, lora_r=4, eval_tasks=0, progress=False), tmp_path / "b", lora_policy)
-    assert lora_trainer.reference.kind == "adapter" and lora_trainer.reference.model is None  # no second copy
+    assert lora_trainer.algorithm.reference.kind == "adapter" and lora_trainer.algorithm.reference.model is None  # no second copy
     base = LLMPolicy.from_pretrained(str(model_path), device="cpu")
     with torch.no_grad():
         for name, p in lora_policy.model.named_parameters():
             if "lora_B" in name:
                 p.add_(0.05)  # make the adapter matter
-    ref = lora_trainer.reference_logprobs(batch)
+    ref = lora_trainer.algorithm.reference_logprobs(batch)
     expected = base.token_logprobs(batch.input_ids, batch.attention_mask)[0]
     assert torch.allclose(ref, expected, atol=1e-5)
     assert not torch.allclose(lora_policy.token_logprobs(batch.input_ids, batch.attention_mask)[0], expected, atol=1e-3)
@@ -284,7 +284,7 @@ def test_overlong_penalty_and_kl_reward_penalty_shape_the_rewards_before_advanta
         ref = reference.token_logprobs(batch.input_ids, batch.attention_mask)[0]
     kl = ((learner - ref) * batch.action_mask).sum(-1)  # k1 summed over each sequence's tokens
     scored = trainer.score_learner(batch.to("cpu"))
-    stats = trainer.optimize(scored, trainer.plan(scored))
+    stats = trainer.loop.optimize(scored, trainer.algorithm.plan(scored))
     expected = group_normalized_advantages(batch.rewards + penalty - 0.1 * kl, batch.group_ids)
     assert scored.advantages.tolist() == pytest.approx(expected.tolist(), abs=1e-4)
     # the KL's share is visible (~0.1 here): the tolerance cannot hide it

@@ -55,13 +55,13 @@ def _token_logprobs(path, batch):
 def test_the_signal_is_the_reverse_kl_computed_from_both_models_logits(models, tmp_path, estimator):
     teacher, student = models
     trainer = OnPolicyDistillTrainer(_config(teacher, student, tmp_path, teacher_kl_estimator=estimator, kl_coef=0.5))
-    batch = trainer.score_learner(trainer.make_batch(0))
+    batch = trainer.score_learner(trainer.source.make_batch(0)[0])
     mask = batch.loss_mask()
     assert mask.sum() > 10
     env_advantages = torch.linspace(-1.0, 1.0, len(batch))
     batch.advantages = env_advantages
 
-    advantages, kl = trainer.token_signal(batch, mask)
+    advantages, kl = trainer.algorithm.token_signal(batch, mask)
 
     log_s, log_t = _token_logprobs(student, batch), _token_logprobs(teacher, batch)
     log_r = log_t - log_s  # r = p_t / p_s at the sampled token
@@ -73,7 +73,7 @@ def test_the_signal_is_the_reverse_kl_computed_from_both_models_logits(models, t
         assert (kl >= 0).all()
 
     trainer.config.env_reward_coef = 2.0  # the env's advantage is added to every token of its episode
-    mixed, _ = trainer.token_signal(batch, mask)
+    mixed, _ = trainer.algorithm.token_signal(batch, mask)
     torch.testing.assert_close(mixed.double(), (2.0 * env_advantages[:, None].double() - 0.5 * expected) * mask, atol=1e-4, rtol=1e-4)
 
 
@@ -84,7 +84,7 @@ def test_the_student_gets_closer_to_the_teacher_on_its_own_samples(models, tmp_p
     metrics = [json.loads(line) for line in (trainer.run_dir / "metrics.jsonl").read_text().splitlines()]
     kl = [m["loss/teacher_kl"] for m in metrics if "loss/teacher_kl" in m]
     assert len(kl) == 40 and sum(kl[-5:]) < 0.5 * sum(kl[:5]), kl
-    assert all(p.grad is None for p in trainer.teacher.model.parameters())
+    assert all(p.grad is None for p in trainer.algorithm.teacher.model.parameters())
 
 
 def test_the_command_line_on_a_single_turn_and_a_multi_turn_env(models, tmp_path, capsys):

@@ -80,7 +80,7 @@ def test_overlap_stop_and_resume_equals_an_uninterrupted_run(model_path, tmp_pat
     killed.close()
     resumed = overlap_trainer(model_path, tmp_path / "run")
     assert resumed.resume() and resumed.step == 2
-    assert resumed.ahead._pending_step == 2  # the batch sampled during step 2's update, from the checkpoint
+    assert resumed.source.ahead._pending_step == 2  # the batch sampled during step 2's update, from the checkpoint
     resumed.train()
     assert not hasattr(resumed, "batches") or len(resumed.batches) == 1  # only step 3's batch was sampled again
     assert_same_run(tmp_path / "full", full, tmp_path / "run", resumed)
@@ -115,7 +115,7 @@ def test_refill_curriculum_and_batch_ahead_resume_exactly(off_policy_steps, mode
     kill_at(killed, 3)
     killed.close()
     resumed = Recorder(GRPOConfig(**options, run_dir=str(tmp_path / "r")))
-    assert resumed.resume() and resumed.curriculum.tasks
+    assert resumed.resume() and resumed.source.curriculum.tasks
     resumed.train()
     assert_same_metrics(tmp_path / "full", tmp_path / "r")
     for x, y in zip(full.batches[4 - len(resumed.batches):], resumed.batches):

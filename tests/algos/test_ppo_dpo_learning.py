@@ -65,8 +65,8 @@ def test_offline_dpo_ranks_held_out_pairs(tmp_path):
     cfg = DPOConfig(**{**COMMON, "eval_tasks": 0}, steps=200, pairs_per_step=32, learning_rate=5e-4, beta=0.1,
                     preference_file=str(train), eval_preference_file=str(held_out), run_dir=str(tmp_path / "dpo"))
     trainer = DPOTrainer(cfg, model_path=prepare_model(cfg))
-    before = trainer.evaluate_preferences(trainer.eval_pairs)
+    before = trainer.algorithm.evaluate_preferences(trainer.algorithm.eval_pairs)
     trainer.train()
-    after = trainer.evaluate_preferences(trainer.eval_pairs)
+    after = trainer.algorithm.evaluate_preferences(trainer.algorithm.eval_pairs)
     print(before, after)
     assert after["eval/preference_accuracy"] > 0.8

@@ -125,12 +125,12 @@ def test_value_head_is_resumed(model_path, tmp_path):
     trainer = PPOTrainer(cfg)
     trainer.train()
     with torch.no_grad():  # give the head distinctive weights, then checkpoint them
-        trainer.value_model.head.summary.weight.normal_()
+        trainer.algorithm.value_model.head.summary.weight.normal_()
     trainer.save()
-    head = trainer.value_model.head.summary.weight.detach().clone()
+    head = trainer.algorithm.value_model.head.summary.weight.detach().clone()
     again = PPOTrainer(cfg)
     assert again.resume()
-    assert torch.equal(again.value_model.head.summary.weight, head)
+    assert torch.equal(again.algorithm.value_model.head.summary.weight, head)
 
 
 @pytest.mark.parametrize("override, field", [({"gamma": 1.5}, "gamma"), ({"advantage_level": "episode"}, "advantage_level"),

@@ -188,7 +188,7 @@ def test_ray_and_local_executors_give_the_same_run(model_path, tmp_path, env, en
 def test_actor_killed_mid_episode_is_restarted_marked_and_left_out_of_the_loss(model_path, tmp_path):
     config = _config(model_path, "GuessNumber-v0", {"high": 6}, "ray")
     trainer = _Recorder(config, run_dir=tmp_path / "run")
-    _killing_generate(trainer.policy, trainer.make_envs, at_call=2)  # after the first turn's env step
+    _killing_generate(trainer.policy, trainer.source.make_envs, at_call=2)  # after the first turn's env step
     trainer.train()
     first, second = trainer.batches
     lost = [i for i, s in enumerate(first.statuses) if s == "actor_error"]

@@ -54,7 +54,7 @@ def test_pairwise_accuracy_rises_and_the_run_resumes(tmp_path, tmp_path_factory)
     )
     first = RMTrainer(RMConfig(steps=3, **options), run_dir=tmp_path / "run")
     assert first.policy is None  # pairs from a file: the policy (--model) only initialises the reward model, never loaded
-    before = first.evaluate_pairs(first.eval_pairs)
+    before = first.algorithm.evaluate_pairs(first.algorithm.eval_pairs)
     first.train()
     after_first = read_metrics(tmp_path / "run")[-1]
     # resumed from the checkpoint of step 3: the reward model is the trained one, not a fresh head
@@ -62,7 +62,7 @@ def test_pairwise_accuracy_rises_and_the_run_resumes(tmp_path, tmp_path_factory)
     second = RMTrainer(RMConfig(steps=8, eval_pairs_every=2, **options), run_dir=tmp_path / "run")
     assert second.resume() and second.step == 3 and second.policy is None
     assert {c.name: c.verdict for c in second.resume_changes} == {"steps": "allowed", "eval_pairs_every": "allowed"}
-    resumed = second.evaluate_pairs(second.eval_pairs)
+    resumed = second.algorithm.evaluate_pairs(second.algorithm.eval_pairs)
     assert resumed["eval/reward_margin"] == pytest.approx(after_first["eval/reward_margin"], abs=1e-5)
     second.train()
     records = read_metrics(tmp_path / "run")

@@ -1,6 +1,11 @@
 """A run is composed, not inherited (issue 49): every class of the trainer family (the registered
 trainers, their algorithms, the batch sources and the update loop) stays under 30 methods, inherited
-ones counted, and every trainer goes through the one step of :class:`~mathgym.algos.trainer.Trainer`."""
+ones counted, and every trainer goes through the one step of :class:`~mathgym.algos.trainer.Trainer`.
+
+The count is honest: no class of the family forwards attribute access (``__getattr__`` /
+``__getattribute__``), which would hide its parts' methods behind it rather than leave them where they
+live; a caller reaches the part that owns a method (``trainer.algorithm``, ``trainer.source``,
+``trainer.loop``)."""
 
 from __future__ import annotations
 
@@ -47,6 +52,28 @@ def _subclasses(cls: type) -> set[type]:
 def test_no_class_of_the_trainer_family_reaches_30_methods(cls):
     count = len(methods(cls))
     assert count <= MAX_METHODS, f"{cls.__qualname__} has {count} methods with its bases: {sorted(methods(cls))}"
+
+
+#: The hooks that would let a class answer for attributes it does not have (``object``'s own
+#: ``__getattribute__`` is the ordinary lookup, left out by :func:`methods`).
+FORWARDING = ("__getattr__", "__getattribute__")
+
+
+@pytest.mark.parametrize("cls", trainer_family(), ids=lambda cls: cls.__name__)
+def test_no_class_of_the_trainer_family_forwards_attributes(cls):
+    forwarding = sorted(methods(cls).intersection(FORWARDING))
+    assert not forwarding, f"{cls.__qualname__} forwards attribute access ({forwarding}): reach the part that owns the name"
+
+
+def test_the_forwarding_check_sees_an_inherited_hook():
+    class Forwarding:
+        def __getattr__(self, name):
+            return getattr(self.part, name)
+
+    class Trainerlike(Forwarding):
+        pass
+
+    assert methods(Trainerlike).intersection(FORWARDING) == {"__getattr__"}
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))

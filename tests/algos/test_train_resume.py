@@ -91,8 +91,8 @@ def comparable(run_dir: Path) -> list[dict]:
 
 def weights(trainer) -> dict[str, torch.Tensor]:
     out = {f"policy.{k}": v for k, v in trainer.policy.model.state_dict().items()}
-    if trainer.value_model is not None:
-        out.update({f"value.{k}": v for k, v in trainer.value_model.state_dict().items()})
+    if trainer.algorithm.value_model is not None:
+        out.update({f"value.{k}": v for k, v in trainer.algorithm.value_model.state_dict().items()})
     return out
 
 
@@ -387,8 +387,8 @@ def test_a_run_resumed_with_more_steps_takes_its_next_step_at_its_own_schedules_
     GRPOTrainer(GRPOConfig(**options, run_dir=str(tmp_path))).train()
     resumed = GRPOTrainer(GRPOConfig(**{**options, "steps": 3}, run_dir=str(tmp_path)))
     assert resumed.resume() and resumed.step == 1
-    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(COMMON["learning_rate"] * 2 / 3)
-    assert resumed.scheduler.get_last_lr()[0] == pytest.approx(COMMON["learning_rate"] * 2 / 3)
+    assert resumed.loop.optimizer.param_groups[0]["lr"] == pytest.approx(COMMON["learning_rate"] * 2 / 3)
+    assert resumed.loop.scheduler.get_last_lr()[0] == pytest.approx(COMMON["learning_rate"] * 2 / 3)
     before = [p.detach().clone() for p in resumed.policy.trainable_parameters()]
     resumed.train_step()
     assert any(not torch.equal(b, p) for b, p in zip(before, resumed.policy.trainable_parameters()))

@@ -82,7 +82,7 @@ class GradientRecorder:
 
 def batch_for(trainer) -> RolloutBatch:
     if isinstance(trainer, SFTTrainer):
-        return trainer.make_batch(0)
+        return trainer.source.make_batch(0)[0]
     return episodes_batch(trainer.policy)
 
 
@@ -116,8 +116,8 @@ def test_the_learning_rate_schedule_advances_once_per_batch(algo, model_path, de
     minibatches, DPO's epochs), the schedule is one step per batch: a linear decay over 4 steps."""
     trainer = make(algo, model_path, tmp_path / "run", demos, steps=4, lr_schedule="linear")
     stats = trainer.update(batch_for(trainer))
-    assert trainer.scheduler.last_epoch == 1
-    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(1e-3 * (1 - 1 / 4))
+    assert trainer.loop.scheduler.last_epoch == 1
+    assert trainer.loop.scheduler.get_last_lr()[0] == pytest.approx(1e-3 * (1 - 1 / 4))
     assert stats["loss/updates"] >= 2 or algo == "sft"
 
 
@@ -129,7 +129,7 @@ def test_a_batch_without_pairs_takes_no_optimizer_step_but_keeps_the_schedule(mo
     stats = trainer.update(batch)
     assert stats["loss/pairs"] == 0 and stats["loss/updates"] == 0
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.loop.params()))
-    assert trainer.scheduler.last_epoch == 1
+    assert trainer.loop.scheduler.last_epoch == 1
 
 
 def test_the_learner_pass_fills_the_batch_once_and_the_mismatch_reads_it(model_path, demos, tmp_path):

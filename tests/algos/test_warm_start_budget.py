@@ -95,15 +95,22 @@ def test_sql_demonstrations_are_trained_whole_past_the_tiny_models_512_positions
 
     monkeypatch.setenv("MATHGYM_CACHE", str(tmp_path))
     rows: list[str] = []
-    make_batch = SFTTrainer.make_batch
+    build_source = SFTTrainer.build_source
 
-    def recording(trainer, step):
-        batch = make_batch(trainer, step)
-        for ids, mask in zip(batch.input_ids, batch.attention_mask):
-            rows.append(trainer.policy.tokenizer.decode(ids[mask.bool()].tolist()))
-        return batch
+    def recording_source(trainer):  # the run's Demonstrations, each batch's rows decoded as they are made
+        source = build_source(trainer)
+        make_batch = source.make_batch
 
-    monkeypatch.setattr(SFTTrainer, "make_batch", recording)
+        def recording(step):
+            batch, stats = make_batch(step)
+            for ids, mask in zip(batch.input_ids, batch.attention_mask):
+                rows.append(trainer.policy.tokenizer.decode(ids[mask.bool()].tolist()))
+            return batch, stats
+
+        source.make_batch = recording
+        return source
+
+    monkeypatch.setattr(SFTTrainer, "build_source", recording_source)
     kwargs = resolved_env_kwargs(TrainConfig(env="SQLQuery-v0"), model_dir=tiny_model_path())
     warm = tiny_warm_start("SQLQuery-v0", kwargs, steps=1, progress=False, budget_s=2.0)  # one step of a few rows
     first = gym.make("SQLQuery-v0", **kwargs).reset(seed=0)[1]["messages"][0]["content"]
@@ -118,7 +125,7 @@ def test_sql_demonstrations_are_trained_whole_past_the_tiny_models_512_positions
 
 
 class _Demonstrations:
-    """What :func:`leave_out_long_demonstrations` reads of an SFT trainer: its demonstrations."""
+    """What :func:`leave_out_long_demonstrations` reads of an SFT run's source: its demonstrations."""
 
     def __init__(self, demos: list[Episode]):
         self.demos = demos
@@ -129,10 +136,10 @@ class _Demonstrations:
 
 def test_demonstrations_longer_than_the_rows_are_left_out_never_cut(capsys):
     short, long_, longer = _episode(3, [2]), _episode(6, [1, 5]), _episode(8, [7])
-    trainer = _Demonstrations([short, long_, longer])
-    fit = leave_out_long_demonstrations("Env-v0", trainer, 5)
+    source = _Demonstrations([short, long_, longer])
+    fit = leave_out_long_demonstrations("Env-v0", source, 5)
     assert fit == DemonstrationFit(trained=1, left_out=2, longest=8, max_tokens=5)
-    assert trainer.demos == [short]  # the one that fits, whole
+    assert source.demos == [short]  # the one that fits, whole
     out = capsys.readouterr().out
     assert "warning: 2 of 3 of Env-v0's demonstrations are longer than 5 tokens (up to 8)" in out and "leaves them out" in out
     assert leave_out_long_demonstrations("Env-v0", _Demonstrations([long_]), 6) == DemonstrationFit(1, 0, 6, 6)
@@ -263,7 +270,7 @@ def test_the_warm_start_steps_with_the_per_tensor_adamw_its_recipe_was_fixed_wit
 
     kwargs = run_env_kwargs("MathReason-v0", tiny_model_path(0), {})
     trainer = SFTTrainer(warm_start_config("MathReason-v0", kwargs, WarmStartPlan(2, 4, 512, 28), 8, 0, tmp_path / "run"))
-    assert not trainer.optimizer.defaults.get("fused")
+    assert not trainer.loop.optimizer.defaults.get("fused")
     assert TrainConfig().fused_optimizer
 
 
