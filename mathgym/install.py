@@ -3,13 +3,18 @@
 mathgym is installed from its repository (a clone or a git URL), not from a package index, so
 ``pip install "mathgym[train]"`` would look for another project of that name. pip records
 where a distribution came from (``direct_url.json``, PEP 610); the hint repeats that source.
+:func:`import_extra` imports an extra's module where it is first needed, or says how to add it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from importlib import metadata
+from types import ModuleType
 from urllib.parse import unquote, urlparse
+
+from mathgym.errors import ConfigError
 
 REPOSITORY = "https://github.com/mathgym/mathgym"
 
@@ -47,3 +52,16 @@ def extra_hint(*extras: str) -> str:
     if "://" in source:
         return f'pip install "mathgym[{names}] @ {source}"'
     return f'pip install {"-e " if editable else ""}"{source}[{names}]"'
+
+
+def import_extra(module: str, hint: str) -> ModuleType:
+    """``module`` (an optional dependency, imported where it is first needed); where it is missing,
+    a :class:`~mathgym.errors.ConfigError` that says ``hint`` (how to add it) and what failed.
+
+    >>> import_extra("json", "never said").__name__
+    'json'
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ConfigError(f"{hint} ({err})") from None

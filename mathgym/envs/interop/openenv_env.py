@@ -32,7 +32,7 @@ from typing import Any
 
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
-from mathgym.install import extra_hint
+from mathgym.install import extra_hint, import_extra
 from mathgym.rewards.base import Status
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
@@ -43,11 +43,7 @@ _URL_SCHEMES = ("http://", "https://", "ws://", "wss://")
 
 
 def _openenv() -> Any:
-    try:
-        import openenv.core  # noqa: PLC0415 - optional dependency
-    except ImportError as err:
-        raise ConfigError(f"{INSTALL_HINT} ({err})") from None
-    return openenv.core
+    return import_extra("openenv.core", INSTALL_HINT)
 
 
 def load_object(target: Any, what: str) -> Any:

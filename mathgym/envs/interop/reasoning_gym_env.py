@@ -20,7 +20,7 @@ from typing import Any
 
 from mathgym.core import Judgement, Task, TextEnv
 from mathgym.errors import ConfigError
-from mathgym.install import extra_hint
+from mathgym.install import extra_hint, import_extra
 from mathgym.rewards.base import Status
 from mathgym.rewards.extract import answer_after_thinking, last_boxed
 from mathgym.spaces import DEFAULT_MAX_LENGTH
@@ -33,11 +33,7 @@ INSTALL_HINT = f"ReasoningGym-v0 needs reasoning-gym: {extra_hint('reasoning-gym
 
 
 def _reasoning_gym() -> Any:
-    try:
-        import reasoning_gym  # noqa: PLC0415 - optional dependency, heavy import
-    except ImportError as err:
-        raise ConfigError(f"{INSTALL_HINT} ({err})") from None
-    return reasoning_gym
+    return import_extra("reasoning_gym", INSTALL_HINT)  # optional dependency, heavy import
 
 
 def available_tasks() -> list[str]:

@@ -42,7 +42,7 @@ from mathgym.core import Judgement, Task, TextEnv, copy_messages
 from mathgym.envs.interop.openenv_env import load_object
 from mathgym.envs.interop.verifiers_seat import BackgroundLoop, Seat, SeatLimits, message_text, play_episode, prompt_messages
 from mathgym.errors import ConfigError
-from mathgym.install import extra_hint
+from mathgym.install import extra_hint, import_extra
 from mathgym.rewards.base import Status
 from mathgym.spaces import DEFAULT_MAX_LENGTH
 
@@ -50,11 +50,7 @@ INSTALL_HINT = f"Verifiers-v0 needs verifiers>=0.4: {extra_hint('verifiers')}"
 
 
 def _verifiers() -> Any:
-    try:
-        import verifiers.v1 as vf  # noqa: PLC0415 - optional dependency
-    except ImportError as err:
-        raise ConfigError(f"{INSTALL_HINT} ({err})") from None
-    return vf
+    return import_extra("verifiers.v1", INSTALL_HINT)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mathgym.errors import ConfigError, ToolServerError
-from mathgym.install import extra_hint
+from mathgym.install import extra_hint, import_extra
 
 INSTALL_HINT = f"MCP tools need the mcp package: {extra_hint('mcp')}"
 #: Seconds a closing session may take to end its server before the connection stops waiting.
@@ -43,11 +43,7 @@ STDERR_TAIL_CHARS = 1500
 
 
 def _mcp() -> Any:
-    try:
-        import mcp  # noqa: PLC0415 - optional dependency, imported only when a connection opens
-    except ImportError as err:
-        raise ConfigError(f"{INSTALL_HINT} ({err})") from None
-    return mcp
+    return import_extra("mcp", INSTALL_HINT)  # optional dependency, imported only when a connection opens
 
 
 def is_url(server: str | Sequence[str]) -> bool:
