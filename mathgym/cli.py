@@ -195,6 +195,8 @@ def _print_board(env: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.format == "openenv":
+        return _serve_openenv(args)
     try:
         from mathgym.serve import EnvServer, run_forever
     except ModuleNotFoundError as err:
@@ -212,6 +214,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = EnvServer(args.env_id, max_sessions=args.max_sessions, session_timeout=args.session_timeout,
                        client_timeout=args.client_timeout, env_kwargs=parse_env_kwargs(args.option), token=token)
     run_forever(server, args.host, args.port)
+    return 0
+
+
+def _serve_openenv(args: argparse.Namespace) -> int:
+    """``mathgym serve --format openenv``: :mod:`mathgym.integrations.openenv`'s server (OpenEnv's own app)."""
+    from mathgym.errors import ConfigError
+
+    if len(args.env_id) != 1:
+        raise ConfigError(f"--format openenv serves one env per server (OpenEnv's app has one env class), "
+                          f"got {len(args.env_id)}: {' '.join(args.env_id)}; start one server per env.")
+    if args.token_env:  # OpenEnv's app checks no token: serving without one when asked to would be worse than refusing
+        raise ConfigError("--token-env: OpenEnv's server checks no token; "
+                          "serve on 127.0.0.1 or behind a proxy that checks one.")
+    from mathgym.registry import check_env_kwargs, resolve_env_id
+
+    env_id, env_kwargs = resolve_env_id(args.env_id[0]), parse_env_kwargs(args.option)
+    check_env_kwargs(env_id, env_kwargs, "-o")  # before openenv-core's import, which takes seconds
+    try:
+        from mathgym.integrations.openenv import serve
+    except ModuleNotFoundError as err:
+        from mathgym.install import extra_hint
+
+        missing = f"--format openenv needs openenv-core ({err.name} is not installed)"
+        raise ConfigError(f"{missing}: {extra_hint('openenv')}") from None
+    serve(env_id, env_kwargs, args.host, args.port, args.max_sessions)
     return 0
 
 
@@ -250,8 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="env constructor option")
     play.set_defaults(func=cmd_play)
 
-    serve = sub.add_parser("serve", help="serve ENV_ID over HTTP for gym.make('mathgym/Remote-v0', url=...) (docs/scaling.md)")
-    serve.add_argument("env_id", nargs="+", help="env id(s) clients may make")
+    serve = sub.add_parser("serve", help="serve ENV_ID over HTTP for gym.make('mathgym/Remote-v0', url=...) "
+                                         "(docs/scaling.md) or OpenEnv's clients (--format openenv, docs/envs-out.md)")
+    serve.add_argument("env_id", nargs="+", help="env id(s) clients may make (--format openenv: one)")
+    serve.add_argument("--format", choices=("mathgym", "openenv"), default="mathgym",
+                       help="wire format: mathgym's sessions (mathgym/Remote-v0), or OpenEnv's app (its HTTP and "
+                            "WebSocket sessions, for OpenEnv's EnvClient; needs mathgym[openenv]; one env id; "
+                            "the timeouts do not apply)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port (0: any free one; the address is printed)")
     serve.add_argument("--max-sessions", type=int, default=256,

@@ -8,7 +8,8 @@ with OpenEnv's ``reward`` and ``done`` (``terminated or truncated``; which one i
 (``create_app``: HTTP ``/reset``, ``/step``, ``/schema`` and the WebSocket sessions OpenEnv's
 ``EnvClient`` speaks), one env per session::
 
-    python -m mathgym.integrations.openenv GuessNumber-v0 --port 8000 -o max_turns=8
+    mathgym serve --format openenv GuessNumber-v0 --port 8000 -o max_turns=8
+    python -m mathgym.integrations.openenv GuessNumber-v0 --port 8000 -o max_turns=8   # the same server
 
 Any OpenEnv client then plays it: ``GenericEnvClient(base_url="http://127.0.0.1:8000")``, and
 with it the trainers that drive OpenEnv clients (TRL's OpenEnv examples, SkyRL, Unsloth, ART).
@@ -18,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import socket
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -143,22 +147,56 @@ def _option(text: str) -> tuple[str, Any]:
         return key, value
 
 
+def serve(env_id: str, env_kwargs: Mapping[str, Any] | None = None, host: str = "127.0.0.1", port: int = 8000,
+          max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+    """Serve :func:`create_openenv_app` on ``host:port`` (0: any free port) with uvicorn until
+    SIGINT or SIGTERM, printing the address once listening (``mathgym serve --format openenv``)."""
+    import uvicorn
+
+    import mathgym  # noqa: F401 - registers the ids
+    from mathgym.registry import resolve_env_id
+
+    env_id = resolve_env_id(env_id)
+    app = create_openenv_app(env_id, env_kwargs, max_sessions)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)  # bound here, not by uvicorn, so that port 0 is announced as the port it became
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # from here a client's connection waits in the backlog until uvicorn accepts it
+    except OSError as err:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {err.strerror or err}; choose another --port (0: any free one) "
+                          "or stop the program that holds it.") from None
+    bound_host, bound_port = sock.getsockname()[:2]
+    url = f"http://{bound_host if family == socket.AF_INET else f'[{bound_host}]'}:{bound_port}"
+    print(f"mathgym serve: {env_id} in OpenEnv's format on {url} (at most {max_sessions} sessions; "
+          f"clients: openenv.core.GenericEnvClient(base_url={url!r}))", flush=True)
+    # uvicorn stops gracefully on SIGINT or SIGTERM, then raises the signal again under the handlers it
+    # found: handlers that do nothing make that stop an exit 0, as `mathgym serve`'s is
+    quiet = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)} if quiet else {}
+    try:
+        with sock:
+            uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m mathgym.integrations.openenv ENV_ID [--host H] [--port P] [-o KEY=VALUE ...]``."""
     parser = argparse.ArgumentParser(prog="python -m mathgym.integrations.openenv", description="Serve a mathgym env as an OpenEnv environment.")
     parser.add_argument("env_id")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="port (0: any free one; the address is printed)")
     parser.add_argument("-o", "--option", type=_option, action="append", default=[], metavar="KEY=VALUE", help="env constructor option (JSON value, else text)")
     parser.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, help="client sessions held at once")
     args = parser.parse_args(argv)
     try:
-        app = create_openenv_app(args.env_id, dict(args.option), args.max_sessions)
+        serve(args.env_id, dict(args.option), args.host, args.port, args.max_sessions)
     except (ConfigError, KeyError) as err:
         parser.error(str(err))
-    import uvicorn
-
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":
