@@ -2,19 +2,28 @@
 verifiers (≥ 0.4, its ``verifiers.v1`` stack): verifiers' own loader resolves the taskset id
 ``mathgym-verifiers``, builds the taskset and the env, and the env's own ``run()`` plays episodes.
 
-The one stand-in is the agent seat: verifiers runs a model through a harness program (the ``null``
-harness is a uv script), which needs ``uv`` and a model server; here a scripted player answers each
-turn with a fixed reply, through verifiers' own ``Segment`` and ``AssistantMessage`` types. verifiers
-pins ``mcp==2.0.0`` and ``openai<3``: CI runs this file in a second venv layered over the main one
-(as for verl); where verifiers is not importable, only the install message is tested.
+Most tests stand in for the agent seat: a scripted player answers each turn with a fixed reply,
+through verifiers' own ``Segment`` and ``AssistantMessage`` types. One runs verifiers' own evaluation
+entry point (``vf-eval``) end to end: its ``null`` harness (verifiers' chat program, in its
+``subprocess`` runtime) talks through verifiers' interception server to mathgym's
+``PolicyEndpoint`` serving the embedded tiny model on 127.0.0.1. verifiers provisions that program
+with ``uv`` (``uv sync --script`` of its PEP 723 dependencies, downloaded); offline, a stand-in for
+those two uv commands hands it this venv's interpreter, which has them all (verifiers' own pins).
+
+verifiers pins ``mcp==2.0.0`` and ``openai<3``: CI runs this file in a second venv layered over the
+main one (as for verl); where verifiers is not importable, only the install message is tested.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -150,3 +159,85 @@ def test_an_infrastructure_failure_is_an_episode_error_not_a_reward():
 def test_unknown_options_are_refused_before_verifiers_loads_anything():
     with pytest.raises(ConfigError, match="no option 'difficultyy'"):
         load_environment("MathReason-v0", difficultyy=1)
+
+
+# -- verifiers' own evaluation entry point, end to end ------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Stands in for the two uv commands verifiers' runtime runs to provision its harness program:
+#: ``uv sync --script P`` (here: check that this interpreter has P's PEP 723 dependencies) and
+#: ``uv python find --script P`` (here: this interpreter). Anything else fails loudly.
+UV_STAND_IN = """\
+import importlib.util, re, sys
+
+args = sys.argv[1:]
+if "--help" in args:  # verifiers checks that this uv knows --script
+    print("--script")
+    sys.exit(0)
+script = open(args[args.index("--script") + 1]).read()
+if args[0] == "sync":
+    listed = re.search(r"^# dependencies = \\[(.*)\\]$", script, re.M).group(1)
+    names = [re.split(r"[<>=!~ ]", d.strip().strip('"'))[0] for d in listed.split(",") if d.strip()]
+    missing = [n for n in names if importlib.util.find_spec(n.replace("-", "_")) is None]
+    sys.exit(f"uv stand-in: {sys.executable} lacks {missing}" if missing else 0)
+if args[:2] == ["python", "find"]:
+    print(sys.executable)
+    sys.exit(0)
+sys.exit(f"uv stand-in: {args} is not a command it stands in for")
+"""
+
+
+def uv_stand_in(directory: Path) -> Path:
+    """A directory holding an executable ``uv`` that is :data:`UV_STAND_IN` run by this interpreter."""
+    directory.mkdir()
+    (directory / "uv_stand_in.py").write_text(UV_STAND_IN)
+    uv = directory / "uv"
+    uv.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(directory / "uv_stand_in.py"))} "$@"\n')
+    uv.chmod(0o755)
+    return directory
+
+
+def test_vf_eval_plays_the_exported_env_against_a_served_model_and_the_rewards_are_mathgyms(tmp_path):
+    """``vf-eval mathgym-verifiers`` with verifiers' ``null`` harness against the tiny model behind
+    PolicyEndpoint: the trace's user turns are the local env's observations, its ``env_reward`` the
+    return mathgym's own env gives the same replies, and those replies are what the model sampled."""
+    pytest.importorskip("torch")
+    pytest.importorskip("aiohttp")
+    from mathgym.agents.endpoint import PolicyEndpoint
+    from mathgym.agents.policy import LLMPolicy, SamplingParams
+    from mathgym.agents.tiny import tiny_model_path
+    from mathgym.aio_server import ServerThread
+
+    kwargs, run_key = {"max_turns": 2}, "vf-eval-run"
+    policy = LLMPolicy.from_pretrained(str(tiny_model_path()), device="cpu")
+    endpoint = PolicyEndpoint(policy, SamplingParams(temperature=1.0, max_new_tokens=16), sampling_seed=0)
+    home = tmp_path / "home"  # verifiers' cache, and no uv or Prime login of the machine's
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PATH": f"{uv_stand_in(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
+           "MATHGYM_RUN_KEY": run_key, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    with ServerThread(endpoint) as url:
+        vf_eval = subprocess.run(
+            [sys.executable, "-c", "from verifiers.v1.cli.eval.main import main; main()",
+             "mathgym-verifiers", "--env.taskset.env-id", "GuessNumber-v0", "--env.taskset.env-kwargs", json.dumps(kwargs),
+             "-n", "1", "--model", "tiny", "--client.base-url", f"{url}/v1", "--client.api-key-var", "MATHGYM_RUN_KEY",
+             "--env.player.harness.id", "null", "--env.player.runtime.type", "subprocess",
+             "--no-push", "--no-rich", "-o", str(tmp_path / "outputs")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )
+    assert vf_eval.returncode == 0, vf_eval.stderr[-3000:]
+    (traces_file,) = (tmp_path / "outputs").glob("*/traces.jsonl")
+    (trace,) = [trace for line in traces_file.read_text().splitlines() for trace in json.loads(line)["traces"]]
+    assert trace["ok"] and not trace["errors"], trace["errors"]
+    assert trace["task"]["data"]["seed"] == 0 and trace["agent"]["config"]["harness"]["id"] == "null"
+    chat = [(n["message"]["role"], n["message"]["content"]) for n in trace["nodes"]]
+    replies = [text for role, text in chat if role == "assistant"]
+    observations, total, info = local_episode("GuessNumber-v0", kwargs, 0, replies)
+    _, first = gym.make("GuessNumber-v0", **kwargs).reset(seed=0)
+    assert chat[0] == ("system", first["messages"][0]["content"])
+    assert [text for role, text in chat if role == "user"] == [first["messages"][1]["content"], *observations]
+    assert len(replies) == kwargs["max_turns"] or info["correct"]  # the episode ran to its end
+    assert trace["rewards"] == {"env_reward": {"score": total, "weight": 1.0}}
+    assert (trace["info"]["mathgym_status"], trace["info"]["mathgym_correct"]) == (info["status"], info["correct"])
+    sampled = [sample.message["content"] for call in endpoint.recorder.run(run_key).calls for sample in call.samples]
+    assert replies == sampled
