@@ -11,7 +11,7 @@ rendered page does not show, change that::
                                                             blocks that do not continue, in the same directory
 
 A ``notest`` reason has one of the kinds of :data:`NOTEST_KINDS`; ``tested`` names the test that runs
-the block's commands (``tests/test_x.py::test_name``), which must exist. A block that neither runs nor
+the block's commands (``tests/test_x.py::test_name``, in a folder of tests/ or not), which must exist. A block that neither runs nor
 says why, with one of those kinds, fails :func:`test_every_block_runs_or_says_why_not`.
 """
 
@@ -116,7 +116,7 @@ def why_not_run(snippet: Snippet) -> str | None:
     if kind not in NOTEST_KINDS:
         return f"notest({kind}) is not one of the allowed kinds {sorted(NOTEST_KINDS)}: write <!-- notest(KIND): why -->"
     if kind == "tested":
-        named = re.search(r"(tests/test_\w+\.py)::(test_\w+)", reason)
+        named = re.search(r"(tests/(?:\w+/)*test_\w+\.py)::(test_\w+)", reason)
         if not named or not (REPO / named[1]).is_file() or f"def {named[2]}(" not in (REPO / named[1]).read_text():
             return f"notest(tested) names no existing test (tests/test_x.py::test_name): {reason!r}"
     if kind == "long" and not any((REPO / p).is_file() for p in re.findall(r"\b(?:benchmarks|tests)/[\w/]+\.py", reason)):
