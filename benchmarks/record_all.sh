@@ -33,3 +33,4 @@ python benchmarks/warm_start_tune.py --steps 800 --schedule constant --order-see
 # the peers in their own venv: python3 -m venv /tmp/peers && /tmp/peers/bin/pip install ".[peers]"
 python benchmarks/bench_peers.py --peer-python "${PEER_PYTHON:-/tmp/peers/bin/python}" --record peers
 python benchmarks/grpo_vs_trl_multiturn.py --record grpo_vs_trl_multiturn    # ~6-8 min idle (estimated); the first record was taken under load
+python benchmarks/endpoint.py --record endpoint    # ~1 min
