@@ -34,3 +34,4 @@ python benchmarks/warm_start_tune.py --steps 800 --schedule constant --order-see
 python benchmarks/bench_peers.py --peer-python "${PEER_PYTHON:-/tmp/peers/bin/python}" --record peers
 python benchmarks/grpo_vs_trl_multiturn.py --record grpo_vs_trl_multiturn    # ~6-8 min idle (estimated); the first record was taken under load
 python benchmarks/endpoint.py --record endpoint    # ~1 min
+python benchmarks/prm_step.py --record prm_step    # ~4 min idle (estimated); the first record was taken under load
