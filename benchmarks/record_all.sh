@@ -35,3 +35,4 @@ python benchmarks/bench_peers.py --peer-python "${PEER_PYTHON:-/tmp/peers/bin/py
 python benchmarks/grpo_vs_trl_multiturn.py --record grpo_vs_trl_multiturn    # ~6-8 min idle (estimated); the first record was taken under load
 python benchmarks/endpoint.py --record endpoint    # ~1 min
 python benchmarks/prm_step.py --record prm_step    # ~4 min idle (estimated); the first record was taken under load
+python benchmarks/remote_env.py --record remote_env    # ~1 min; the first record was taken under load
