@@ -55,15 +55,17 @@ def build_prm(path: Path, seed: int = 0) -> Path:
     return path
 
 
-def trainer(args: argparse.Namespace, run_dir: Path, prm: Path | None) -> Any:
+def trainer(args: argparse.Namespace, run_dir: Path, prm: Path | None, prm_batch_size: int = 0) -> Any:
+    """A GRPO trainer on MathStep-v0, with ``prm`` as its process reward (``prm_batch_size`` rows a
+    forward pass; 0: what an env loading a PRM directory uses)."""
     from mathgym.algos.configs import GRPOConfig
     from mathgym.algos.grpo import GRPOTrainer
 
     env_kwargs: dict[str, Any] = {"max_steps": args.max_steps}
-    if prm is not None and args.prm_batch_size:
+    if prm is not None and prm_batch_size:
         from mathgym.rewards.prm import process_reward_from_path
 
-        env_kwargs["process_reward"] = process_reward_from_path(prm, batch_size=args.prm_batch_size)
+        env_kwargs["process_reward"] = process_reward_from_path(prm, batch_size=prm_batch_size)
     elif prm is not None:
         env_kwargs["process_reward"] = str(prm)
     config = GRPOConfig(
@@ -88,7 +90,10 @@ def main() -> None:
     parser.add_argument("--warm-start-steps", type=int, default=0,
                         help="SFT steps of the tiny model's warm start on MathStep-v0 (0: untrained; built once, then cached)")
     parser.add_argument("--prm-batch-size", type=int, default=0,
-                        help="rows per PRM forward pass (0: what an env loading a PRM directory uses)")
+                        help="rows per PRM forward pass (0: what an env loading a PRM directory uses, load_prm's default)")
+    parser.add_argument("--compare-batch-size", type=int, default=0,
+                        help="also train a third side whose PRM passes this many rows at a time (64: a default step's "
+                             "episodes in one pass; an env's PRM directory is loaded with load_prm's default of 8)")
     parser.add_argument("--profile", default="", help="write a cProfile of the PRM trainer's timed steps here")
     parser.add_argument("--record", default="")
     args = parser.parse_args()
@@ -108,7 +113,9 @@ def main() -> None:
     PRM.score_steps = timed_scoring  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory(prefix="mathgym-bench-prm-step-") as tmp:
         prm = build_prm(Path(tmp) / "prm")
-        sides = {"outcome": trainer(args, Path(tmp) / "outcome", None), "prm": trainer(args, Path(tmp) / "prm-run", prm)}
+        sides = {"outcome": trainer(args, Path(tmp) / "outcome", None), "prm": trainer(args, Path(tmp) / "prm-run", prm, args.prm_batch_size)}
+        if args.compare_batch_size:  # the same PRM, fewer rows a forward pass
+            sides["prm_compared"] = trainer(args, Path(tmp) / "prm-compared", prm, args.compare_batch_size)
         times: dict[str, list[float]] = {name: [] for name in sides}
         parts: dict[str, dict[str, list[float]]] = {name: {"rollout": [], "update": [], "scoring": [], "trained": []} for name in sides}
         profiler = None
@@ -142,6 +149,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "tasks": args.tasks, "group": args.group, "max_steps": args.max_steps, "max_new_tokens": args.max_new_tokens,
         "timed_steps": args.steps, "threads": args.threads, "prm_batch_size": args.prm_batch_size or "env default",
+        "compare_batch_size": args.compare_batch_size,
         "ratio": round(median["prm"] / median["outcome"], 2),
     }
     for name in sides:
@@ -151,15 +159,22 @@ def main() -> None:
             "trained_sequences": round(statistics.fmean(parts[name]["trained"]), 2),
         }
     result["rollout_ratio"] = round(result["prm"]["median_rollout_s"] / result["outcome"]["median_rollout_s"], 2)
+    if "prm_compared" in result:  # the PRM's scoring a step with fewer rows a pass, over that of one pass
+        result["compared_scoring_ratio"] = round(result["prm_compared"]["median_scoring_s"] / result["prm"]["median_scoring_s"], 2)
     result["load_average_after"] = round(os.getloadavg()[0], 2)
     print("| reward | median step (s) | rollout (s) | PRM scoring (s) | update (s) | sequences trained |")
     print("|---|---|---|---|---|---|")
-    for name, label in (("outcome", "outcome only"), ("prm", "outcome + PRM")):
+    labels = {"outcome": "outcome only", "prm": "outcome + PRM", "prm_compared": f"outcome + PRM, {args.compare_batch_size} rows a pass"}
+    for name, label in labels.items():
+        if name not in result:
+            continue
         r = result[name]
         print(f"| {label} | {r['median_step_s']} | {r['median_rollout_s']} | {r['median_scoring_s']} | {r['median_update_s']} | "
               f"{r['trained_sequences']:.0%} |")
     print(f"{ENV_ID}, {args.tasks * args.group} episodes a step, up to {args.max_steps} turns: PRM / outcome "
           f"{result['ratio']}x a step, {result['rollout_ratio']}x the rollout")
+    if "compared_scoring_ratio" in result:
+        print(f"the PRM's scoring a step, {args.compare_batch_size} rows a pass / one pass: {result['compared_scoring_ratio']}x")
     print(f"load average after: {result['load_average_after']:.2f}")
     if args.record:
         write_record(args.record, result)

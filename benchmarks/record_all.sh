@@ -34,5 +34,5 @@ python benchmarks/warm_start_tune.py --steps 800 --schedule constant --order-see
 python benchmarks/bench_peers.py --peer-python "${PEER_PYTHON:-/tmp/peers/bin/python}" --record peers
 python benchmarks/grpo_vs_trl_multiturn.py --record grpo_vs_trl_multiturn    # ~6-8 min idle (estimated); the first record was taken under load
 python benchmarks/endpoint.py --record endpoint    # ~1 min
-python benchmarks/prm_step.py --record prm_step    # ~4 min idle (estimated); the first record was taken under load
+python benchmarks/prm_step.py --compare-batch-size 64 --record prm_step    # ~3 min idle
 python benchmarks/remote_env.py --record remote_env    # ~1 min; the first record was taken under load

@@ -240,14 +240,6 @@ class PRMProcessReward:
         return (PRMProcessReward, (self.prm, self.rule))
 
 
-#: Rows per forward pass of a PRM that :func:`process_reward_from_path` loads (``load_prm``'s
-#: ``batch_size``, unless its options name one): the steps of a vector env's step are scored in one
-#: call (:mod:`mathgym.envs.ahead`), and in one padded pass up to this many envs (a default run's 16
-#: tasks x 8 samples). Smaller passes cost more than they save: on 2 busy CPU cores, 64 solutions of
-#: 4 steps took half the time or less in one pass of 64 as in eight passes of 8 (the tiny PRM of
-#: ``benchmarks/prm_step.py``). Pass a smaller ``batch_size`` where a large PRM's logits would not fit.
-ENV_PRM_BATCH_SIZE = 128
-
 #: Where :func:`process_reward_from_path` finds the model side (an import string: the env layer
 #: names no module of the agents layer, which needs torch).
 PRM_LOADER = "mathgym.agents.prm_model:load_prm"
@@ -259,10 +251,8 @@ def process_reward_from_path(path: str | Path, rule: AggregationRule | None = No
     A process loads each ``(path, options)`` once: every env made with the same string shares the model.
 
     ``rule`` defaults to the directory's settings' ``rule`` (``last`` without one); ``options``
-    go to :func:`~mathgym.agents.prm_model.load_prm` (``device``, ``batch_size``, ``timeout_s``...);
-    ``batch_size`` defaults to :data:`ENV_PRM_BATCH_SIZE`.
+    go to :func:`~mathgym.agents.prm_model.load_prm` (``device``, ``batch_size``, ``timeout_s``...).
     """
-    options = {"batch_size": ENV_PRM_BATCH_SIZE, **options}
     key = (str(path), json.dumps(options, sort_keys=True, default=str))
     prm = _LOADED.get(key)
     if prm is None:

@@ -1,6 +1,6 @@
-"""A PRM directory as MathStep-v0's process reward, scored for a whole vector step at once: one padded
-forward pass of the model per step (not one per env, nor one per ``load_prm`` default batch of 8),
-and the same rewards, to float tolerance, as each env scoring its own steps alone."""
+"""A PRM directory as MathStep-v0's process reward, scored for a whole vector step at once: one call of
+the model's scorer per step, in padded passes of at most its ``batch_size`` rows, and the same rewards,
+to float tolerance, as each env scoring its own steps alone (one pass per env and turn)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mathgym.agents.prm_model import PRM
 from mathgym.envs.ahead import score_step_ahead
 from mathgym.rewards.prm import PRMSettings, write_prm_settings
 
-ENVS = 12  # more than load_prm's default batch_size of 8
+ENVS = 12  # more than load_prm's default batch_size of 8: the rows of a step go through in two passes
 STEPS = ["First I add 12 and 30.", "That gives 42 in all", "Then I check it once more, digit by digit.",
          "Carry the one.", "So 4 tens and 2 ones."]
 
@@ -53,21 +53,30 @@ def _play(envs, ahead: bool, turns: int = 3) -> list[list[float]]:
     return rewards
 
 
-def test_a_vector_step_is_one_forward_pass_of_the_prm_with_the_scores_of_each_env_alone(prm_dir, monkeypatch):
+def test_a_vector_step_is_one_call_of_the_prm_with_the_scores_of_each_env_alone(prm_dir, monkeypatch):
+    calls: list[int] = []
     passes: list[int] = []
-    forward = PRM.step_probabilities
+    score_steps, forward = PRM.score_steps, PRM.step_probabilities
+
+    def called(self, problems, steps):
+        calls.append(len(problems))
+        return score_steps(self, problems, steps)
 
     def counted(self, inputs):
         passes.append(len(inputs))
         return forward(self, inputs)
 
+    monkeypatch.setattr(PRM, "score_steps", called)
     monkeypatch.setattr(PRM, "step_probabilities", counted)
     envs = gym.make_vec("MathStep-v0", num_envs=ENVS, vectorization_mode="sync", process_reward=str(prm_dir))
+    batch_size = envs.envs[0].unwrapped.process_reward.prm.batch_size
     alone = _play(envs, ahead=False)
-    assert passes == [1] * (3 * ENVS)
+    assert calls == passes == [1] * (3 * ENVS)
+    calls.clear()
     passes.clear()
     together = _play(envs, ahead=True)
-    assert passes == [ENVS] * 3  # one padded pass of every env's steps per vector step
+    assert calls == [ENVS] * 3  # every env's steps of a vector step in one call
+    assert passes == [batch_size, ENVS - batch_size] * 3  # padded passes of at most batch_size rows
     np.testing.assert_allclose(together, alone, rtol=1e-5, atol=1e-6)
     assert len({round(r, 6) for turn in alone for r in turn}) > ENVS  # the random PRM tells the steps apart
     envs.close()
